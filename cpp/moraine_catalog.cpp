@@ -1,0 +1,79 @@
+// The catalog of one attached lake: schemas come from the current transaction's view.
+#include "moraine_catalog.hpp"
+
+#include "duckdb/parser/parsed_data/create_schema_info.hpp"
+#include "duckdb/parser/parsed_data/drop_info.hpp"
+#include "duckdb/storage/database_size.hpp"
+
+namespace duckdb {
+
+MoraineCatalog::MoraineCatalog(AttachedDatabase &db, shared_ptr<MoraineStoreRef> store_p, string url_p,
+                               bool read_only_p)
+    : Catalog(db), store(std::move(store_p)), url(std::move(url_p)), read_only(read_only_p) {
+}
+
+static MoraineTransaction &TransactionOf(CatalogTransaction transaction) {
+	if (!transaction.transaction) {
+		throw InternalException("moraine: catalog access without a transaction");
+	}
+	return transaction.transaction->Cast<MoraineTransaction>();
+}
+
+optional_ptr<CatalogEntry> MoraineCatalog::CreateSchema(CatalogTransaction transaction, CreateSchemaInfo &info) {
+	auto &moraine_transaction = TransactionOf(transaction);
+	bool if_not_exists = info.on_conflict == OnCreateConflict::IGNORE_ON_CONFLICT;
+	if (info.on_conflict == OnCreateConflict::REPLACE_ON_CONFLICT) {
+		throw NotImplementedException("moraine: CREATE OR REPLACE SCHEMA is not supported");
+	}
+	MoraineError err {nullptr, 0};
+	if (moraine_txn_create_schema(moraine_transaction.Txn(), info.schema.c_str(), info.schema.size(),
+	                              if_not_exists ? 1 : 0, &err) != 0) {
+		MoraineThrow(err);
+	}
+	moraine_transaction.InvalidateEntries();
+	return moraine_transaction.GetSchema(info.schema).get();
+}
+
+void MoraineCatalog::ScanSchemas(ClientContext &context, std::function<void(SchemaCatalogEntry &)> callback) {
+	MoraineTransaction::Get(context, *this).ScanSchemas(callback);
+}
+
+optional_ptr<SchemaCatalogEntry> MoraineCatalog::LookupSchema(CatalogTransaction transaction,
+                                                              const EntryLookupInfo &schema_lookup,
+                                                              OnEntryNotFound if_not_found) {
+	auto &name = schema_lookup.GetEntryName();
+	auto schema = TransactionOf(transaction).GetSchema(name);
+	if (!schema && if_not_found == OnEntryNotFound::THROW_EXCEPTION) {
+		throw CatalogException("moraine: schema \"%s\" does not exist in lake \"%s\"", name, url);
+	}
+	return schema.get();
+}
+
+void MoraineCatalog::DropSchema(ClientContext &context, DropInfo &info) {
+	auto &moraine_transaction = MoraineTransaction::Get(context, *this);
+	MoraineError err {nullptr, 0};
+	if (moraine_txn_drop_schema(moraine_transaction.Txn(), info.name.c_str(), info.name.size(),
+	                            info.if_not_found == OnEntryNotFound::RETURN_NULL ? 1 : 0, &err) != 0) {
+		MoraineThrow(err);
+	}
+	moraine_transaction.InvalidateEntries();
+}
+
+PhysicalOperator &MoraineCatalog::PlanCreateTableAs(ClientContext &context, PhysicalPlanGenerator &planner,
+                                                    LogicalCreateTable &op, PhysicalOperator &plan) {
+	throw NotImplementedException("moraine: CREATE TABLE AS is not supported; moraine serves DuckLake's tables");
+}
+
+DatabaseSize MoraineCatalog::GetDatabaseSize(ClientContext &context) {
+	return DatabaseSize();
+}
+
+bool MoraineCatalog::InMemory() {
+	return StringUtil::StartsWith(url, "memory://");
+}
+
+string MoraineCatalog::GetDBPath() {
+	return url;
+}
+
+} // namespace duckdb

@@ -1,0 +1,171 @@
+// moraine's DuckDB catalog glue: thin subclasses of DuckDB's catalog classes that marshal
+// between DuckDB and the Rust core (moraine_ffi.h). No catalog logic lives here.
+#pragma once
+
+#include "duckdb.hpp"
+#include "duckdb/catalog/catalog.hpp"
+#include "duckdb/catalog/catalog_entry/schema_catalog_entry.hpp"
+#include "duckdb/catalog/catalog_entry/table_catalog_entry.hpp"
+#include "duckdb/common/case_insensitive_map.hpp"
+#include "duckdb/function/table_function.hpp"
+#include "duckdb/storage/storage_extension.hpp"
+#include "duckdb/transaction/transaction.hpp"
+#include "duckdb/transaction/transaction_manager.hpp"
+#include "moraine_ffi.h"
+
+namespace duckdb {
+
+class MoraineTransaction;
+
+//! Throws a DuckDB exception carrying a Rust error (and frees it).
+[[noreturn]] void MoraineThrow(MoraineError &err);
+//! Frees the Rust error and returns its message.
+string MoraineTakeError(MoraineError &err);
+
+// ---- cell marshalling (moraine_cells.cpp) ----
+//! Converts one DuckDB value to a cell; `scratch` owns any bytes the cell points at.
+void MoraineValueToCell(const Value &value, const LogicalType &type, MoraineCell &cell, string &scratch);
+//! Writes one cell into row `row` of a flat vector of type `type`.
+void MoraineWriteCell(Vector &vector, idx_t row, const MoraineCell &cell);
+string MoraineSerializeType(const LogicalType &type);
+LogicalType MoraineDeserializeType(const uint8_t *data, size_t len);
+//! Pushes every row of `chunk` (columns in order) into `rows`.
+void MoraineAppendChunk(MoraineRows *rows, DataChunk &chunk);
+
+// ---- catalog ----
+struct MoraineStoreRef {
+	explicit MoraineStoreRef(MoraineStore *store) : store(store) {
+	}
+	~MoraineStoreRef() {
+		moraine_store_free(store);
+	}
+	MoraineStore *store;
+};
+
+class MoraineCatalog : public Catalog {
+public:
+	MoraineCatalog(AttachedDatabase &db, shared_ptr<MoraineStoreRef> store, string url, bool read_only);
+
+	shared_ptr<MoraineStoreRef> store;
+	string url;
+	bool read_only;
+
+public:
+	void Initialize(bool load_builtin) override {
+	}
+	string GetCatalogType() override {
+		return "moraine";
+	}
+	optional_ptr<CatalogEntry> CreateSchema(CatalogTransaction transaction, CreateSchemaInfo &info) override;
+	void ScanSchemas(ClientContext &context, std::function<void(SchemaCatalogEntry &)> callback) override;
+	optional_ptr<SchemaCatalogEntry> LookupSchema(CatalogTransaction transaction, const EntryLookupInfo &schema_lookup,
+	                                              OnEntryNotFound if_not_found) override;
+	PhysicalOperator &PlanCreateTableAs(ClientContext &context, PhysicalPlanGenerator &planner, LogicalCreateTable &op,
+	                                    PhysicalOperator &plan) override;
+	PhysicalOperator &PlanInsert(ClientContext &context, PhysicalPlanGenerator &planner, LogicalInsert &op,
+	                             optional_ptr<PhysicalOperator> plan) override;
+	PhysicalOperator &PlanDelete(ClientContext &context, PhysicalPlanGenerator &planner, LogicalDelete &op,
+	                             PhysicalOperator &plan) override;
+	PhysicalOperator &PlanUpdate(ClientContext &context, PhysicalPlanGenerator &planner, LogicalUpdate &op,
+	                             PhysicalOperator &plan) override;
+	DatabaseSize GetDatabaseSize(ClientContext &context) override;
+	bool InMemory() override;
+	string GetDBPath() override;
+	void DropSchema(ClientContext &context, DropInfo &info) override;
+};
+
+class MoraineTableEntry;
+
+class MoraineSchemaEntry : public SchemaCatalogEntry {
+public:
+	MoraineSchemaEntry(Catalog &catalog, CreateSchemaInfo &info, MoraineTransaction &transaction);
+
+	MoraineTransaction &transaction;
+
+public:
+	optional_ptr<CatalogEntry> CreateTable(CatalogTransaction transaction, BoundCreateTableInfo &info) override;
+	optional_ptr<CatalogEntry> CreateFunction(CatalogTransaction transaction, CreateFunctionInfo &info) override;
+	optional_ptr<CatalogEntry> CreateIndex(CatalogTransaction transaction, CreateIndexInfo &info,
+	                                       TableCatalogEntry &table) override;
+	optional_ptr<CatalogEntry> CreateView(CatalogTransaction transaction, CreateViewInfo &info) override;
+	optional_ptr<CatalogEntry> CreateSequence(CatalogTransaction transaction, CreateSequenceInfo &info) override;
+	optional_ptr<CatalogEntry> CreateTableFunction(CatalogTransaction transaction,
+	                                               CreateTableFunctionInfo &info) override;
+	optional_ptr<CatalogEntry> CreateCopyFunction(CatalogTransaction transaction,
+	                                              CreateCopyFunctionInfo &info) override;
+	optional_ptr<CatalogEntry> CreatePragmaFunction(CatalogTransaction transaction,
+	                                                CreatePragmaFunctionInfo &info) override;
+	optional_ptr<CatalogEntry> CreateCollation(CatalogTransaction transaction, CreateCollationInfo &info) override;
+	optional_ptr<CatalogEntry> CreateType(CatalogTransaction transaction, CreateTypeInfo &info) override;
+	void Alter(CatalogTransaction transaction, AlterInfo &info) override;
+	void Scan(ClientContext &context, CatalogType type, const std::function<void(CatalogEntry &)> &callback) override;
+	void Scan(CatalogType type, const std::function<void(CatalogEntry &)> &callback) override;
+	void DropEntry(ClientContext &context, DropInfo &info) override;
+	optional_ptr<CatalogEntry> LookupEntry(CatalogTransaction transaction, const EntryLookupInfo &lookup_info) override;
+
+private:
+	void LoadTables();
+	bool tables_loaded = false;
+	case_insensitive_map_t<unique_ptr<MoraineTableEntry>> tables;
+};
+
+class MoraineTableEntry : public TableCatalogEntry {
+public:
+	MoraineTableEntry(Catalog &catalog, SchemaCatalogEntry &schema, CreateTableInfo &info);
+
+public:
+	unique_ptr<BaseStatistics> GetStatistics(ClientContext &context, column_t column_id) override;
+	TableFunction GetScanFunction(ClientContext &context, unique_ptr<FunctionData> &bind_data) override;
+	TableStorageInfo GetStorageInfo(ClientContext &context) override;
+};
+
+// ---- transactions ----
+class MoraineTransaction : public Transaction {
+public:
+	MoraineTransaction(MoraineCatalog &catalog, TransactionManager &manager, ClientContext &context);
+	~MoraineTransaction() override;
+
+	static MoraineTransaction &Get(ClientContext &context, Catalog &catalog);
+
+	MoraineCatalog &catalog;
+	//! The Rust transaction, begun lazily; owned until Commit/Rollback.
+	MoraineTxn *Txn();
+	void Commit();
+	void Rollback();
+
+	//! Per-transaction catalog entries. Entries are never freed before the transaction ends:
+	//! DDL moves the current ones aside so references handed to DuckDB stay valid.
+	optional_ptr<MoraineSchemaEntry> GetSchema(const string &name);
+	void ScanSchemas(const std::function<void(SchemaCatalogEntry &)> &callback);
+	void InvalidateEntries();
+	void Retire(unique_ptr<CatalogEntry> entry);
+
+private:
+	void LoadSchemas();
+	mutex lock;
+	MoraineTxn *txn = nullptr;
+	bool schemas_loaded = false;
+	case_insensitive_map_t<unique_ptr<MoraineSchemaEntry>> schemas;
+	vector<unique_ptr<CatalogEntry>> retired;
+};
+
+class MoraineTransactionManager : public TransactionManager {
+public:
+	MoraineTransactionManager(AttachedDatabase &db, MoraineCatalog &catalog);
+
+	Transaction &StartTransaction(ClientContext &context) override;
+	ErrorData CommitTransaction(ClientContext &context, Transaction &transaction) override;
+	void RollbackTransaction(Transaction &transaction) override;
+	void Checkpoint(ClientContext &context, bool force = false) override {
+	}
+
+private:
+	MoraineCatalog &catalog;
+	mutex transaction_lock;
+	reference_map_t<Transaction, unique_ptr<MoraineTransaction>> transactions;
+};
+
+// ---- storage extension ----
+shared_ptr<StorageExtension> MoraineStorageExtension();
+
+} // namespace duckdb

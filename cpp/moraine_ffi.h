@@ -1,0 +1,110 @@
+// The C surface between moraine's C++ catalog glue and its Rust core (src/ffi.rs).
+// The C++ side only marshals DuckDB objects into these shapes; every decision is made in Rust.
+#pragma once
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct MoraineStore MoraineStore; // one open lake (shared, reference counted)
+typedef struct MoraineTxn MoraineTxn;     // one DuckDB transaction's view and staged writes
+typedef struct MoraineMat MoraineMat;     // one materialization of one table in one transaction
+typedef struct MoraineRows MoraineRows;   // a row buffer being filled by a sink
+
+// An owned error message; free with moraine_error_free. `ptr` is NULL when there is no error.
+typedef struct {
+	char *ptr;
+	size_t len;
+} MoraineError;
+
+enum MoraineCellTag {
+	MORAINE_NULL = 0,
+	MORAINE_INT = 1,   // i: any integer that fits i64
+	MORAINE_BOOL = 2,  // i: 0 or 1
+	MORAINE_FLOAT = 3, // f
+	MORAINE_TEXT = 4,  // ptr/len: UTF-8
+	MORAINE_BLOB = 5   // ptr/len: a DuckDB Value serialized by the C++ layer
+};
+
+// One cell. When produced by Rust, ptr stays valid while the owning MoraineMat lives.
+typedef struct {
+	uint8_t tag;
+	int64_t i;
+	double f;
+	const uint8_t *ptr;
+	size_t len;
+} MoraineCell;
+
+typedef struct {
+	const char *name;
+	size_t name_len;
+	const char *type_name; // LogicalType::ToString()
+	size_t type_name_len;
+	const uint8_t *type_blob; // serialized LogicalType
+	size_t type_blob_len;
+} MoraineColumnIn;
+
+typedef void (*moraine_name_cb)(void *ud, const char *name, size_t len);
+typedef void (*moraine_column_cb)(void *ud, const char *name, size_t name_len, const uint8_t *type_blob,
+                                  size_t type_blob_len);
+
+void moraine_error_free(MoraineError err);
+
+// Stores. `url` is what followed "moraine:" in ATTACH. Returns NULL and sets *err on failure.
+MoraineStore *moraine_store_open(const char *url, size_t url_len, int read_only, MoraineError *err);
+void moraine_store_free(MoraineStore *store);
+// Describes the store (for GetDBPath / diagnostics): writes its URL via cb.
+void moraine_store_url(MoraineStore *store, void *ud, moraine_name_cb cb);
+
+// Transactions.
+MoraineTxn *moraine_txn_begin(MoraineStore *store);
+// Commits and frees the transaction. Returns 0 on success, else sets *err (nothing was written).
+int moraine_txn_commit(MoraineTxn *txn, MoraineError *err);
+void moraine_txn_rollback(MoraineTxn *txn);
+
+int moraine_txn_schemas(MoraineTxn *txn, void *ud, moraine_name_cb cb, MoraineError *err);
+int moraine_txn_create_schema(MoraineTxn *txn, const char *name, size_t len, int if_not_exists, MoraineError *err);
+int moraine_txn_drop_schema(MoraineTxn *txn, const char *name, size_t len, int if_exists, MoraineError *err);
+// For each table in the schema: table_cb(name), then column_cb once per column.
+int moraine_txn_tables(MoraineTxn *txn, const char *schema, size_t schema_len, void *ud, moraine_name_cb table_cb,
+                       moraine_column_cb column_cb, MoraineError *err);
+int moraine_txn_create_table(MoraineTxn *txn, const char *schema, size_t schema_len, const char *name, size_t name_len,
+                             const MoraineColumnIn *columns, size_t ncolumns, MoraineError *err);
+int moraine_txn_drop_table(MoraineTxn *txn, const char *schema, size_t schema_len, const char *name, size_t name_len,
+                           MoraineError *err);
+
+// The latest committed snapshot id at this transaction's read point.
+// Returns 1 and sets *out, 0 for a lake with no snapshot yet, or -1 and sets *err.
+int moraine_txn_head_snapshot(MoraineTxn *txn, int64_t *out, MoraineError *err);
+
+// The table's rows as this transaction sees them. Row ids of this materialization are
+// moraine_mat_rowid(mat, index). Returns NULL and sets *err on failure.
+MoraineMat *moraine_txn_rows(MoraineTxn *txn, const char *schema, size_t schema_len, const char *name, size_t name_len,
+                             int need_history, MoraineError *err);
+size_t moraine_mat_len(const MoraineMat *mat);
+int64_t moraine_mat_rowid(const MoraineMat *mat, size_t index);
+void moraine_mat_cell(const MoraineMat *mat, size_t row, size_t col, MoraineCell *out);
+void moraine_mat_free(MoraineMat *mat);
+
+// Row buffers filled by sinks: push ncols cells per row.
+MoraineRows *moraine_rows_new(size_t ncols);
+void moraine_rows_push(MoraineRows *rows, const MoraineCell *cell);
+size_t moraine_rows_len(const MoraineRows *rows);
+void moraine_rows_free(MoraineRows *rows);
+
+// Staging. Each consumes `rows`. Returns 0 on success, else sets *err.
+int moraine_txn_stage_insert(MoraineTxn *txn, const char *schema, size_t schema_len, const char *name, size_t name_len,
+                             MoraineRows *rows, MoraineError *err);
+// rows holds, for each rowid, the new values of the columns listed in `cols` (in that order).
+int moraine_txn_stage_update(MoraineTxn *txn, const char *schema, size_t schema_len, const char *name, size_t name_len,
+                             const int64_t *rowids, size_t nrowids, const size_t *cols, size_t ncols,
+                             MoraineRows *rows, MoraineError *err);
+int moraine_txn_stage_delete(MoraineTxn *txn, const char *schema, size_t schema_len, const char *name, size_t name_len,
+                             const int64_t *rowids, size_t nrowids, MoraineError *err);
+
+#ifdef __cplusplus
+}
+#endif

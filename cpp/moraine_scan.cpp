@@ -1,0 +1,217 @@
+// Table entries and their scan: rows come from one materialization per transaction
+// (RFC 0009); each emitted rowid names a row of exactly that materialization.
+#include "moraine_catalog.hpp"
+
+#include "duckdb/planner/expression/bound_columnref_expression.hpp"
+#include "duckdb/planner/expression/bound_comparison_expression.hpp"
+#include "duckdb/planner/expression/bound_conjunction_expression.hpp"
+#include "duckdb/planner/expression/bound_constant_expression.hpp"
+#include "duckdb/planner/expression/bound_operator_expression.hpp"
+#include "duckdb/planner/operator/logical_get.hpp"
+#include "duckdb/storage/table_storage_info.hpp"
+
+namespace duckdb {
+
+MoraineTableEntry::MoraineTableEntry(Catalog &catalog, SchemaCatalogEntry &schema, CreateTableInfo &info)
+    : TableCatalogEntry(catalog, schema, info) {
+}
+
+unique_ptr<BaseStatistics> MoraineTableEntry::GetStatistics(ClientContext &context, column_t column_id) {
+	return nullptr;
+}
+
+TableStorageInfo MoraineTableEntry::GetStorageInfo(ClientContext &context) {
+	return TableStorageInfo();
+}
+
+struct MoraineScanBindData : public TableFunctionData {
+	MoraineScanBindData(MoraineTableEntry &table) : table(table) {
+	}
+	MoraineTableEntry &table;
+	//! Set when a pushed-down filter admits only rows with end_snapshot NULL or > this value.
+	optional_idx end_snapshot_floor;
+	//! Set when a pushed-down filter admits only rows with end_snapshot NULL.
+	bool only_live = false;
+};
+
+//! The committed history holds only versions that ended at or before head. A scan whose filter
+//! keeps only live versions, or versions still live after some snapshot >= head, never needs it:
+//! this is how loading the catalog at head stays off the history keyspace (RFC 0002).
+static bool IsEndSnapshot(LogicalGet &get, Expression &expr) {
+	if (expr.GetExpressionClass() != ExpressionClass::BOUND_COLUMN_REF) {
+		return false;
+	}
+	auto &ref = expr.Cast<BoundColumnRefExpression>();
+	auto &column_ids = get.GetColumnIds();
+	if (ref.binding.table_index != get.table_index || ref.binding.column_index >= column_ids.size()) {
+		return false;
+	}
+	auto &column = column_ids[ref.binding.column_index];
+	if (column.IsVirtualColumn()) {
+		return false;
+	}
+	auto table = get.GetTable();
+	return table && table->GetColumn(LogicalIndex(column.GetPrimaryIndex())).Name() == "end_snapshot";
+}
+
+static bool IsEndSnapshotNull(LogicalGet &get, Expression &expr) {
+	if (expr.GetExpressionType() != ExpressionType::OPERATOR_IS_NULL) {
+		return false;
+	}
+	auto &op = expr.Cast<BoundOperatorExpression>();
+	return op.children.size() == 1 && IsEndSnapshot(get, *op.children[0]);
+}
+
+//! Matches `S < end_snapshot` / `end_snapshot > S` (and >=) with a constant S; returns the floor.
+static optional_idx EndSnapshotAbove(LogicalGet &get, Expression &expr) {
+	if (expr.GetExpressionClass() != ExpressionClass::BOUND_COMPARISON) {
+		return optional_idx();
+	}
+	auto &cmp = expr.Cast<BoundComparisonExpression>();
+	auto type = cmp.GetExpressionType();
+	Expression *column = nullptr, *constant = nullptr;
+	if (type == ExpressionType::COMPARE_GREATERTHAN || type == ExpressionType::COMPARE_GREATERTHANOREQUALTO) {
+		column = cmp.left.get();
+		constant = cmp.right.get();
+	} else if (type == ExpressionType::COMPARE_LESSTHAN || type == ExpressionType::COMPARE_LESSTHANOREQUALTO) {
+		column = cmp.right.get();
+		constant = cmp.left.get();
+	} else {
+		return optional_idx();
+	}
+	if (!IsEndSnapshot(get, *column) || constant->GetExpressionClass() != ExpressionClass::BOUND_CONSTANT) {
+		return optional_idx();
+	}
+	auto &value = constant->Cast<BoundConstantExpression>().value;
+	if (value.IsNull()) {
+		return optional_idx();
+	}
+	auto floor = value.GetValue<int64_t>();
+	bool inclusive = type == ExpressionType::COMPARE_GREATERTHANOREQUALTO || type == ExpressionType::COMPARE_LESSTHANOREQUALTO;
+	// end_snapshot > floor admits nothing that ended at or before floor; ">=" shifts it by one
+	floor -= inclusive ? 1 : 0;
+	if (floor < 0) {
+		return optional_idx();
+	}
+	return optional_idx(NumericCast<idx_t>(floor));
+}
+
+static void MoraineScanPushdown(ClientContext &context, LogicalGet &get, FunctionData *bind_data_p,
+                                vector<unique_ptr<Expression>> &filters) {
+	// Only inspects the filters: DuckDB still applies every one of them above the scan.
+	auto &bind_data = bind_data_p->Cast<MoraineScanBindData>();
+	for (auto &filter : filters) {
+		if (IsEndSnapshotNull(get, *filter)) {
+			bind_data.only_live = true;
+			continue;
+		}
+		if (filter->GetExpressionType() != ExpressionType::CONJUNCTION_OR) {
+			continue;
+		}
+		auto &disjunction = filter->Cast<BoundConjunctionExpression>();
+		if (disjunction.children.size() != 2) {
+			continue;
+		}
+		for (idx_t i = 0; i < 2; i++) {
+			auto floor = EndSnapshotAbove(get, *disjunction.children[i]);
+			if (floor.IsValid() && IsEndSnapshotNull(get, *disjunction.children[1 - i])) {
+				bind_data.end_snapshot_floor = floor;
+			}
+		}
+	}
+}
+
+static bool ScanNeedsHistory(MoraineTxn *txn, const MoraineScanBindData &bind_data) {
+	if (bind_data.only_live) {
+		return false;
+	}
+	if (!bind_data.end_snapshot_floor.IsValid()) {
+		return true;
+	}
+	int64_t head = 0;
+	MoraineError err {nullptr, 0};
+	auto has_head = moraine_txn_head_snapshot(txn, &head, &err);
+	if (has_head < 0) {
+		MoraineThrow(err);
+	}
+	// no snapshot yet: nothing has ended, so there is no history
+	return has_head == 1 && NumericCast<int64_t>(bind_data.end_snapshot_floor.GetIndex()) < head;
+}
+
+struct MoraineScanState : public GlobalTableFunctionState {
+	~MoraineScanState() override {
+		if (mat) {
+			moraine_mat_free(mat);
+		}
+	}
+	MoraineMat *mat = nullptr;
+	idx_t position = 0;
+	idx_t length = 0;
+	vector<column_t> column_ids;
+
+	idx_t MaxThreads() const override {
+		return 1;
+	}
+};
+
+static unique_ptr<GlobalTableFunctionState> MoraineScanInit(ClientContext &context, TableFunctionInitInput &input) {
+	auto &bind_data = input.bind_data->Cast<MoraineScanBindData>();
+	auto &table = bind_data.table;
+	auto &transaction = MoraineTransaction::Get(context, table.catalog);
+	auto result = make_uniq<MoraineScanState>();
+	auto &schema = table.schema.name;
+	MoraineError err {nullptr, 0};
+	auto txn = transaction.Txn();
+	auto need_history = ScanNeedsHistory(txn, bind_data);
+	result->mat = moraine_txn_rows(txn, schema.c_str(), schema.size(), table.name.c_str(), table.name.size(),
+	                               need_history ? 1 : 0, &err);
+	if (!result->mat) {
+		MoraineThrow(err);
+	}
+	result->length = moraine_mat_len(result->mat);
+	result->column_ids = input.column_ids;
+	return std::move(result);
+}
+
+static void MoraineScanFunction(ClientContext &context, TableFunctionInput &input, DataChunk &output) {
+	auto &state = input.global_state->Cast<MoraineScanState>();
+	idx_t count = MinValue<idx_t>(STANDARD_VECTOR_SIZE, state.length - state.position);
+	MoraineCell cell;
+	for (idx_t c = 0; c < state.column_ids.size(); c++) {
+		auto column_id = state.column_ids[c];
+		auto &vector = output.data[c];
+		if (IsRowIdColumnId(column_id)) {
+			auto data = FlatVector::GetData<int64_t>(vector);
+			for (idx_t r = 0; r < count; r++) {
+				data[r] = moraine_mat_rowid(state.mat, state.position + r);
+			}
+			continue;
+		}
+		if (column_id == COLUMN_IDENTIFIER_EMPTY || IsVirtualColumn(column_id)) {
+			// no column is read (e.g. COUNT(*)): DuckDB only needs the cardinality
+			continue;
+		}
+		for (idx_t r = 0; r < count; r++) {
+			moraine_mat_cell(state.mat, state.position + r, column_id, &cell);
+			MoraineWriteCell(vector, r, cell);
+		}
+	}
+	state.position += count;
+	output.SetCardinality(count);
+}
+
+//! Tells DuckDB's binder the scan reads a base table, so UPDATE / DELETE can target it.
+static BindInfo MoraineScanBindInfo(const optional_ptr<FunctionData> bind_data) {
+	return BindInfo(bind_data->Cast<MoraineScanBindData>().table);
+}
+
+TableFunction MoraineTableEntry::GetScanFunction(ClientContext &context, unique_ptr<FunctionData> &bind_data) {
+	bind_data = make_uniq<MoraineScanBindData>(*this);
+	TableFunction function("moraine_scan", {}, MoraineScanFunction, nullptr, MoraineScanInit);
+	function.projection_pushdown = true;
+	function.pushdown_complex_filter = MoraineScanPushdown;
+	function.get_bind_info = MoraineScanBindInfo;
+	return function;
+}
+
+} // namespace duckdb

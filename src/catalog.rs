@@ -1,0 +1,602 @@
+//! Table definitions held in the store, and what kind of record each table's rows become.
+//!
+//! moraine serves exactly DuckLake's tables: the fixed ones (`tables::FIXED_TABLES`, validated
+//! column by column at CREATE) and the dynamic inlined tables `ducklake_inlined_data_<t>_<v>` /
+//! `ducklake_inlined_delete_<t>`. A table's [`Kind`] decides how its rows are keyed (RFC 0002)
+//! and how a staged row names the row it changes (its identity, RFC 0006).
+
+use crate::cell::{decode_row, encode_row, Cell, Row};
+use crate::error::{Error, Result};
+use crate::keys;
+use crate::tables;
+
+/// One column of a table as DuckDB declared it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ColumnDef {
+    pub name: String,
+    /// DuckDB's type name (`BIGINT`, `VARCHAR`, `TIMESTAMP WITH TIME ZONE`, ...).
+    pub type_name: String,
+    /// DuckDB's serialized LogicalType, opaque to the core.
+    pub type_blob: Vec<u8>,
+}
+
+/// A table as stored under `sys/table/<schema>/<name>`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TableDef {
+    pub schema: String,
+    pub name: String,
+    pub columns: Vec<ColumnDef>,
+}
+
+const TABLE_DEF_VERSION: i64 = 1;
+
+impl TableDef {
+    /// Encode with the row codec: `[version, schema, name, ncols, (name, type, blob)*]`.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut cells = vec![
+            Cell::Int(TABLE_DEF_VERSION),
+            Cell::Text(self.schema.clone()),
+            Cell::Text(self.name.clone()),
+            Cell::Int(self.columns.len() as i64),
+        ];
+        for c in &self.columns {
+            cells.push(Cell::Text(c.name.clone()));
+            cells.push(Cell::Text(c.type_name.clone()));
+            cells.push(Cell::Blob(c.type_blob.clone()));
+        }
+        encode_row(&cells)
+    }
+
+    pub fn decode(bytes: &[u8]) -> Result<TableDef> {
+        let cells = decode_row(bytes)?;
+        let bad = || Error::Corrupt("table definition record is malformed".into());
+        let text = |c: &Cell| c.as_text().map(str::to_string).ok_or_else(bad);
+        if cells.len() < 4 || cells[0] != Cell::Int(TABLE_DEF_VERSION) {
+            return Err(bad());
+        }
+        let n = cells[3].as_int().ok_or_else(bad)? as usize;
+        if cells.len() != 4 + 3 * n {
+            return Err(bad());
+        }
+        let mut columns = Vec::with_capacity(n);
+        for i in 0..n {
+            let base = 4 + 3 * i;
+            columns.push(ColumnDef {
+                name: text(&cells[base])?,
+                type_name: text(&cells[base + 1])?,
+                type_blob: match &cells[base + 2] {
+                    Cell::Blob(b) => b.clone(),
+                    _ => return Err(bad()),
+                },
+            });
+        }
+        Ok(TableDef {
+            schema: text(&cells[1])?,
+            name: text(&cells[2])?,
+            columns,
+        })
+    }
+
+    pub fn column_index(&self, name: &str) -> Option<usize> {
+        self.columns.iter().position(|c| c.name == name)
+    }
+}
+
+/// Which half of the merged `snapshot/<id>` record a snapshot table's rows are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SnapshotHalf {
+    /// `ducklake_snapshot`
+    Snapshot,
+    /// `ducklake_snapshot_changes`
+    Changes,
+}
+
+/// How a table's rows are stored and identified.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Kind {
+    /// `ducklake_snapshot` / `ducklake_snapshot_changes`: one half of `snapshot/<id>`;
+    /// identity = the snapshot id (column 0).
+    Snapshot(SnapshotHalf),
+    /// A versioned fixed kind: `current/` while end_snapshot is NULL, `history/` once ended;
+    /// identity = key cells + begin_snapshot.
+    Versioned {
+        key: Vec<usize>,
+        begin: usize,
+        end: usize,
+    },
+    /// An unversioned fixed kind: `current/<table>/<key cells>`; identity = key cells.
+    Unversioned { key: Vec<usize> },
+    /// A dynamic inlined table stored as Arrow chunks; identity = the whole row.
+    Inline,
+}
+
+/// Whether `name` is one of the dynamic tables DuckLake creates for inlined data.
+pub fn is_inlined_table_name(name: &str) -> bool {
+    fn digits(s: &str) -> bool {
+        !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit())
+    }
+    if let Some(rest) = name.strip_prefix("ducklake_inlined_data_") {
+        return match rest.split_once('_') {
+            Some((t, v)) => digits(t) && digits(v),
+            None => false,
+        };
+    }
+    if let Some(rest) = name.strip_prefix("ducklake_inlined_delete_") {
+        return digits(rest);
+    }
+    false
+}
+
+/// Check a CREATE TABLE against what moraine serves.
+pub fn validate_new_table(def: &TableDef) -> Result<()> {
+    let mut seen = std::collections::HashSet::new();
+    for c in &def.columns {
+        if !seen.insert(c.name.as_str()) {
+            return Err(Error::Schema(format!(
+                "table {}.{} declares column {} twice",
+                def.schema, def.name, c.name
+            )));
+        }
+    }
+    if let Some(fixed) = tables::fixed_table(&def.name) {
+        let expected: Vec<(&str, &str)> = fixed_columns(fixed);
+        for (i, (name, ty)) in expected.iter().enumerate() {
+            match def.columns.get(i) {
+                Some(c) if c.name == *name && c.type_name == *ty => {}
+                Some(c) => {
+                    return Err(Error::Schema(format!(
+                        "table {} does not match DuckLake's definition: column {} is {} {} but moraine serves {} {}",
+                        def.name,
+                        i + 1,
+                        c.name,
+                        c.type_name,
+                        name,
+                        ty
+                    )))
+                }
+                None => {
+                    return Err(Error::Schema(format!(
+                        "table {} does not match DuckLake's definition: column {name} {ty} is missing",
+                        def.name
+                    )))
+                }
+            }
+        }
+        if def.columns.len() > expected.len() {
+            let extra = &def.columns[expected.len()];
+            return Err(Error::Schema(format!(
+                "table {} does not match DuckLake's definition: unexpected column {} {}",
+                def.name, extra.name, extra.type_name
+            )));
+        }
+        return Ok(());
+    }
+    if is_inlined_table_name(&def.name) {
+        if def.columns.is_empty() {
+            return Err(Error::Schema(format!("table {} has no columns", def.name)));
+        }
+        return Ok(());
+    }
+    Err(Error::Catalog(format!(
+        "moraine serves only DuckLake's tables; cannot create {}",
+        def.name
+    )))
+}
+
+/// DuckLake's definition of a fixed table, as a [`TableDef`] in `schema` (empty type blobs).
+pub fn fixed_table_def(schema: &str, name: &str) -> Option<TableDef> {
+    let t = tables::fixed_table(name)?;
+    Some(TableDef {
+        schema: schema.to_string(),
+        name: name.to_string(),
+        columns: fixed_columns(t)
+            .into_iter()
+            .map(|(n, ty)| ColumnDef {
+                name: n.to_string(),
+                type_name: ty.to_string(),
+                type_blob: Vec::new(),
+            })
+            .collect(),
+    })
+}
+
+/// The kind of a table (its definition has passed [`validate_new_table`]).
+pub fn kind_of(def: &TableDef) -> Result<Kind> {
+    match def.name.as_str() {
+        "ducklake_snapshot" => return Ok(Kind::Snapshot(SnapshotHalf::Snapshot)),
+        "ducklake_snapshot_changes" => return Ok(Kind::Snapshot(SnapshotHalf::Changes)),
+        _ => {}
+    }
+    if let Some(fixed) = tables::fixed_table(&def.name) {
+        let col = |name: &str| {
+            def.column_index(name)
+                .ok_or_else(|| Error::Schema(format!("table {} has no column {name}", def.name)))
+        };
+        let key = fixed_key(fixed)
+            .iter()
+            .map(|k| col(k))
+            .collect::<Result<Vec<_>>>()?;
+        return Ok(if fixed_versioned(fixed) {
+            Kind::Versioned {
+                key,
+                begin: col("begin_snapshot")?,
+                end: col("end_snapshot")?,
+            }
+        } else {
+            Kind::Unversioned { key }
+        });
+    }
+    if is_inlined_table_name(&def.name) {
+        return Ok(Kind::Inline);
+    }
+    Err(Error::Catalog(format!(
+        "moraine serves only DuckLake's tables; {} is not one",
+        def.name
+    )))
+}
+
+/// The cells that name a row: what a staged UPDATE/DELETE's old row is matched by.
+pub fn identity(kind: &Kind, row: &[Cell]) -> Vec<Cell> {
+    let at = |i: usize| row.get(i).cloned().unwrap_or(Cell::Null);
+    match kind {
+        Kind::Snapshot(_) => vec![at(0)],
+        Kind::Versioned { key, begin, .. } => {
+            let mut v: Vec<Cell> = key.iter().map(|&i| at(i)).collect();
+            v.push(at(*begin));
+            v
+        }
+        Kind::Unversioned { key } => key.iter().map(|&i| at(i)).collect(),
+        Kind::Inline => row.to_vec(),
+    }
+}
+
+/// Whether a row of a versioned kind has ended (end_snapshot is set).
+pub fn is_ended(kind: &Kind, row: &[Cell]) -> bool {
+    match kind {
+        Kind::Versioned { end, .. } => row.get(*end).is_some_and(|c| !c.is_null()),
+        _ => false,
+    }
+}
+
+/// Columns DuckLake declares `NOT NULL` or `PRIMARY KEY` in its own CREATE TABLE statements.
+/// These, and only these, refuse NULL: other key columns may hold NULL (e.g. a global
+/// `ducklake_metadata` option has NULL `scope` and `scope_id`), which the key encoding orders
+/// first.
+pub const NOT_NULL_COLUMNS: &[(&str, &str)] = &[
+    ("ducklake_metadata", "key"),
+    ("ducklake_metadata", "value"),
+    ("ducklake_snapshot", "snapshot_id"),
+    ("ducklake_snapshot_changes", "snapshot_id"),
+    ("ducklake_schema", "schema_id"),
+    ("ducklake_data_file", "data_file_id"),
+    ("ducklake_delete_file", "delete_file_id"),
+];
+
+/// Refuse NULL in a column DuckLake declares NOT NULL / PRIMARY KEY.
+pub fn check_not_null(def: &TableDef, row: &[Cell]) -> Result<()> {
+    for (table, column) in NOT_NULL_COLUMNS {
+        if *table != def.name {
+            continue;
+        }
+        if let Some(i) = def.column_index(column) {
+            if row.get(i).is_none_or(Cell::is_null) {
+                return Err(Error::Constraint(format!(
+                    "NOT NULL constraint failed: {}.{column} cannot be NULL",
+                    def.name
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The store key of a fixed-table row (NULL key cells encode as NULL segments).
+pub fn row_key(def: &TableDef, kind: &Kind, row: &Row) -> Result<Vec<u8>> {
+    let at = |i: usize| row.get(i).cloned().unwrap_or(Cell::Null);
+    match kind {
+        Kind::Snapshot(_) => match at(0) {
+            Cell::Int(id) => Ok(keys::snapshot(id)),
+            Cell::Null => Err(Error::Constraint(format!(
+                "NOT NULL constraint failed: {}.snapshot_id cannot be NULL",
+                def.name
+            ))),
+            other => Err(Error::Constraint(format!(
+                "{}.snapshot_id must be an integer, got {other}",
+                def.name
+            ))),
+        },
+        Kind::Versioned { key, begin, end } => {
+            let cells: Vec<Cell> = key.iter().map(|&i| at(i)).collect();
+            let b = at(*begin);
+            match at(*end) {
+                Cell::Null => Ok(keys::current(&def.name, &cells, Some(&b))),
+                e => Ok(keys::history(&def.name, &cells, &e, &b)),
+            }
+        }
+        Kind::Unversioned { key } => {
+            let cells: Vec<Cell> = key.iter().map(|&i| at(i)).collect();
+            Ok(keys::current(&def.name, &cells, None))
+        }
+        Kind::Inline => Err(Error::Catalog(format!(
+            "{} is an inlined table; its rows live in chunks, not keys",
+            def.name
+        ))),
+    }
+}
+
+/// The committed-state prefixes that hold a fixed table's rows (current first, then history).
+pub fn data_prefixes(def: &TableDef, kind: &Kind, need_history: bool) -> Vec<Vec<u8>> {
+    match kind {
+        Kind::Snapshot(_) => vec![keys::snapshot_prefix()],
+        Kind::Versioned { .. } if need_history => {
+            vec![
+                keys::current_prefix(&def.name),
+                keys::history_prefix(&def.name),
+            ]
+        }
+        Kind::Versioned { .. } | Kind::Unversioned { .. } => vec![keys::current_prefix(&def.name)],
+        Kind::Inline => vec![keys::inline_chunk_prefix(&def.schema, &def.name)],
+    }
+}
+
+// ---- the merged snapshot record -------------------------------------------------------------
+
+/// `snapshot/<id>`: the ducklake_snapshot row and the ducklake_snapshot_changes row of one id.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SnapshotRecord {
+    pub snapshot: Option<Row>,
+    pub changes: Option<Row>,
+}
+
+const SNAPSHOT_RECORD_VERSION: u8 = 1;
+
+impl SnapshotRecord {
+    pub fn half(&self, h: SnapshotHalf) -> &Option<Row> {
+        match h {
+            SnapshotHalf::Snapshot => &self.snapshot,
+            SnapshotHalf::Changes => &self.changes,
+        }
+    }
+
+    pub fn half_mut(&mut self, h: SnapshotHalf) -> &mut Option<Row> {
+        match h {
+            SnapshotHalf::Snapshot => &mut self.snapshot,
+            SnapshotHalf::Changes => &mut self.changes,
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.snapshot.is_none() && self.changes.is_none()
+    }
+
+    /// `[version][flags][len][snapshot row][changes row]`
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = vec![SNAPSHOT_RECORD_VERSION];
+        let flags = (self.snapshot.is_some() as u8) | ((self.changes.is_some() as u8) << 1);
+        out.push(flags);
+        let a = self
+            .snapshot
+            .as_ref()
+            .map(|r| encode_row(r))
+            .unwrap_or_default();
+        crate::cell::put_varint(&mut out, a.len() as u64);
+        out.extend_from_slice(&a);
+        if let Some(r) = &self.changes {
+            out.extend_from_slice(&encode_row(r));
+        }
+        out
+    }
+
+    pub fn decode(bytes: &[u8]) -> Result<SnapshotRecord> {
+        let bad = || Error::Corrupt("snapshot record is malformed".into());
+        if bytes.len() < 3 || bytes[0] != SNAPSHOT_RECORD_VERSION {
+            return Err(bad());
+        }
+        let flags = bytes[1];
+        let mut pos = 2;
+        let mut len = 0u64;
+        let mut shift = 0;
+        loop {
+            let b = *bytes.get(pos).ok_or_else(bad)?;
+            pos += 1;
+            len |= ((b & 0x7f) as u64) << shift;
+            if b & 0x80 == 0 {
+                break;
+            }
+            shift += 7;
+            if shift > 63 {
+                return Err(bad());
+            }
+        }
+        let len = len as usize;
+        if bytes.len() < pos + len {
+            return Err(bad());
+        }
+        let snapshot = if flags & 1 != 0 {
+            Some(decode_row(&bytes[pos..pos + len])?)
+        } else {
+            None
+        };
+        let rest = &bytes[pos + len..];
+        let changes = if flags & 2 != 0 {
+            Some(decode_row(rest)?)
+        } else if rest.is_empty() {
+            None
+        } else {
+            return Err(bad());
+        };
+        Ok(SnapshotRecord { snapshot, changes })
+    }
+}
+
+// ---- adapters to tables.rs -------------------------------------------------------------------
+// tables.rs is owned elsewhere; these three functions are the only places that read its shape.
+
+fn fixed_columns(t: &tables::FixedTable) -> Vec<(&'static str, &'static str)> {
+    t.columns.iter().map(|c| (c.name, c.ty)).collect()
+}
+
+fn fixed_key(t: &tables::FixedTable) -> Vec<&'static str> {
+    t.key.to_vec()
+}
+
+fn fixed_versioned(t: &tables::FixedTable) -> bool {
+    matches!(t.lifecycle, tables::Lifecycle::Versioned)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn col(name: &str, ty: &str) -> ColumnDef {
+        ColumnDef {
+            name: name.into(),
+            type_name: ty.into(),
+            type_blob: vec![1, 2, 3],
+        }
+    }
+
+    fn fixed_def(name: &str) -> TableDef {
+        let t = tables::fixed_table(name).unwrap();
+        TableDef {
+            schema: "main".into(),
+            name: name.into(),
+            columns: fixed_columns(t).iter().map(|(n, ty)| col(n, ty)).collect(),
+        }
+    }
+
+    #[test]
+    fn inlined_names() {
+        assert!(is_inlined_table_name("ducklake_inlined_data_1_0"));
+        assert!(is_inlined_table_name("ducklake_inlined_data_12_345"));
+        assert!(is_inlined_table_name("ducklake_inlined_delete_7"));
+        for bad in [
+            "ducklake_inlined_data_1",
+            "ducklake_inlined_data_1_x",
+            "ducklake_inlined_data__1",
+            "ducklake_inlined_delete_",
+            "ducklake_inlined_delete_1_2",
+            "my_table",
+        ] {
+            assert!(!is_inlined_table_name(bad), "{bad}");
+        }
+    }
+
+    #[test]
+    fn table_def_round_trips() {
+        let def = fixed_def("ducklake_table");
+        assert_eq!(TableDef::decode(&def.encode()).unwrap(), def);
+    }
+
+    #[test]
+    fn fixed_tables_are_validated_column_by_column() {
+        let good = fixed_def("ducklake_table");
+        validate_new_table(&good).unwrap();
+        let mut wrong_type = good.clone();
+        wrong_type.columns[2].type_name = "INTEGER".into();
+        let e = validate_new_table(&wrong_type).unwrap_err().to_string();
+        assert!(
+            e.contains("ducklake_table") && e.contains("begin_snapshot"),
+            "{e}"
+        );
+        let mut missing = good.clone();
+        missing.columns.pop();
+        assert!(validate_new_table(&missing).is_err());
+        let mut extra = good;
+        extra.columns.push(col("bonus", "BIGINT"));
+        let e = validate_new_table(&extra).unwrap_err().to_string();
+        assert!(e.contains("bonus"), "{e}");
+    }
+
+    #[test]
+    fn only_ducklake_tables_may_be_created() {
+        let def = TableDef {
+            schema: "main".into(),
+            name: "users".into(),
+            columns: vec![col("id", "BIGINT")],
+        };
+        let e = validate_new_table(&def).unwrap_err().to_string();
+        assert!(
+            e.contains("moraine serves only DuckLake's tables; cannot create users"),
+            "{e}"
+        );
+        let inl = TableDef {
+            schema: "main".into(),
+            name: "ducklake_inlined_data_1_0".into(),
+            columns: vec![col("row_id", "BIGINT"), col("x", "VARCHAR")],
+        };
+        validate_new_table(&inl).unwrap();
+        assert_eq!(kind_of(&inl).unwrap(), Kind::Inline);
+    }
+
+    #[test]
+    fn kinds_and_keys() {
+        let t = fixed_def("ducklake_table");
+        let kind = kind_of(&t).unwrap();
+        assert!(matches!(kind, Kind::Versioned { .. }));
+        let row = vec![
+            Cell::Int(1),
+            Cell::Blob(vec![9]),
+            Cell::Int(2),
+            Cell::Null,
+            Cell::Int(0),
+            Cell::Text("t".into()),
+            Cell::Text("t/".into()),
+            Cell::Bool(true),
+        ];
+        let k = row_key(&t, &kind, &row).unwrap();
+        assert!(k.starts_with(&keys::current_prefix("ducklake_table")));
+        let mut ended = row.clone();
+        ended[3] = Cell::Int(5);
+        let k = row_key(&t, &kind, &ended).unwrap();
+        assert!(k.starts_with(&keys::history_prefix("ducklake_table")));
+        // a NULL key cell is a NULL segment (it sorts first) ...
+        let mut null_key = row;
+        null_key[0] = Cell::Null;
+        let k = row_key(&t, &kind, &null_key).unwrap();
+        assert!(k < row_key(&t, &kind, &ended).unwrap());
+        // ... but DuckLake's NOT NULL / PRIMARY KEY columns refuse NULL
+        let meta = fixed_def("ducklake_metadata");
+        let global = vec![
+            Cell::Text("version".into()),
+            Cell::Text("1.0".into()),
+            Cell::Null,
+            Cell::Null,
+        ];
+        check_not_null(&meta, &global).unwrap();
+        row_key(&meta, &kind_of(&meta).unwrap(), &global).unwrap();
+        let no_key = vec![Cell::Null, Cell::Text("1.0".into()), Cell::Null, Cell::Null];
+        let e = check_not_null(&meta, &no_key).unwrap_err().to_string();
+        assert!(e.contains("ducklake_metadata.key"), "{e}");
+        let s = fixed_def("ducklake_snapshot");
+        let e = row_key(&s, &kind_of(&s).unwrap(), &vec![Cell::Null; 5])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("ducklake_snapshot.snapshot_id"), "{e}");
+        assert_eq!(
+            kind_of(&fixed_def("ducklake_snapshot_changes")).unwrap(),
+            Kind::Snapshot(SnapshotHalf::Changes)
+        );
+    }
+
+    #[test]
+    fn snapshot_record_round_trips() {
+        for rec in [
+            SnapshotRecord {
+                snapshot: Some(vec![Cell::Int(3), Cell::Blob(vec![1])]),
+                changes: Some(vec![Cell::Int(3), Cell::Text("created_table".into())]),
+            },
+            SnapshotRecord {
+                snapshot: Some(vec![Cell::Int(3)]),
+                changes: None,
+            },
+            SnapshotRecord {
+                snapshot: None,
+                changes: Some(vec![Cell::Int(3)]),
+            },
+        ] {
+            assert_eq!(SnapshotRecord::decode(&rec.encode()).unwrap(), rec);
+        }
+        assert!(SnapshotRecord::decode(&[9, 0, 0]).is_err());
+    }
+}

@@ -1,0 +1,424 @@
+//! Order-preserving key encoding and the keyspace (RFC 0002).
+//!
+//! A key is a tuple of segments. Each segment is a tag byte and a payload chosen so that the
+//! byte order of encoded keys is the tuple order of their segments:
+//! - `Int`: tag, then the i64 with its sign bit flipped, big-endian (so -1 < 0 < 1);
+//! - `Text`/`Blob`: tag, the bytes with `0x00` escaped as `0x00 0xFF`, then the terminator
+//!   `0x00 0x01` (so "ab" < "ab\0" < "abc", and a segment is never a prefix of another one);
+//! - `Float`: tag, the IEEE bits made sortable (negatives inverted, positives sign-flipped);
+//! - `Bool`: tag, 0 or 1; `Null`: the tag alone (it sorts first).
+//!
+//! Segments are self-delimiting, so "the keys of table `ducklake_table`" is a plain byte prefix
+//! that does not also match `ducklake_table_stats`. The docs write keys as `current/<table>/...`;
+//! the `/` there stands for a segment boundary.
+
+use crate::cell::Cell;
+use crate::error::{Error, Result};
+
+const TAG_NULL: u8 = 0x01;
+const TAG_BOOL: u8 = 0x02;
+const TAG_INT: u8 = 0x03;
+const TAG_FLOAT: u8 = 0x04;
+const TAG_TEXT: u8 = 0x05;
+const TAG_BLOB: u8 = 0x06;
+
+/// Builds a key segment by segment.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Key(Vec<u8>);
+
+impl Key {
+    pub fn new() -> Self {
+        Key(Vec::with_capacity(48))
+    }
+
+    /// Append a text segment.
+    pub fn s(mut self, v: &str) -> Self {
+        push_cell(&mut self.0, &Cell::Text(v.to_string()));
+        self
+    }
+
+    /// Append an integer segment.
+    pub fn i(mut self, v: i64) -> Self {
+        push_int(&mut self.0, v);
+        self
+    }
+
+    /// Append one segment per cell.
+    pub fn cells(mut self, cells: &[Cell]) -> Self {
+        for c in cells {
+            push_cell(&mut self.0, c);
+        }
+        self
+    }
+
+    /// Append one segment.
+    pub fn cell(mut self, c: &Cell) -> Self {
+        push_cell(&mut self.0, c);
+        self
+    }
+
+    pub fn bytes(&self) -> &[u8] {
+        &self.0
+    }
+
+    pub fn into_bytes(self) -> Vec<u8> {
+        self.0
+    }
+}
+
+fn push_int(out: &mut Vec<u8>, v: i64) {
+    out.push(TAG_INT);
+    out.extend_from_slice(&((v as u64) ^ (1u64 << 63)).to_be_bytes());
+}
+
+fn push_escaped(out: &mut Vec<u8>, tag: u8, bytes: &[u8]) {
+    out.push(tag);
+    for &b in bytes {
+        out.push(b);
+        if b == 0 {
+            out.push(0xFF);
+        }
+    }
+    out.push(0x00);
+    out.push(0x01);
+}
+
+/// Append the order-preserving encoding of one cell.
+pub fn push_cell(out: &mut Vec<u8>, c: &Cell) {
+    match c {
+        Cell::Null => out.push(TAG_NULL),
+        Cell::Bool(b) => {
+            out.push(TAG_BOOL);
+            out.push(*b as u8);
+        }
+        Cell::Int(v) => push_int(out, *v),
+        Cell::Float(f) => {
+            let bits = f.to_bits();
+            let sortable = if bits >> 63 == 1 {
+                !bits
+            } else {
+                bits ^ (1u64 << 63)
+            };
+            out.push(TAG_FLOAT);
+            out.extend_from_slice(&sortable.to_be_bytes());
+        }
+        Cell::Text(s) => push_escaped(out, TAG_TEXT, s.as_bytes()),
+        Cell::Blob(b) => push_escaped(out, TAG_BLOB, b),
+    }
+}
+
+/// Encode a tuple of cells as one key.
+pub fn encode_key(cells: &[Cell]) -> Vec<u8> {
+    Key::new().cells(cells).into_bytes()
+}
+
+/// Decode a key written by [`encode_key`] / [`Key`] back into its segments.
+pub fn decode_key(mut b: &[u8]) -> Result<Vec<Cell>> {
+    let bad = |what: &str| Error::Corrupt(format!("malformed key: {what}"));
+    let mut out = Vec::new();
+    while let Some((&tag, rest)) = b.split_first() {
+        b = rest;
+        match tag {
+            TAG_NULL => out.push(Cell::Null),
+            TAG_BOOL => {
+                let (&v, rest) = b.split_first().ok_or_else(|| bad("truncated bool"))?;
+                b = rest;
+                out.push(Cell::Bool(v != 0));
+            }
+            TAG_INT | TAG_FLOAT => {
+                if b.len() < 8 {
+                    return Err(bad("truncated number"));
+                }
+                let mut a = [0u8; 8];
+                a.copy_from_slice(&b[..8]);
+                b = &b[8..];
+                let u = u64::from_be_bytes(a);
+                if tag == TAG_INT {
+                    out.push(Cell::Int((u ^ (1u64 << 63)) as i64));
+                } else {
+                    let bits = if u >> 63 == 1 { u ^ (1u64 << 63) } else { !u };
+                    out.push(Cell::Float(f64::from_bits(bits)));
+                }
+            }
+            TAG_TEXT | TAG_BLOB => {
+                let mut v = Vec::new();
+                loop {
+                    match b {
+                        [0x00, 0xFF, rest @ ..] => {
+                            v.push(0);
+                            b = rest;
+                        }
+                        [0x00, 0x01, rest @ ..] => {
+                            b = rest;
+                            break;
+                        }
+                        [x, rest @ ..] if *x != 0 => {
+                            v.push(*x);
+                            b = rest;
+                        }
+                        _ => return Err(bad("unterminated string")),
+                    }
+                }
+                out.push(if tag == TAG_TEXT {
+                    Cell::Text(String::from_utf8(v).map_err(|_| bad("text is not UTF-8"))?)
+                } else {
+                    Cell::Blob(v)
+                });
+            }
+            t => return Err(bad(&format!("unknown segment tag {t}"))),
+        }
+    }
+    Ok(out)
+}
+
+// ---------------------------------------------------------------------------------------------
+// The keyspace. Every key moraine writes is built by one of these functions.
+// ---------------------------------------------------------------------------------------------
+
+/// `sys/format`: marks a SlateDB database as a moraine store; value = store format version.
+pub fn sys_format() -> Vec<u8> {
+    Key::new().s("sys").s("format").into_bytes()
+}
+
+/// `sys/head`: the latest committed snapshot id and the count of committed batches.
+pub fn sys_head() -> Vec<u8> {
+    Key::new().s("sys").s("head").into_bytes()
+}
+
+/// `sys/schema/<schema>`.
+pub fn sys_schema(name: &str) -> Vec<u8> {
+    Key::new().s("sys").s("schema").s(name).into_bytes()
+}
+
+pub fn sys_schema_prefix() -> Vec<u8> {
+    Key::new().s("sys").s("schema").into_bytes()
+}
+
+/// `sys/table/<schema>/<name>`.
+pub fn sys_table(schema: &str, name: &str) -> Vec<u8> {
+    Key::new()
+        .s("sys")
+        .s("table")
+        .s(schema)
+        .s(name)
+        .into_bytes()
+}
+
+pub fn sys_table_prefix() -> Vec<u8> {
+    Key::new().s("sys").s("table").into_bytes()
+}
+
+pub fn sys_table_schema_prefix(schema: &str) -> Vec<u8> {
+    Key::new().s("sys").s("table").s(schema).into_bytes()
+}
+
+/// `snapshot/<id>`: the merged ducklake_snapshot + ducklake_snapshot_changes record.
+pub fn snapshot(id: i64) -> Vec<u8> {
+    Key::new().s("snapshot").i(id).into_bytes()
+}
+
+pub fn snapshot_prefix() -> Vec<u8> {
+    Key::new().s("snapshot").into_bytes()
+}
+
+/// `current/<table>/<key cells>[/<begin_snapshot>]`: a live row. Versioned kinds pass the
+/// row's begin_snapshot; unversioned kinds pass `None`.
+pub fn current(table: &str, key_cells: &[Cell], begin: Option<&Cell>) -> Vec<u8> {
+    let k = Key::new().s("current").s(table).cells(key_cells);
+    match begin {
+        Some(b) => k.cell(b).into_bytes(),
+        None => k.into_bytes(),
+    }
+}
+
+pub fn current_prefix(table: &str) -> Vec<u8> {
+    Key::new().s("current").s(table).into_bytes()
+}
+
+/// `history/<table>/<key cells>/<end_snapshot>/<begin_snapshot>`: an ended version.
+pub fn history(table: &str, key_cells: &[Cell], end: &Cell, begin: &Cell) -> Vec<u8> {
+    Key::new()
+        .s("history")
+        .s(table)
+        .cells(key_cells)
+        .cell(end)
+        .cell(begin)
+        .into_bytes()
+}
+
+pub fn history_prefix(table: &str) -> Vec<u8> {
+    Key::new().s("history").s(table).into_bytes()
+}
+
+/// Everything stored for one inlined table.
+pub fn inline_table_prefix(schema: &str, table: &str) -> Vec<u8> {
+    Key::new().s("inline").s(schema).s(table).into_bytes()
+}
+
+/// `inline/<schema>/<table>/chunk/<seq>`: one Arrow IPC body of rows.
+pub fn inline_chunk(schema: &str, table: &str, seq: i64) -> Vec<u8> {
+    Key::new()
+        .s("inline")
+        .s(schema)
+        .s(table)
+        .s("chunk")
+        .i(seq)
+        .into_bytes()
+}
+
+pub fn inline_chunk_prefix(schema: &str, table: &str) -> Vec<u8> {
+    Key::new()
+        .s("inline")
+        .s(schema)
+        .s(table)
+        .s("chunk")
+        .into_bytes()
+}
+
+/// `inline/<schema>/<table>/rowid/<min row_id>/<seq>`: the row-id locator of a chunk (empty
+/// value). `min_row_id` is NULL for tables without a leading `row_id` column.
+pub fn inline_locator(schema: &str, table: &str, min_row_id: &Cell, seq: i64) -> Vec<u8> {
+    Key::new()
+        .s("inline")
+        .s(schema)
+        .s(table)
+        .s("rowid")
+        .cell(min_row_id)
+        .i(seq)
+        .into_bytes()
+}
+
+pub fn inline_locator_prefix(schema: &str, table: &str) -> Vec<u8> {
+    Key::new()
+        .s("inline")
+        .s(schema)
+        .s(table)
+        .s("rowid")
+        .into_bytes()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sorted_by_bytes(mut keys: Vec<Vec<Cell>>) -> Vec<Vec<Cell>> {
+        keys.sort_by_key(|k| encode_key(k));
+        keys
+    }
+
+    #[test]
+    fn ids_sort_numerically_including_negatives() {
+        let vals = [
+            i64::MIN,
+            -1_000_000,
+            -256,
+            -2,
+            -1,
+            0,
+            1,
+            2,
+            255,
+            256,
+            65_536,
+            i64::MAX,
+        ];
+        let mut enc: Vec<_> = vals.iter().map(|v| encode_key(&[Cell::Int(*v)])).collect();
+        let before = enc.clone();
+        enc.sort();
+        assert_eq!(enc, before, "byte order must equal numeric order");
+        for v in vals {
+            assert_eq!(
+                decode_key(&encode_key(&[Cell::Int(v)])).unwrap(),
+                vec![Cell::Int(v)]
+            );
+        }
+    }
+
+    #[test]
+    fn strings_with_common_prefixes_sort_right() {
+        let words = [
+            "",
+            "a",
+            "a\0",
+            "a\0b",
+            "ab",
+            "abc",
+            "b",
+            "ducklake_table",
+            "ducklake_table_stats",
+        ];
+        let mut enc: Vec<_> = words
+            .iter()
+            .map(|w| encode_key(&[Cell::Text(w.to_string())]))
+            .collect();
+        let before = enc.clone();
+        enc.sort();
+        assert_eq!(enc, before);
+        // a composite key with a shorter first segment sorts before a longer one, whatever follows
+        let k = sorted_by_bytes(vec![
+            vec![Cell::Text("ab".into()), Cell::Int(0)],
+            vec![Cell::Text("a".into()), Cell::Int(i64::MAX)],
+            vec![Cell::Text("a".into()), Cell::Int(-5)],
+        ]);
+        assert_eq!(k[0], vec![Cell::Text("a".into()), Cell::Int(-5)]);
+        assert_eq!(k[2], vec![Cell::Text("ab".into()), Cell::Int(0)]);
+    }
+
+    #[test]
+    fn table_prefixes_do_not_capture_longer_table_names() {
+        let p = current_prefix("ducklake_table");
+        let own = current("ducklake_table", &[Cell::Int(1)], Some(&Cell::Int(0)));
+        let other = current("ducklake_table_stats", &[Cell::Int(1)], None);
+        assert!(own.starts_with(&p));
+        assert!(!other.starts_with(&p));
+        assert!(!history(
+            "ducklake_table",
+            &[Cell::Int(1)],
+            &Cell::Int(2),
+            &Cell::Int(0)
+        )
+        .starts_with(&p));
+    }
+
+    #[test]
+    fn floats_nulls_and_blobs_round_trip_in_order() {
+        let vals = [
+            f64::NEG_INFINITY,
+            -2.5,
+            -0.0,
+            0.0,
+            1e-300,
+            3.0,
+            f64::INFINITY,
+        ];
+        let enc: Vec<_> = vals
+            .iter()
+            .map(|v| encode_key(&[Cell::Float(*v)]))
+            .collect();
+        let mut sorted = enc.clone();
+        sorted.sort();
+        assert_eq!(enc, sorted);
+        let row = vec![
+            Cell::Null,
+            Cell::Bool(true),
+            Cell::Float(-2.5),
+            Cell::Blob(vec![0, 0xFF, 0, 1]),
+            Cell::Text("x\0y".into()),
+            Cell::Int(-7),
+        ];
+        assert_eq!(decode_key(&encode_key(&row)).unwrap(), row);
+        // NULL sorts before every value
+        assert!(encode_key(&[Cell::Null]) < encode_key(&[Cell::Int(i64::MIN)]));
+    }
+
+    #[test]
+    fn snapshot_keys_sort_by_id_and_history_by_end() {
+        assert!(snapshot(-1) < snapshot(0));
+        assert!(snapshot(9) < snapshot(10));
+        assert!(snapshot(255) < snapshot(256));
+        let h1 = history("t", &[Cell::Int(1)], &Cell::Int(5), &Cell::Int(1));
+        let h2 = history("t", &[Cell::Int(1)], &Cell::Int(10), &Cell::Int(5));
+        assert!(h1 < h2);
+        assert!(decode_key(&[0x05, b'a']).is_err());
+    }
+}

@@ -1,0 +1,23 @@
+//! moraine: DuckLake's metadata catalog on SlateDB, as a DuckDB loadable extension.
+//!
+//! The core (no DuckDB dependency in its logic): data flows store -> catalog kinds -> overlay ->
+//! translation -> one SlateDB write. See notes/core-api.md and rfcs/.
+
+pub mod catalog;
+pub mod cell;
+pub mod chunk;
+pub mod error;
+pub mod keys;
+pub mod overlay;
+pub mod store;
+pub mod tables;
+pub mod translate;
+pub mod txn;
+pub mod url;
+
+// The C surface for the C++ catalog glue, and the extension entry point.
+mod ffi;
+
+// DuckDB v1.5.5, compiled from libduckdb-sys's bundled sources and linked statically: the
+// C++ layer subclasses its catalog classes (DESIGN.md section 2).
+use libduckdb_sys as _;

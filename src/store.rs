@@ -1,0 +1,485 @@
+//! The store: one SlateDB database per lake, opened from a store URL.
+//!
+//! A writer holds a `slatedb::Db` (opening one fences any earlier writer of the same lake); a
+//! read-only attach holds a `slatedb::DbReader`, which writes nothing and fences nobody. All
+//! SlateDB calls are async; the FFI calls in from DuckDB's own threads, so the core drives them
+//! on one process-wide tokio runtime with [`block_on`].
+
+use crate::cell::{decode_row, encode_row, Cell};
+use crate::error::{Error, Result};
+use crate::keys;
+use crate::url::{self, StoreUrl};
+use bytes::Bytes;
+use object_store::local::LocalFileSystem;
+use object_store::ObjectStore;
+use slatedb::config::{DbReaderOptions, Settings};
+use slatedb::{Db, DbReader, DbReaderMode, DbTransaction, IsolationLevel, WriteBatch};
+use std::collections::HashMap;
+use std::future::Future;
+use std::path::Path;
+use std::sync::{Arc, Mutex, OnceLock, Weak};
+use std::time::Duration;
+
+/// Value of `sys/format`: the moraine store format this build writes and reads.
+pub const STORE_FORMAT: &str = "moraine-store-1";
+
+/// The committed head of the lake (`sys/head`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Head {
+    /// The latest committed DuckLake snapshot id; `None` for a lake with no snapshot yet.
+    pub snapshot_id: Option<i64>,
+    /// How many batches have been committed. Every commit advances it, maintenance commits
+    /// (which mint no snapshot) included, so it names a committed state exactly.
+    pub batch_count: u64,
+}
+
+impl Head {
+    pub fn encode(&self) -> Vec<u8> {
+        encode_row(&[
+            self.snapshot_id.map(Cell::Int).unwrap_or(Cell::Null),
+            Cell::Int(self.batch_count as i64),
+        ])
+    }
+
+    pub fn decode(bytes: &[u8]) -> Result<Head> {
+        let row = decode_row(bytes)?;
+        match row.as_slice() {
+            [snap, Cell::Int(count)] if *count >= 0 => Ok(Head {
+                snapshot_id: match snap {
+                    Cell::Null => None,
+                    Cell::Int(v) => Some(*v),
+                    _ => {
+                        return Err(Error::Corrupt(
+                            "sys/head holds a non-integer snapshot id".into(),
+                        ))
+                    }
+                },
+                batch_count: *count as u64,
+            }),
+            _ => Err(Error::Corrupt("sys/head is malformed".into())),
+        }
+    }
+}
+
+// ---- runtime ---------------------------------------------------------------------------------
+
+fn runtime() -> &'static tokio::runtime::Runtime {
+    static RT: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
+    RT.get_or_init(|| {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name("moraine-io")
+            .enable_all()
+            .build()
+            .expect("moraine: cannot start the tokio runtime")
+    })
+}
+
+/// Run a future to completion on the core's runtime. Safe to call from any thread, including
+/// one that is itself inside a tokio runtime (then a helper thread blocks instead).
+pub fn block_on<F>(f: F) -> F::Output
+where
+    F: Future + Send,
+    F::Output: Send,
+{
+    if tokio::runtime::Handle::try_current().is_ok() {
+        std::thread::scope(|s| {
+            s.spawn(|| runtime().block_on(f))
+                .join()
+                .unwrap_or_else(|p| std::panic::resume_unwind(p))
+        })
+    } else {
+        runtime().block_on(f)
+    }
+}
+
+// ---- the store -------------------------------------------------------------------------------
+
+pub(crate) enum Backend {
+    Writer(Db),
+    Reader(Box<DbReader>),
+}
+
+/// An open lake.
+pub struct Store {
+    url: String,
+    canonical: String,
+    read_only: bool,
+    closed: std::sync::atomic::AtomicBool,
+    pub(crate) backend: Backend,
+}
+
+type Registry = Mutex<HashMap<(String, bool), Weak<Store>>>;
+
+fn open_stores() -> &'static Registry {
+    static REG: OnceLock<Registry> = OnceLock::new();
+    REG.get_or_init(|| Mutex::new(HashMap::new()))
+}
+
+fn not_a_store(location: impl Into<String>, reason: impl Into<String>) -> Error {
+    Error::NotAStore {
+        location: location.into(),
+        reason: reason.into(),
+    }
+}
+
+/// Writer settings: commits flush the WAL themselves (see `Transaction::commit`), so the
+/// background flush interval only bounds stray writes; the manifest is polled often enough to
+/// notice a fencing writer promptly.
+fn writer_settings() -> Settings {
+    Settings {
+        flush_interval: Some(Duration::from_millis(50)),
+        manifest_poll_interval: Duration::from_millis(500),
+        ..Settings::default()
+    }
+}
+
+fn reader_options() -> DbReaderOptions {
+    DbReaderOptions {
+        manifest_poll_interval: Duration::from_millis(200),
+        ..DbReaderOptions::default()
+    }
+}
+
+/// Check a local directory before SlateDB touches it.
+fn check_local_dir(path: &Path, read_only: bool) -> Result<()> {
+    let shown = path.display().to_string();
+    match std::fs::metadata(path) {
+        Ok(m) if !m.is_dir() => Err(not_a_store(shown, "it is a regular file, not a directory")),
+        Ok(_) => {
+            let entries: Vec<String> = std::fs::read_dir(path)
+                .map_err(|e| Error::Storage(format!("cannot list {shown}: {e}")))?
+                .filter_map(|e| e.ok())
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect();
+            if entries.is_empty() {
+                if read_only {
+                    return Err(not_a_store(
+                        shown,
+                        "the directory is empty (no lake was created here)",
+                    ));
+                }
+                return Ok(());
+            }
+            if !entries.iter().any(|e| e == "manifest") {
+                return Err(not_a_store(
+                    shown,
+                    "the directory is not empty and holds no SlateDB manifest",
+                ));
+            }
+            Ok(())
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            if read_only {
+                return Err(not_a_store(shown, "nothing exists at this path"));
+            }
+            std::fs::create_dir_all(path).map_err(|e| {
+                Error::Storage(format!("cannot create the lake directory {shown}: {e}"))
+            })
+        }
+        Err(e) => Err(Error::Storage(format!("cannot inspect {shown}: {e}"))),
+    }
+}
+
+impl Store {
+    /// Open (or, for a writer, create) the lake at `url`.
+    ///
+    /// An open store is shared: opening the same canonical URL with the same mode while a
+    /// previous `Arc<Store>` is alive returns that store (a second SlateDB writer would fence
+    /// the first).
+    pub fn open(url: &str, read_only: bool) -> Result<Arc<Store>> {
+        let parsed = url::parse(url)?;
+        let canonical = parsed.canonical();
+        let mut reg = open_stores().lock().unwrap_or_else(|p| p.into_inner());
+        reg.retain(|_, w| w.strong_count() > 0);
+        if let Some(existing) = reg
+            .get(&(canonical.clone(), read_only))
+            .and_then(Weak::upgrade)
+        {
+            return Ok(existing);
+        }
+        let (object_store, location): (Arc<dyn ObjectStore>, String) = match &parsed {
+            StoreUrl::Local(path) => {
+                check_local_dir(path, read_only)?;
+                let fs = LocalFileSystem::new_with_prefix(path).map_err(|e| {
+                    Error::Storage(format!("cannot open directory {}: {e}", path.display()))
+                })?;
+                (Arc::new(fs), path.display().to_string())
+            }
+            StoreUrl::Memory(name) => {
+                if read_only && !url::memory_store_exists(name) {
+                    return Err(not_a_store(
+                        canonical.clone(),
+                        "no lake was created under this name in this process",
+                    ));
+                }
+                (url::memory_store(name), canonical.clone())
+            }
+        };
+        let backend = block_on(open_backend(object_store, read_only, location))?;
+        let store = Arc::new(Store {
+            url: url.to_string(),
+            canonical: canonical.clone(),
+            read_only,
+            closed: std::sync::atomic::AtomicBool::new(false),
+            backend,
+        });
+        reg.insert((canonical, read_only), Arc::downgrade(&store));
+        Ok(store)
+    }
+
+    /// The URL this store was opened with.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    pub fn is_read_only(&self) -> bool {
+        self.read_only
+    }
+
+    /// The committed `sys/head`.
+    pub fn head(&self) -> Result<Head> {
+        block_on(self.read_head())
+    }
+
+    pub(crate) async fn read_head(&self) -> Result<Head> {
+        let raw = match &self.backend {
+            Backend::Writer(db) => db.get(keys::sys_head()).await?,
+            Backend::Reader(r) => r.get(keys::sys_head()).await?,
+        };
+        match raw {
+            Some(v) => Head::decode(&v),
+            None => Err(Error::Corrupt(format!(
+                "{} has no sys/head",
+                self.canonical
+            ))),
+        }
+    }
+
+    /// Begin a writer-side SlateDB transaction (snapshot isolation: write-write conflicts).
+    pub(crate) fn begin_db_txn(&self) -> Result<DbTransaction> {
+        match &self.backend {
+            Backend::Writer(db) => Ok(db.begin(IsolationLevel::Snapshot)?),
+            Backend::Reader(_) => Err(Error::ReadOnly(self.url.clone())),
+        }
+    }
+
+    pub(crate) fn db(&self) -> Option<&Db> {
+        match &self.backend {
+            Backend::Writer(db) => Some(db),
+            Backend::Reader(_) => None,
+        }
+    }
+
+    /// Reader-side point read (committed state as the reader currently sees it).
+    pub(crate) async fn reader_get(&self, key: &[u8]) -> Result<Option<Bytes>> {
+        match &self.backend {
+            Backend::Writer(db) => Ok(db.get(key).await?),
+            Backend::Reader(r) => Ok(r.get(key).await?),
+        }
+    }
+
+    /// Reader-side prefix scan.
+    pub(crate) async fn reader_scan(&self, prefix: &[u8]) -> Result<Vec<(Bytes, Bytes)>> {
+        let mut it = match &self.backend {
+            Backend::Writer(db) => db.scan_prefix(prefix, ..).await?,
+            Backend::Reader(r) => r.scan_prefix(prefix, ..).await?,
+        };
+        let mut out = Vec::new();
+        while let Some(kv) = it.next().await? {
+            out.push((kv.key, kv.value));
+        }
+        Ok(out)
+    }
+
+    /// Test hook: write raw keys outside any transaction (to plant records a load must skip).
+    #[cfg(test)]
+    pub(crate) fn put_raw(&self, key: &[u8], value: &[u8]) -> Result<()> {
+        let db = self.db().ok_or_else(|| Error::ReadOnly(self.url.clone()))?;
+        block_on(async {
+            db.put(key, value).await?;
+            db.flush().await?;
+            Ok(())
+        })
+    }
+
+    /// Close the underlying SlateDB handle (also done when the last `Arc` drops).
+    pub fn close(&self) -> Result<()> {
+        if self.closed.swap(true, std::sync::atomic::Ordering::SeqCst) {
+            return Ok(());
+        }
+        block_on(async {
+            match &self.backend {
+                Backend::Writer(db) => db.close().await?,
+                Backend::Reader(r) => r.close().await?,
+            }
+            Ok(())
+        })
+    }
+}
+
+impl Drop for Store {
+    fn drop(&mut self) {
+        if let Err(e) = self.close() {
+            tracing::warn!("moraine: closing {} failed: {e}", self.canonical);
+        }
+    }
+}
+
+async fn open_backend(
+    object_store: Arc<dyn ObjectStore>,
+    read_only: bool,
+    location: String,
+) -> Result<Backend> {
+    if read_only {
+        let reader = DbReader::builder("", object_store)
+            .with_reader_mode(DbReaderMode::FollowLatest)
+            .with_options(reader_options())
+            .build()
+            .await
+            .map_err(|e| match e.kind() {
+                slatedb::ErrorKind::Invalid | slatedb::ErrorKind::Data => {
+                    not_a_store(location.clone(), format!("SlateDB cannot open it ({e})"))
+                }
+                _ => Error::from(e),
+            })?;
+        match reader.get(keys::sys_format()).await? {
+            Some(v) => check_format(&location, &v)?,
+            None => {
+                let _ = reader.close().await;
+                return Err(not_a_store(
+                    location,
+                    "it holds no moraine sys/format marker",
+                ));
+            }
+        }
+        return Ok(Backend::Reader(Box::new(reader)));
+    }
+    let db = Db::builder("", object_store)
+        .with_settings(writer_settings())
+        .build()
+        .await?;
+    match db.get(keys::sys_format()).await? {
+        Some(v) => {
+            if let Err(e) = check_format(&location, &v) {
+                let _ = db.close().await;
+                return Err(e);
+            }
+        }
+        None => {
+            // A fresh SlateDB database becomes a moraine store; one holding other keys is not.
+            let mut it = db.scan(..).await?;
+            if let Some(kv) = it.next().await? {
+                drop(it);
+                let _ = db.close().await;
+                return Err(not_a_store(
+                    location,
+                    format!(
+                        "it is a SlateDB database without moraine's sys/format marker (first key {:?})",
+                        String::from_utf8_lossy(&kv.key)
+                    ),
+                ));
+            }
+            drop(it);
+            let mut batch = WriteBatch::new();
+            batch.put(keys::sys_format(), STORE_FORMAT.as_bytes());
+            batch.put(keys::sys_head(), Head::default().encode());
+            let handle = db.write(batch).await?;
+            db.flush().await?;
+            handle.await_durable().await?;
+        }
+    }
+    Ok(Backend::Writer(db))
+}
+
+fn check_format(location: &str, value: &[u8]) -> Result<()> {
+    if value == STORE_FORMAT.as_bytes() {
+        Ok(())
+    } else {
+        Err(not_a_store(
+            location,
+            format!(
+                "its sys/format is {:?}; this build reads {STORE_FORMAT:?}",
+                String::from_utf8_lossy(value)
+            ),
+        ))
+    }
+}
+
+// ---- read points -------------------------------------------------------------------------------
+
+/// Where one moraine transaction reads committed state from. Pinned lazily, once.
+pub(crate) enum ReadPoint {
+    /// Writer: a SlateDB snapshot-isolation transaction; every read goes through it and the
+    /// commit is its write set.
+    Txn(DbTransaction),
+    /// Read-only: the reader's current state, checked against the head seen at pin time after
+    /// every read; a reader that moved underneath the transaction fails the read instead of
+    /// returning a torn view.
+    Reader { head: Head },
+}
+
+impl ReadPoint {
+    pub(crate) fn pin(store: &Store) -> Result<ReadPoint> {
+        match &store.backend {
+            Backend::Writer(_) => Ok(ReadPoint::Txn(store.begin_db_txn()?)),
+            Backend::Reader(_) => Ok(ReadPoint::Reader {
+                head: block_on(store.read_head())?,
+            }),
+        }
+    }
+
+    async fn check_reader(store: &Store, pinned: &Head) -> Result<()> {
+        let now = store.read_head().await?;
+        if now != *pinned {
+            return Err(Error::Conflict(format!(
+                "the lake advanced from batch {} to batch {} while this read-only transaction was reading; conflict, start a new transaction",
+                pinned.batch_count, now.batch_count
+            )));
+        }
+        Ok(())
+    }
+
+    pub(crate) async fn get(&self, store: &Store, key: &[u8]) -> Result<Option<Bytes>> {
+        match self {
+            ReadPoint::Txn(t) => Ok(t.get(key).await?),
+            ReadPoint::Reader { head } => {
+                let v = store.reader_get(key).await?;
+                Self::check_reader(store, head).await?;
+                Ok(v)
+            }
+        }
+    }
+
+    pub(crate) async fn scan(&self, store: &Store, prefix: &[u8]) -> Result<Vec<(Bytes, Bytes)>> {
+        match self {
+            ReadPoint::Txn(t) => {
+                let mut it = t.scan_prefix(prefix, ..).await?;
+                let mut out = Vec::new();
+                while let Some(kv) = it.next().await? {
+                    out.push((kv.key, kv.value));
+                }
+                Ok(out)
+            }
+            ReadPoint::Reader { head } => {
+                let v = store.reader_scan(prefix).await?;
+                Self::check_reader(store, head).await?;
+                Ok(v)
+            }
+        }
+    }
+
+    /// The committed head as of this read point.
+    pub(crate) async fn head(&self, store: &Store) -> Result<Head> {
+        match self {
+            ReadPoint::Txn(t) => match t.get(keys::sys_head()).await? {
+                Some(v) => Head::decode(&v),
+                None => Err(Error::Corrupt("the store has no sys/head".into())),
+            },
+            ReadPoint::Reader { head } => {
+                Self::check_reader(store, head).await?;
+                Ok(*head)
+            }
+        }
+    }
+}

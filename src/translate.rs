@@ -1,0 +1,575 @@
+//! Commit-time translation: a transaction's staged operations -> one batch of puts and deletes.
+//!
+//! Translation walks the staged operations in stage order against a write set laid over the
+//! transaction's read point, so a later operation sees what an earlier one wrote:
+//! - insert: put the row's key (refusing NULL key cells and an existing key: "primary key /
+//!   unique" constraint);
+//! - update: delete the old row's key, put the new row's key (an `UPDATE ... SET end_snapshot`
+//!   thereby moves a version from `current/` to `history/`); the old row must still be there,
+//!   else the transaction lost a race: "conflict";
+//! - delete: delete the old row's key (same "conflict" rule);
+//! - the snapshot tables write halves of the merged `snapshot/<id>` record;
+//! - inlined tables rewrite Arrow chunks (new rows -> one new chunk; touched chunks rewritten,
+//!   emptied chunks dropped, row-id locators kept in step);
+//! - DDL writes `sys/` keys; DROP TABLE deletes the table's records.
+//!
+//! Then the commit-wide rules: the head snapshot cannot be deleted; a versioned row cannot begin
+//! at a snapshot newer than the head this commit leaves; `sys/head` is always written (snapshot
+//! id = the highest inserted, else unchanged; batch count + 1). Nothing is written unless all of
+//! it translates.
+
+use crate::catalog::{self, Kind, SnapshotHalf, SnapshotRecord, TableDef};
+use crate::cell::{encode_row, Cell, Row};
+use crate::chunk::{decode_chunk, encode_chunk};
+use crate::error::{Error, Result};
+use crate::keys;
+use crate::store::{Head, ReadPoint, Store};
+use crate::txn::Op;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
+
+/// The result of translation: the final value of every key the commit touches (`None` =
+/// delete) and the head it leaves.
+#[derive(Debug)]
+pub(crate) struct Translated {
+    pub writes: BTreeMap<Vec<u8>, Option<Vec<u8>>>,
+    pub head: Head,
+}
+
+/// A write set over the read point.
+struct WriteSet<'a> {
+    store: &'a Store,
+    rp: &'a ReadPoint,
+    pending: BTreeMap<Vec<u8>, Option<Vec<u8>>>,
+}
+
+impl<'a> WriteSet<'a> {
+    async fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        if let Some(v) = self.pending.get(key) {
+            return Ok(v.clone());
+        }
+        Ok(self.rp.get(self.store, key).await?.map(|b| b.to_vec()))
+    }
+
+    async fn exists(&self, key: &[u8]) -> Result<bool> {
+        Ok(self.get(key).await?.is_some())
+    }
+
+    fn put(&mut self, key: Vec<u8>, value: Vec<u8>) {
+        self.pending.insert(key, Some(value));
+    }
+
+    fn del(&mut self, key: Vec<u8>) {
+        self.pending.insert(key, None);
+    }
+
+    /// Every live (key, value) under `prefix`, committed and pending merged.
+    async fn scan(&self, prefix: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        let mut merged: BTreeMap<Vec<u8>, Option<Vec<u8>>> = self
+            .rp
+            .scan(self.store, prefix)
+            .await?
+            .into_iter()
+            .map(|(k, v)| (k.to_vec(), Some(v.to_vec())))
+            .collect();
+        for (k, v) in self.pending.range(prefix.to_vec()..) {
+            if !k.starts_with(prefix) {
+                break;
+            }
+            merged.insert(k.clone(), v.clone());
+        }
+        Ok(merged
+            .into_iter()
+            .filter_map(|(k, v)| v.map(|v| (k, v)))
+            .collect())
+    }
+
+    async fn snapshot_record(&self, id: i64) -> Result<SnapshotRecord> {
+        match self.get(&keys::snapshot(id)).await? {
+            Some(v) => SnapshotRecord::decode(&v),
+            None => Ok(SnapshotRecord::default()),
+        }
+    }
+
+    fn put_snapshot_record(&mut self, id: i64, rec: &SnapshotRecord) {
+        if rec.is_empty() {
+            self.del(keys::snapshot(id));
+        } else {
+            self.put(keys::snapshot(id), rec.encode());
+        }
+    }
+}
+
+fn duplicate(def: &TableDef, row: &Row, kind: &Kind) -> Error {
+    let id: Vec<String> = catalog::identity(kind, row)
+        .iter()
+        .map(|c| c.to_string())
+        .collect();
+    Error::Constraint(format!(
+        "duplicate key ({}) in {}: violates primary key / unique constraint",
+        id.join(", "),
+        def.name
+    ))
+}
+
+fn vanished(def: &TableDef, row: &Row, kind: &Kind) -> Error {
+    let id: Vec<String> = catalog::identity(kind, row)
+        .iter()
+        .map(|c| c.to_string())
+        .collect();
+    Error::Conflict(format!(
+        "row ({}) of {} is no longer present; write conflict with an earlier change, retry",
+        id.join(", "),
+        def.name
+    ))
+}
+
+fn snapshot_id(def: &TableDef, row: &Row) -> Result<i64> {
+    match row.first() {
+        Some(Cell::Int(id)) => Ok(*id),
+        Some(Cell::Null) | None => Err(Error::Constraint(format!(
+            "NOT NULL constraint failed: {}.snapshot_id is a key column and cannot be NULL",
+            def.name
+        ))),
+        Some(other) => Err(Error::Constraint(format!(
+            "{}.snapshot_id must be an integer, got {other}",
+            def.name
+        ))),
+    }
+}
+
+// ---- inlined tables --------------------------------------------------------------------------
+
+struct LoadedChunk {
+    /// `None` = deleted by this commit.
+    rows: Vec<Option<Row>>,
+    orig_min: Cell,
+    dirty: bool,
+}
+
+/// Where a row of an [`InlineModel`] lives: (chunk seq, index); new rows use seq `NEW`.
+type Slot = (i64, usize);
+const NEW: i64 = i64::MAX;
+
+/// One inlined table's chunks as this commit changes them.
+struct InlineModel {
+    def: Arc<TableDef>,
+    has_row_id: bool,
+    /// Created (or re-created) in this transaction: no committed chunks.
+    fresh: bool,
+    /// Committed (min row id, seq) locators; loaded on first need.
+    locators: Option<Vec<(Cell, i64)>>,
+    chunks: BTreeMap<i64, LoadedChunk>,
+    new_rows: Vec<Option<Row>>,
+    /// Whole row -> its slots among loaded chunks and new rows (identity of an inlined row).
+    index: HashMap<Row, BTreeSet<Slot>>,
+}
+
+impl InlineModel {
+    fn new(def: Arc<TableDef>, fresh: bool) -> Self {
+        let has_row_id = def.columns.first().is_some_and(|c| c.name == "row_id");
+        InlineModel {
+            def,
+            has_row_id,
+            fresh,
+            locators: None,
+            chunks: BTreeMap::new(),
+            new_rows: Vec::new(),
+            index: HashMap::new(),
+        }
+    }
+
+    fn min_row_id<'r>(&self, rows: impl Iterator<Item = &'r Row>) -> Cell {
+        if !self.has_row_id {
+            return Cell::Null;
+        }
+        rows.filter_map(|r| r.first().and_then(Cell::as_int))
+            .min()
+            .map(Cell::Int)
+            .unwrap_or(Cell::Null)
+    }
+
+    fn insert(&mut self, row: &Row) {
+        self.new_rows.push(Some(row.clone()));
+        self.index
+            .entry(row.clone())
+            .or_default()
+            .insert((NEW, self.new_rows.len() - 1));
+    }
+
+    async fn locators(&mut self, ws: &WriteSet<'_>) -> Result<&Vec<(Cell, i64)>> {
+        if self.locators.is_none() {
+            let mut locs = Vec::new();
+            if !self.fresh {
+                let prefix = keys::inline_locator_prefix(&self.def.schema, &self.def.name);
+                for (k, _) in ws.rp.scan(ws.store, &prefix).await? {
+                    let segs = keys::decode_key(&k[prefix.len()..])?;
+                    match segs.as_slice() {
+                        [min, Cell::Int(seq)] => locs.push((min.clone(), *seq)),
+                        _ => {
+                            return Err(Error::Corrupt(format!(
+                                "inline locator of {} is malformed",
+                                self.def.name
+                            )))
+                        }
+                    }
+                }
+            }
+            self.locators = Some(locs);
+        }
+        Ok(self.locators.as_ref().expect("just loaded"))
+    }
+
+    fn find(&self, row: &Row) -> Option<Slot> {
+        self.index.get(row).and_then(|s| s.first().copied())
+    }
+
+    /// Load committed chunks that may hold `row` until one does: by row-id locator, chunks
+    /// whose lowest row id is <= the row's, nearest first; without a row id, in sequence order.
+    async fn load_for(&mut self, ws: &WriteSet<'_>, row: &Row) -> Result<Option<Slot>> {
+        let target = if self.has_row_id {
+            row.first().and_then(Cell::as_int)
+        } else {
+            None
+        };
+        let mut candidates: Vec<(Cell, i64)> = self.locators(ws).await?.clone();
+        candidates.retain(|(min, seq)| {
+            !self.chunks.contains_key(seq)
+                && match (target, min) {
+                    (Some(t), Cell::Int(m)) => *m <= t,
+                    _ => true,
+                }
+        });
+        if target.is_some() {
+            candidates.sort_by(|a, b| b.0.as_int().cmp(&a.0.as_int()).then(a.1.cmp(&b.1)));
+        }
+        for (min, seq) in candidates {
+            let key = keys::inline_chunk(&self.def.schema, &self.def.name, seq);
+            let body = ws.get(&key).await?.ok_or_else(|| {
+                Error::Corrupt(format!(
+                    "inline chunk {seq} of {} is missing",
+                    self.def.name
+                ))
+            })?;
+            let rows = decode_chunk(&body)?;
+            for (i, r) in rows.iter().enumerate() {
+                self.index.entry(r.clone()).or_default().insert((seq, i));
+            }
+            self.chunks.insert(
+                seq,
+                LoadedChunk {
+                    rows: rows.into_iter().map(Some).collect(),
+                    orig_min: min,
+                    dirty: false,
+                },
+            );
+            if let Some(slot) = self.find(row) {
+                return Ok(Some(slot));
+            }
+        }
+        Ok(None)
+    }
+
+    /// Apply an update (`new = Some`) or a delete (`new = None`) of the row equal to `old`.
+    async fn change(&mut self, ws: &WriteSet<'_>, old: &Row, new: Option<&Row>) -> Result<()> {
+        let slot = match self.find(old) {
+            Some(s) => s,
+            None => match self.load_for(ws, old).await? {
+                Some(s) => s,
+                None => return Err(vanished(&self.def, old, &Kind::Inline)),
+            },
+        };
+        if let Some(set) = self.index.get_mut(old) {
+            set.remove(&slot);
+        }
+        if let Some(n) = new {
+            self.index.entry(n.clone()).or_default().insert(slot);
+        }
+        let cell = if slot.0 == NEW {
+            &mut self.new_rows[slot.1]
+        } else {
+            let ch = self.chunks.get_mut(&slot.0).expect("loaded");
+            ch.dirty = true;
+            &mut ch.rows[slot.1]
+        };
+        *cell = new.cloned();
+        Ok(())
+    }
+
+    async fn emit(mut self, ws: &mut WriteSet<'_>) -> Result<()> {
+        let (schema, name) = (self.def.schema.clone(), self.def.name.clone());
+        let columns: Vec<String> = self.def.columns.iter().map(|c| c.name.clone()).collect();
+        for (seq, ch) in self.chunks.iter().filter(|(_, c)| c.dirty) {
+            ws.del(keys::inline_locator(&schema, &name, &ch.orig_min, *seq));
+            let rows: Vec<Row> = ch.rows.iter().flatten().cloned().collect();
+            if rows.is_empty() {
+                ws.del(keys::inline_chunk(&schema, &name, *seq));
+            } else {
+                let min = self.min_row_id(rows.iter());
+                ws.put(
+                    keys::inline_chunk(&schema, &name, *seq),
+                    encode_chunk(&name, &columns, &rows)?,
+                );
+                ws.put(keys::inline_locator(&schema, &name, &min, *seq), Vec::new());
+            }
+        }
+        let new_rows: Vec<Row> = std::mem::take(&mut self.new_rows)
+            .into_iter()
+            .flatten()
+            .collect();
+        if !new_rows.is_empty() {
+            let committed_max = self
+                .locators(ws)
+                .await?
+                .iter()
+                .map(|(_, s)| *s)
+                .max()
+                .unwrap_or(0);
+            let loaded_max = self.chunks.keys().copied().max().unwrap_or(0);
+            let seq = committed_max.max(loaded_max) + 1;
+            let min = self.min_row_id(new_rows.iter());
+            ws.put(
+                keys::inline_chunk(&schema, &name, seq),
+                encode_chunk(&name, &columns, &new_rows)?,
+            );
+            ws.put(keys::inline_locator(&schema, &name, &min, seq), Vec::new());
+        }
+        Ok(())
+    }
+}
+
+// ---- translation -----------------------------------------------------------------------------
+
+/// Translate `ops` (in stage order) against the read point. `tables` is the committed catalog.
+pub(crate) async fn translate(
+    store: &Store,
+    rp: &ReadPoint,
+    committed_tables: &BTreeMap<(String, String), Arc<TableDef>>,
+    ops: &[Op],
+) -> Result<Translated> {
+    let head = rp.head(store).await?;
+    let mut ws = WriteSet {
+        store,
+        rp,
+        pending: BTreeMap::new(),
+    };
+    let mut tables = committed_tables.clone();
+    let mut models: HashMap<(String, String), InlineModel> = HashMap::new();
+    let mut recreated: std::collections::HashSet<(String, String)> = Default::default();
+
+    // The head this commit leaves: the highest snapshot it inserts, else the committed one.
+    let inserted_max = ops
+        .iter()
+        .filter_map(|op| match op {
+            Op::Insert { table, row, .. } if table == "ducklake_snapshot" => {
+                row.first().and_then(Cell::as_int)
+            }
+            _ => None,
+        })
+        .max();
+    let final_snapshot = match (head.snapshot_id, inserted_max) {
+        (Some(h), Some(i)) => Some(h.max(i)),
+        (h, i) => h.or(i),
+    };
+    let mut versioned_begins: Vec<(String, i64)> = Vec::new();
+
+    for op in ops {
+        match op {
+            Op::CreateSchema(name) => {
+                ws.put(
+                    keys::sys_schema(name),
+                    encode_row(&[Cell::Text(name.clone())]),
+                );
+            }
+            Op::DropSchema(name) => ws.del(keys::sys_schema(name)),
+            Op::CreateTable(def) => {
+                let id = (def.schema.clone(), def.name.clone());
+                ws.put(keys::sys_table(&def.schema, &def.name), def.encode());
+                tables.insert(id.clone(), def.clone());
+                recreated.insert(id);
+            }
+            Op::DropTable { schema, name } => {
+                let id = (schema.clone(), name.clone());
+                let def = tables.remove(&id).ok_or_else(|| {
+                    Error::Catalog(format!(
+                        "cannot drop table {schema}.{name}: it does not exist"
+                    ))
+                })?;
+                ws.del(keys::sys_table(schema, name));
+                models.remove(&id);
+                match catalog::kind_of(&def)? {
+                    Kind::Inline => {
+                        for (k, _) in ws.scan(&keys::inline_table_prefix(schema, name)).await? {
+                            ws.del(k);
+                        }
+                    }
+                    Kind::Snapshot(half) => {
+                        for (k, v) in ws.scan(&keys::snapshot_prefix()).await? {
+                            let mut rec = SnapshotRecord::decode(&v)?;
+                            *rec.half_mut(half) = None;
+                            if rec.is_empty() {
+                                ws.del(k);
+                            } else {
+                                ws.put(k, rec.encode());
+                            }
+                        }
+                    }
+                    Kind::Versioned { .. } | Kind::Unversioned { .. } => {
+                        for prefix in [keys::current_prefix(name), keys::history_prefix(name)] {
+                            for (k, _) in ws.scan(&prefix).await? {
+                                ws.del(k);
+                            }
+                        }
+                    }
+                }
+            }
+            Op::Insert { schema, table, row }
+            | Op::Update {
+                schema,
+                table,
+                new: row,
+                ..
+            }
+            | Op::Delete {
+                schema,
+                table,
+                old: row,
+            } => {
+                let id = (schema.clone(), table.clone());
+                let def = tables.get(&id).cloned().ok_or_else(|| {
+                    Error::Catalog(format!("table {schema}.{table} does not exist"))
+                })?;
+                let kind = catalog::kind_of(&def)?;
+                if !matches!(op, Op::Delete { .. }) {
+                    catalog::check_not_null(&def, row)?;
+                }
+                if row.len() != def.columns.len() {
+                    return Err(Error::InvalidInput(format!(
+                        "{} has {} columns but a staged row has {} cells",
+                        def.name,
+                        def.columns.len(),
+                        row.len()
+                    )));
+                }
+                match (&kind, op) {
+                    (Kind::Inline, _) => {
+                        let model = models.entry(id.clone()).or_insert_with(|| {
+                            InlineModel::new(def.clone(), recreated.contains(&id))
+                        });
+                        match op {
+                            Op::Insert { row, .. } => model.insert(row),
+                            Op::Update { old, new, .. } => {
+                                model.change(&ws, old, Some(new)).await?
+                            }
+                            Op::Delete { old, .. } => model.change(&ws, old, None).await?,
+                            _ => unreachable!(),
+                        }
+                    }
+                    (Kind::Snapshot(half), Op::Insert { row, .. }) => {
+                        let sid = snapshot_id(&def, row)?;
+                        let mut rec = ws.snapshot_record(sid).await?;
+                        if rec.half(*half).is_some() {
+                            return Err(duplicate(&def, row, &kind));
+                        }
+                        *rec.half_mut(*half) = Some(row.clone());
+                        ws.put_snapshot_record(sid, &rec);
+                    }
+                    (Kind::Snapshot(half), Op::Update { old, new, .. }) => {
+                        let old_id = snapshot_id(&def, old)?;
+                        let new_id = snapshot_id(&def, new)?;
+                        let mut rec = ws.snapshot_record(old_id).await?;
+                        if rec.half(*half).is_none() {
+                            return Err(vanished(&def, old, &kind));
+                        }
+                        if old_id == new_id {
+                            *rec.half_mut(*half) = Some(new.clone());
+                            ws.put_snapshot_record(old_id, &rec);
+                        } else {
+                            *rec.half_mut(*half) = None;
+                            ws.put_snapshot_record(old_id, &rec);
+                            let mut target = ws.snapshot_record(new_id).await?;
+                            if target.half(*half).is_some() {
+                                return Err(duplicate(&def, new, &kind));
+                            }
+                            *target.half_mut(*half) = Some(new.clone());
+                            ws.put_snapshot_record(new_id, &target);
+                        }
+                    }
+                    (Kind::Snapshot(half), Op::Delete { old, .. }) => {
+                        let sid = snapshot_id(&def, old)?;
+                        if *half == SnapshotHalf::Snapshot && Some(sid) == final_snapshot {
+                            return Err(Error::Constraint(format!(
+                                "cannot delete snapshot {sid} from {}: it is the lake's head snapshot",
+                                def.name
+                            )));
+                        }
+                        let mut rec = ws.snapshot_record(sid).await?;
+                        if rec.half(*half).is_none() {
+                            return Err(vanished(&def, old, &kind));
+                        }
+                        *rec.half_mut(*half) = None;
+                        ws.put_snapshot_record(sid, &rec);
+                    }
+                    (_, Op::Insert { row, .. }) => {
+                        let key = catalog::row_key(&def, &kind, row)?;
+                        if ws.exists(&key).await? {
+                            return Err(duplicate(&def, row, &kind));
+                        }
+                        ws.put(key, encode_row(row));
+                        if let Kind::Versioned { begin, .. } = &kind {
+                            if let Some(b) = row[*begin].as_int() {
+                                versioned_begins.push((def.name.clone(), b));
+                            }
+                        }
+                    }
+                    (_, Op::Update { old, new, .. }) => {
+                        let old_key = catalog::row_key(&def, &kind, old)?;
+                        if !ws.exists(&old_key).await? {
+                            return Err(vanished(&def, old, &kind));
+                        }
+                        let new_key = catalog::row_key(&def, &kind, new)?;
+                        if new_key != old_key && ws.exists(&new_key).await? {
+                            return Err(duplicate(&def, new, &kind));
+                        }
+                        ws.del(old_key);
+                        ws.put(new_key, encode_row(new));
+                    }
+                    (_, Op::Delete { old, .. }) => {
+                        let key = catalog::row_key(&def, &kind, old)?;
+                        if !ws.exists(&key).await? {
+                            return Err(vanished(&def, old, &kind));
+                        }
+                        ws.del(key);
+                    }
+                    _ => unreachable!(),
+                }
+            }
+        }
+    }
+
+    // A version cannot begin at a snapshot the lake will not have.
+    for (table, begin) in &versioned_begins {
+        if final_snapshot.is_none_or(|h| *begin > h) {
+            return Err(Error::Constraint(format!(
+                "a row of {table} begins at snapshot {begin}, but the lake's head is {} and this commit inserts no snapshot {begin}",
+                final_snapshot.map(|h| h.to_string()).unwrap_or_else(|| "empty".into())
+            )));
+        }
+    }
+
+    let mut models: Vec<_> = models.into_values().collect();
+    models.sort_by(|a, b| (&a.def.schema, &a.def.name).cmp(&(&b.def.schema, &b.def.name)));
+    for m in models {
+        m.emit(&mut ws).await?;
+    }
+
+    let new_head = Head {
+        snapshot_id: final_snapshot,
+        batch_count: head.batch_count + 1,
+    };
+    ws.put(keys::sys_head(), new_head.encode());
+    Ok(Translated {
+        writes: ws.pending,
+        head: new_head,
+    })
+}

@@ -1,0 +1,626 @@
+//! Transactions: what the FFI calls (RFC 0006, RFC 0009).
+//!
+//! A [`Transaction`] pins its read point lazily (on its first read), stages DuckLake's row
+//! operations untranslated in stage order, serves every table through one materialization per
+//! transaction (committed rows + overlay), and commits by translating the staged operations into
+//! one SlateDB write.
+
+use crate::catalog::{self, Kind, SnapshotRecord, TableDef};
+use crate::cell::{decode_row, Cell, Row};
+use crate::chunk::decode_chunk;
+use crate::error::{Error, Result};
+use crate::keys;
+use crate::overlay::{self, RowOp};
+use crate::store::{block_on, Head, ReadPoint, Store};
+use crate::translate;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
+
+/// The schema every store has; it cannot be dropped.
+pub const DEFAULT_SCHEMA: &str = "main";
+
+/// One staged operation, exactly as DuckDB handed it over (rows are DuckLake's own cells).
+#[derive(Debug, Clone)]
+pub enum Op {
+    Insert {
+        schema: String,
+        table: String,
+        row: Row,
+    },
+    Update {
+        schema: String,
+        table: String,
+        old: Row,
+        new: Row,
+    },
+    Delete {
+        schema: String,
+        table: String,
+        old: Row,
+    },
+    CreateTable(Arc<TableDef>),
+    DropTable {
+        schema: String,
+        name: String,
+    },
+    CreateSchema(String),
+    DropSchema(String),
+}
+
+/// One materialization of one table in one transaction.
+#[derive(Debug)]
+pub struct Materialized {
+    pub id: u32,
+    pub rows: Vec<Row>,
+}
+
+const INDEX_BITS: u32 = 40;
+const MAX_MATERIALIZATION_ID: u32 = (1 << (63 - INDEX_BITS)) - 1;
+
+/// The rowid a scan emits for row `index` of materialization `id`.
+pub fn rowid(id: u32, index: usize) -> i64 {
+    ((id as i64) << INDEX_BITS) | (index as i64 & ((1i64 << INDEX_BITS) - 1))
+}
+
+/// Split a rowid into (materialization id, index).
+pub fn split_rowid(rowid: i64) -> (u32, usize) {
+    (
+        (rowid >> INDEX_BITS) as u32,
+        (rowid & ((1i64 << INDEX_BITS) - 1)) as usize,
+    )
+}
+
+/// The committed catalog at the read point.
+#[derive(Default)]
+struct CommittedCatalog {
+    schemas: BTreeSet<String>,
+    tables: BTreeMap<(String, String), Arc<TableDef>>,
+}
+
+type TableId = (String, String);
+
+/// A moraine transaction. Not thread-safe by itself; the FFI serializes calls.
+pub struct Transaction {
+    store: Arc<Store>,
+    read: Option<ReadPoint>,
+    ops: Vec<Op>,
+    catalog: Option<CommittedCatalog>,
+    /// Committed rows per (table, need_history): the read point never moves, so a table is
+    /// scanned at most once per variant, whatever the transaction stages.
+    committed: HashMap<(TableId, bool), Arc<Vec<Row>>>,
+    snapshot_records: Option<Arc<Vec<SnapshotRecord>>>,
+    /// The current materialization per (table, need_history); dropped when the table is written.
+    cache: HashMap<(TableId, bool), Arc<Materialized>>,
+    /// Every materialization of this transaction, so any rowid a scan emitted stays resolvable.
+    registry: HashMap<u32, (TableId, Arc<Materialized>)>,
+    /// rowid -> index in `ops` of the update/delete staged for it. A rowid named twice comes
+    /// from one statement (a join matched the row twice): the change is applied once.
+    touched: HashMap<i64, usize>,
+    next_id: u32,
+}
+
+impl Store {
+    /// Begin a transaction. Cheap: the read point is pinned on first read.
+    pub fn begin(self: &Arc<Self>) -> Transaction {
+        Transaction {
+            store: self.clone(),
+            read: None,
+            ops: Vec::new(),
+            catalog: None,
+            committed: HashMap::new(),
+            snapshot_records: None,
+            cache: HashMap::new(),
+            registry: HashMap::new(),
+            touched: HashMap::new(),
+            next_id: 1,
+        }
+    }
+}
+
+impl Transaction {
+    fn pin(&mut self) -> Result<()> {
+        if self.read.is_none() {
+            self.read = Some(ReadPoint::pin(&self.store)?);
+        }
+        Ok(())
+    }
+
+    fn scan(&mut self, prefix: &[u8]) -> Result<Vec<(bytes::Bytes, bytes::Bytes)>> {
+        self.pin()?;
+        let rp = self.read.as_ref().expect("pinned");
+        let store = &*self.store;
+        block_on(rp.scan(store, prefix))
+    }
+
+    /// The committed head as of this transaction's read point.
+    pub fn head(&mut self) -> Result<Head> {
+        self.pin()?;
+        let rp = self.read.as_ref().expect("pinned");
+        let store = &*self.store;
+        block_on(rp.head(store))
+    }
+
+    fn committed_catalog(&mut self) -> Result<&CommittedCatalog> {
+        if self.catalog.is_none() {
+            let mut cat = CommittedCatalog::default();
+            cat.schemas.insert(DEFAULT_SCHEMA.to_string());
+            for (_, v) in self.scan(&keys::sys_schema_prefix())? {
+                match decode_row(&v)?.as_slice() {
+                    [Cell::Text(name)] => {
+                        cat.schemas.insert(name.clone());
+                    }
+                    _ => return Err(Error::Corrupt("schema record is malformed".into())),
+                }
+            }
+            for (_, v) in self.scan(&keys::sys_table_prefix())? {
+                let def = TableDef::decode(&v)?;
+                cat.tables
+                    .insert((def.schema.clone(), def.name.clone()), Arc::new(def));
+            }
+            self.catalog = Some(cat);
+        }
+        Ok(self.catalog.as_ref().expect("loaded"))
+    }
+
+    fn schema_set(&mut self) -> Result<BTreeSet<String>> {
+        let mut set = self.committed_catalog()?.schemas.clone();
+        for op in &self.ops {
+            match op {
+                Op::CreateSchema(n) => {
+                    set.insert(n.clone());
+                }
+                Op::DropSchema(n) => {
+                    set.remove(n);
+                }
+                _ => {}
+            }
+        }
+        Ok(set)
+    }
+
+    fn table_map(&mut self) -> Result<BTreeMap<TableId, Arc<TableDef>>> {
+        let mut map = self.committed_catalog()?.tables.clone();
+        for op in &self.ops {
+            match op {
+                Op::CreateTable(def) => {
+                    map.insert((def.schema.clone(), def.name.clone()), def.clone());
+                }
+                Op::DropTable { schema, name } => {
+                    map.remove(&(schema.clone(), name.clone()));
+                }
+                _ => {}
+            }
+        }
+        Ok(map)
+    }
+
+    fn table_def(&mut self, schema: &str, name: &str) -> Result<Arc<TableDef>> {
+        self.table_map()?
+            .remove(&(schema.to_string(), name.to_string()))
+            .ok_or_else(|| Error::Catalog(format!("table {schema}.{name} does not exist")))
+    }
+
+    fn invalidate(&mut self, schema: &str, table: &str) {
+        let id = (schema.to_string(), table.to_string());
+        self.cache.remove(&(id.clone(), false));
+        self.cache.remove(&(id, true));
+    }
+
+    /// Schema names, committed and staged.
+    pub fn schemas(&mut self) -> Result<Vec<String>> {
+        Ok(self.schema_set()?.into_iter().collect())
+    }
+
+    pub fn create_schema(&mut self, name: &str, if_not_exists: bool) -> Result<()> {
+        if name.is_empty() {
+            return Err(Error::InvalidInput("a schema name cannot be empty".into()));
+        }
+        if self.schema_set()?.contains(name) {
+            return if if_not_exists {
+                Ok(())
+            } else {
+                Err(Error::Catalog(format!("schema {name} already exists")))
+            };
+        }
+        self.ops.push(Op::CreateSchema(name.to_string()));
+        Ok(())
+    }
+
+    /// Drop an empty schema.
+    pub fn drop_schema(&mut self, name: &str, if_exists: bool) -> Result<()> {
+        if !self.schema_set()?.contains(name) {
+            return if if_exists {
+                Ok(())
+            } else {
+                Err(Error::Catalog(format!("schema {name} does not exist")))
+            };
+        }
+        if name == DEFAULT_SCHEMA {
+            return Err(Error::Catalog(format!(
+                "cannot drop schema {name}: it is the default schema"
+            )));
+        }
+        if self.table_map()?.keys().any(|(s, _)| s == name) {
+            return Err(Error::Catalog(format!(
+                "cannot drop schema {name}: it still holds tables"
+            )));
+        }
+        self.ops.push(Op::DropSchema(name.to_string()));
+        Ok(())
+    }
+
+    /// Table definitions in `schema`, committed and staged, by name.
+    pub fn tables(&mut self, schema: &str) -> Result<Vec<Arc<TableDef>>> {
+        if !self.schema_set()?.contains(schema) {
+            return Err(Error::Catalog(format!("schema {schema} does not exist")));
+        }
+        Ok(self
+            .table_map()?
+            .into_iter()
+            .filter(|((s, _), _)| s == schema)
+            .map(|(_, d)| d)
+            .collect())
+    }
+
+    /// Create one of DuckLake's tables (validated against what moraine serves).
+    pub fn create_table(&mut self, def: TableDef) -> Result<()> {
+        if !self.schema_set()?.contains(&def.schema) {
+            return Err(Error::Catalog(format!(
+                "cannot create table {}.{}: schema {} does not exist",
+                def.schema, def.name, def.schema
+            )));
+        }
+        catalog::validate_new_table(&def)?;
+        let map = self.table_map()?;
+        if map.contains_key(&(def.schema.clone(), def.name.clone())) {
+            return Err(Error::Catalog(format!(
+                "table {}.{} already exists",
+                def.schema, def.name
+            )));
+        }
+        if !catalog::is_inlined_table_name(&def.name) {
+            // a fixed table's rows are keyed by table name alone, so it exists once per lake
+            if let Some(((other, _), _)) = map.iter().find(|((_, n), _)| *n == def.name) {
+                return Err(Error::Catalog(format!(
+                    "table {} already exists in schema {other}; a lake holds it once",
+                    def.name
+                )));
+            }
+        }
+        self.invalidate(&def.schema, &def.name);
+        self.ops.push(Op::CreateTable(Arc::new(def)));
+        Ok(())
+    }
+
+    pub fn drop_table(&mut self, schema: &str, name: &str) -> Result<()> {
+        self.table_def(schema, name)?;
+        self.invalidate(schema, name);
+        self.ops.push(Op::DropTable {
+            schema: schema.to_string(),
+            name: name.to_string(),
+        });
+        Ok(())
+    }
+
+    fn snapshot_records(&mut self) -> Result<Arc<Vec<SnapshotRecord>>> {
+        if let Some(r) = &self.snapshot_records {
+            return Ok(r.clone());
+        }
+        let recs = self
+            .scan(&keys::snapshot_prefix())?
+            .iter()
+            .map(|(_, v)| SnapshotRecord::decode(v))
+            .collect::<Result<Vec<_>>>()?;
+        let recs = Arc::new(recs);
+        self.snapshot_records = Some(recs.clone());
+        Ok(recs)
+    }
+
+    fn committed_rows(
+        &mut self,
+        def: &TableDef,
+        kind: &Kind,
+        need_history: bool,
+    ) -> Result<Arc<Vec<Row>>> {
+        let key = ((def.schema.clone(), def.name.clone()), need_history);
+        if let Some(rows) = self.committed.get(&key) {
+            return Ok(rows.clone());
+        }
+        let rows: Vec<Row> = match kind {
+            Kind::Snapshot(half) => {
+                let recs = self.snapshot_records()?;
+                recs.iter().filter_map(|r| r.half(*half).clone()).collect()
+            }
+            Kind::Inline => {
+                let mut rows = Vec::new();
+                for (_, v) in self.scan(&keys::inline_chunk_prefix(&def.schema, &def.name))? {
+                    rows.extend(decode_chunk(&v)?);
+                }
+                rows
+            }
+            Kind::Versioned { .. } | Kind::Unversioned { .. } => {
+                let mut rows = Vec::new();
+                for prefix in catalog::data_prefixes(def, kind, need_history) {
+                    for (_, v) in self.scan(&prefix)? {
+                        rows.push(decode_row(&v)?);
+                    }
+                }
+                rows
+            }
+        };
+        let rows = Arc::new(rows);
+        self.committed.insert(key, rows.clone());
+        Ok(rows)
+    }
+
+    /// The table's rows as this transaction sees them (committed + staged, in stage order).
+    ///
+    /// Materialized once per transaction per table: repeated calls return the same `Arc` until
+    /// the transaction stages a write to the table. `need_history == false` returns only live
+    /// rows (end_snapshot NULL) of versioned kinds and never reads `history/`; other kinds
+    /// ignore the flag (both variants are the same materialization).
+    pub fn rows(
+        &mut self,
+        schema: &str,
+        table: &str,
+        need_history: bool,
+    ) -> Result<Arc<Materialized>> {
+        let def = self.table_def(schema, table)?;
+        let kind = catalog::kind_of(&def)?;
+        let need_history = need_history || !matches!(kind, Kind::Versioned { .. });
+        let id: TableId = (schema.to_string(), table.to_string());
+        if let Some(m) = self.cache.get(&(id.clone(), need_history)) {
+            return Ok(m.clone());
+        }
+        // Staged ops that apply: those after the table's last (re)creation in this transaction.
+        let created_at = self.ops.iter().rposition(
+            |op| matches!(op, Op::CreateTable(d) if d.schema == schema && d.name == table),
+        );
+        let (mut rows, start) = match created_at {
+            Some(i) => (Vec::new(), i + 1),
+            None => (
+                self.committed_rows(&def, &kind, need_history)?
+                    .as_ref()
+                    .clone(),
+                0,
+            ),
+        };
+        let ops = self.ops[start..].iter().filter_map(|op| match op {
+            Op::Insert {
+                schema: s,
+                table: t,
+                row,
+            } if s == schema && t == table => Some(RowOp::Insert(row)),
+            Op::Update {
+                schema: s,
+                table: t,
+                old,
+                new,
+            } if s == schema && t == table => Some(RowOp::Update { old, new }),
+            Op::Delete {
+                schema: s,
+                table: t,
+                old,
+            } if s == schema && t == table => Some(RowOp::Delete(old)),
+            _ => None,
+        });
+        overlay::apply(&kind, &mut rows, ops, need_history);
+
+        if self.next_id > MAX_MATERIALIZATION_ID {
+            return Err(Error::InvalidInput(
+                "this transaction materialized too many tables; start a new transaction".into(),
+            ));
+        }
+        let m = Arc::new(Materialized {
+            id: self.next_id,
+            rows,
+        });
+        self.next_id += 1;
+        self.registry.insert(m.id, (id.clone(), m.clone()));
+        self.cache.insert((id, need_history), m.clone());
+        Ok(m)
+    }
+
+    /// Resolve a rowid a scan emitted to its materialization and index.
+    pub fn resolve(&self, rowid: i64) -> Result<(Arc<Materialized>, usize)> {
+        if rowid < 0 {
+            return Err(Error::RowId {
+                rowid,
+                reason: "rowids are never negative".into(),
+            });
+        }
+        let (id, index) = split_rowid(rowid);
+        let (_, m) = self.registry.get(&id).ok_or_else(|| Error::RowId {
+            rowid,
+            reason: format!("no materialization {id} in this transaction"),
+        })?;
+        if index >= m.rows.len() {
+            return Err(Error::RowId {
+                rowid,
+                reason: format!("materialization {id} has {} rows", m.rows.len()),
+            });
+        }
+        Ok((m.clone(), index))
+    }
+
+    fn resolve_for(&self, schema: &str, table: &str, rowid: i64) -> Result<Row> {
+        let (id, _) = split_rowid(rowid);
+        let (m, index) = self.resolve(rowid)?;
+        let (owner, _) = &self.registry[&id];
+        if owner.0 != schema || owner.1 != table {
+            return Err(Error::RowId {
+                rowid,
+                reason: format!(
+                    "it names a row of {}.{}, not {schema}.{table}",
+                    owner.0, owner.1
+                ),
+            });
+        }
+        Ok(m.rows[index].clone())
+    }
+
+    fn check_width(def: &TableDef, row: &Row) -> Result<()> {
+        if row.len() != def.columns.len() {
+            return Err(Error::InvalidInput(format!(
+                "{}.{} has {} columns but a row has {} cells",
+                def.schema,
+                def.name,
+                def.columns.len(),
+                row.len()
+            )));
+        }
+        Ok(())
+    }
+
+    pub fn stage_insert(&mut self, schema: &str, table: &str, rows: Vec<Row>) -> Result<()> {
+        let def = self.table_def(schema, table)?;
+        for r in &rows {
+            Self::check_width(&def, r)?;
+        }
+        self.invalidate(schema, table);
+        self.ops.extend(rows.into_iter().map(|row| Op::Insert {
+            schema: schema.to_string(),
+            table: table.to_string(),
+            row,
+        }));
+        Ok(())
+    }
+
+    /// Stage updates: each rowid names the old row; the new row is complete.
+    ///
+    /// Idempotent per rowid: a rowid already updated by this transaction (an `UPDATE ... FROM`
+    /// join that matched the row twice) replaces that staged update's new row instead of
+    /// staging a second change of a row the first one already moved; a rowid already deleted
+    /// stays deleted.
+    pub fn stage_update(
+        &mut self,
+        schema: &str,
+        table: &str,
+        updates: Vec<(i64, Row)>,
+    ) -> Result<()> {
+        let def = self.table_def(schema, table)?;
+        let mut staged = Vec::with_capacity(updates.len());
+        for (rowid, new) in &updates {
+            Self::check_width(&def, new)?;
+            let old = self.resolve_for(schema, table, *rowid)?;
+            staged.push((*rowid, old));
+        }
+        self.invalidate(schema, table);
+        for ((rowid, old), (_, new)) in staged.into_iter().zip(updates) {
+            match self.touched.get(&rowid) {
+                Some(&i) => {
+                    if let Op::Update { new: prev, .. } = &mut self.ops[i] {
+                        *prev = new;
+                    }
+                }
+                None => {
+                    self.touched.insert(rowid, self.ops.len());
+                    self.ops.push(Op::Update {
+                        schema: schema.to_string(),
+                        table: table.to_string(),
+                        old,
+                        new,
+                    });
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Stage deletes of the rows the rowids name. Idempotent per rowid.
+    pub fn stage_delete(&mut self, schema: &str, table: &str, rowids: Vec<i64>) -> Result<()> {
+        self.table_def(schema, table)?;
+        let mut staged = Vec::with_capacity(rowids.len());
+        for rowid in rowids {
+            staged.push((rowid, self.resolve_for(schema, table, rowid)?));
+        }
+        self.invalidate(schema, table);
+        for (rowid, old) in staged {
+            if self.touched.contains_key(&rowid) {
+                continue;
+            }
+            self.touched.insert(rowid, self.ops.len());
+            self.ops.push(Op::Delete {
+                schema: schema.to_string(),
+                table: table.to_string(),
+                old,
+            });
+        }
+        Ok(())
+    }
+
+    pub fn has_writes(&self) -> bool {
+        !self.ops.is_empty()
+    }
+
+    /// The staged operations, in stage order.
+    pub fn staged(&self) -> &[Op] {
+        &self.ops
+    }
+
+    /// Commit: translate the staged operations and write them as ONE SlateDB transaction.
+    /// Nothing is written on error. A transaction without writes commits trivially.
+    pub fn commit(mut self) -> Result<()> {
+        if self.ops.is_empty() {
+            return Ok(());
+        }
+        if self.store.is_read_only() {
+            return Err(Error::ReadOnly(format!(
+                "cannot commit changes to {}",
+                self.store.url()
+            )));
+        }
+        self.pin()?;
+        self.committed_catalog()?;
+        let store = self.store.clone();
+        let rp = self.read.take().expect("pinned");
+        let tables = &self.catalog.as_ref().expect("loaded").tables;
+        let ops = &self.ops;
+        let translated = block_on(translate::translate(&store, &rp, tables, ops))?;
+        let ReadPoint::Txn(txn) = rp else {
+            return Err(Error::ReadOnly(format!(
+                "cannot commit changes to {}",
+                store.url()
+            )));
+        };
+        for (k, v) in &translated.writes {
+            match v {
+                Some(v) => txn.put(k, v)?,
+                None => txn.delete(k)?,
+            }
+        }
+        let db = store.db().expect("a writable store has a Db");
+        block_on(async {
+            let handle = txn.commit().await?;
+            if let Some(handle) = handle {
+                // make the commit durable now rather than at the next flush tick
+                db.flush().await?;
+                handle.await_durable().await?;
+            }
+            Ok::<(), Error>(())
+        })?;
+        tracing::debug!(
+            batch = translated.head.batch_count,
+            snapshot = ?translated.head.snapshot_id,
+            keys = translated.writes.len(),
+            "moraine commit"
+        );
+        Ok(())
+    }
+
+    /// Discard everything staged. Writes nothing.
+    pub fn rollback(self) {}
+}
+
+// The FFI shares stores across DuckDB threads and moves transactions between them.
+const _: () = {
+    const fn shared<T: Send + Sync>() {}
+    const fn movable<T: Send>() {}
+    shared::<Store>();
+    movable::<Transaction>();
+    shared::<Materialized>();
+};
+
+#[cfg(test)]
+#[path = "txn_tests.rs"]
+mod tests;

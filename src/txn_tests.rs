@@ -1,0 +1,1380 @@
+//! Core tests on real SlateDB: process-local in-memory object stores (`memory://`) and local
+//! directories. No mocks: every test opens a store, commits through `Transaction`, and reads
+//! back through a new transaction or the raw keyspace.
+
+use super::*;
+use crate::catalog::{fixed_table_def, ColumnDef};
+use crate::cell::Cell::{self, Blob, Int, Null, Text};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+const M: &str = "main";
+const LAKE_TABLES: &[&str] = &[
+    "ducklake_metadata",
+    "ducklake_snapshot",
+    "ducklake_snapshot_changes",
+    "ducklake_table",
+    "ducklake_table_stats",
+    "ducklake_files_scheduled_for_deletion",
+];
+const INL: &str = "ducklake_inlined_data_1_0";
+
+fn mem_url(tag: &str) -> String {
+    static N: AtomicUsize = AtomicUsize::new(0);
+    format!(
+        "memory://txn-test-{tag}-{}",
+        N.fetch_add(1, Ordering::SeqCst)
+    )
+}
+
+fn def(name: &str) -> TableDef {
+    fixed_table_def(M, name).unwrap_or_else(|| panic!("tables.rs has no {name}"))
+}
+
+/// A row of a fixed table by column name; unnamed columns are NULL.
+fn row(table: &str, vals: &[(&str, Cell)]) -> Row {
+    let d = def(table);
+    for (n, _) in vals {
+        assert!(d.column_index(n).is_some(), "{table} has no column {n}");
+    }
+    d.columns
+        .iter()
+        .map(|c| {
+            vals.iter()
+                .find(|(n, _)| *n == c.name)
+                .map(|(_, v)| v.clone())
+                .unwrap_or(Null)
+        })
+        .collect()
+}
+
+fn col(rows: &[Row], table: &str, name: &str) -> Vec<Cell> {
+    let i = def(table).column_index(name).unwrap();
+    rows.iter().map(|r| r[i].clone()).collect()
+}
+
+fn snap(id: i64) -> Row {
+    row(
+        "ducklake_snapshot",
+        &[
+            ("snapshot_id", Int(id)),
+            ("snapshot_time", Blob(vec![id as u8, 7])),
+            ("schema_version", Int(id)),
+            ("next_catalog_id", Int(id + 1)),
+            ("next_file_id", Int(0)),
+        ],
+    )
+}
+
+fn changes(id: i64, what: &str) -> Row {
+    row(
+        "ducklake_snapshot_changes",
+        &[
+            ("snapshot_id", Int(id)),
+            ("changes_made", Text(what.into())),
+        ],
+    )
+}
+
+fn table_row(id: i64, begin: i64, end: Option<i64>, name: &str) -> Row {
+    row(
+        "ducklake_table",
+        &[
+            ("table_id", Int(id)),
+            ("table_uuid", Blob(vec![id as u8; 16])),
+            ("begin_snapshot", Int(begin)),
+            ("end_snapshot", end.map(Int).unwrap_or(Null)),
+            ("schema_id", Int(0)),
+            ("table_name", Text(name.into())),
+            ("path", Text(format!("{name}/"))),
+            ("path_is_relative", Cell::Bool(true)),
+        ],
+    )
+}
+
+fn stats_row(table_id: i64, count: i64) -> Row {
+    row(
+        "ducklake_table_stats",
+        &[("table_id", Int(table_id)), ("record_count", Int(count))],
+    )
+}
+
+fn gc_row(file_id: i64) -> Row {
+    row(
+        "ducklake_files_scheduled_for_deletion",
+        &[
+            ("data_file_id", Int(file_id)),
+            ("path", Text(format!("f{file_id}.parquet"))),
+            ("path_is_relative", Cell::Bool(true)),
+        ],
+    )
+}
+
+fn inline_def() -> TableDef {
+    let c = |n: &str, t: &str| ColumnDef {
+        name: n.into(),
+        type_name: t.into(),
+        type_blob: vec![],
+    };
+    TableDef {
+        schema: M.into(),
+        name: INL.into(),
+        columns: vec![
+            c("row_id", "BIGINT"),
+            c("begin_snapshot", "BIGINT"),
+            c("end_snapshot", "BIGINT"),
+            c("a", "VARCHAR"),
+            c("b", "DOUBLE"),
+        ],
+    }
+}
+
+fn inl(row_id: i64, begin: i64, end: Option<i64>, a: &str) -> Row {
+    vec![
+        Int(row_id),
+        Int(begin),
+        end.map(Int).unwrap_or(Null),
+        Text(a.into()),
+        Cell::Float(row_id as f64 / 2.0),
+    ]
+}
+
+/// A lake the way DuckLake creates one: the tables, snapshot 0 and its changes row.
+fn new_lake(url: &str) -> Arc<Store> {
+    let store = Store::open(url, false).unwrap();
+    let mut t = store.begin();
+    for name in LAKE_TABLES {
+        t.create_table(def(name)).unwrap();
+    }
+    t.stage_insert(M, "ducklake_snapshot", vec![snap(0)])
+        .unwrap();
+    t.stage_insert(
+        M,
+        "ducklake_snapshot_changes",
+        vec![changes(0, "created_schema:\"main\"")],
+    )
+    .unwrap();
+    t.stage_insert(
+        M,
+        "ducklake_metadata",
+        vec![row(
+            "ducklake_metadata",
+            &[
+                ("key", Text("version".into())),
+                ("value", Text("1.0".into())),
+            ],
+        )],
+    )
+    .unwrap();
+    t.commit().unwrap();
+    store
+}
+
+/// Commit snapshot `id` creating table `table_id`.
+fn commit_table(store: &Arc<Store>, id: i64, table_id: i64, name: &str) {
+    let mut t = store.begin();
+    t.stage_insert(M, "ducklake_snapshot", vec![snap(id)])
+        .unwrap();
+    t.stage_insert(
+        M,
+        "ducklake_snapshot_changes",
+        vec![changes(id, "created_table")],
+    )
+    .unwrap();
+    t.stage_insert(
+        M,
+        "ducklake_table",
+        vec![table_row(table_id, id, None, name)],
+    )
+    .unwrap();
+    t.commit().unwrap();
+}
+
+fn raw(store: &Arc<Store>, prefix: &[u8]) -> Vec<(Vec<u8>, Vec<u8>)> {
+    let mut t = store.begin();
+    t.scan(prefix)
+        .unwrap()
+        .into_iter()
+        .map(|(k, v)| (k.to_vec(), v.to_vec()))
+        .collect()
+}
+
+fn rows_of(store: &Arc<Store>, table: &str, history: bool) -> Vec<Row> {
+    store.begin().rows(M, table, history).unwrap().rows.clone()
+}
+
+fn everything(store: &Arc<Store>) -> Vec<(Vec<u8>, Vec<u8>)> {
+    raw(store, &[])
+}
+
+// ---- store: open, head, markers ---------------------------------------------------------------
+
+#[test]
+fn a_fresh_store_has_an_empty_head_and_the_main_schema() {
+    let store = Store::open(&mem_url("fresh"), false).unwrap();
+    assert_eq!(
+        store.head().unwrap(),
+        Head {
+            snapshot_id: None,
+            batch_count: 0
+        }
+    );
+    let mut t = store.begin();
+    assert_eq!(t.schemas().unwrap(), vec!["main".to_string()]);
+    assert!(t.tables(M).unwrap().is_empty());
+    assert!(!t.has_writes());
+    t.commit().unwrap(); // nothing staged: trivially commits, writes nothing
+    assert_eq!(store.head().unwrap().batch_count, 0);
+}
+
+#[test]
+fn lake_creation_commits_tables_snapshot_and_head() {
+    let store = new_lake(&mem_url("create"));
+    assert_eq!(
+        store.head().unwrap(),
+        Head {
+            snapshot_id: Some(0),
+            batch_count: 1
+        }
+    );
+    let mut t = store.begin();
+    let names: Vec<String> = t
+        .tables(M)
+        .unwrap()
+        .iter()
+        .map(|d| d.name.clone())
+        .collect();
+    let mut expected: Vec<String> = LAKE_TABLES.iter().map(|s| s.to_string()).collect();
+    expected.sort();
+    assert_eq!(names, expected);
+    assert_eq!(
+        t.rows(M, "ducklake_snapshot", true).unwrap().rows,
+        vec![snap(0)]
+    );
+    assert_eq!(
+        t.rows(M, "ducklake_snapshot_changes", true).unwrap().rows,
+        vec![changes(0, "created_schema:\"main\"")]
+    );
+    // a second table creation in another transaction is refused; unknown tables too
+    assert!(t
+        .create_table(def("ducklake_table"))
+        .unwrap_err()
+        .to_string()
+        .contains("already exists"));
+    let e = t.rows(M, "nope", false).unwrap_err().to_string();
+    assert!(e.contains("main.nope"), "{e}");
+}
+
+#[test]
+fn snapshot_and_changes_rows_are_one_merged_record() {
+    let store = new_lake(&mem_url("merged"));
+    commit_table(&store, 1, 1, "t1");
+    let recs = raw(&store, &keys::snapshot_prefix());
+    assert_eq!(recs.len(), 2, "one record per snapshot id, not per table");
+    let rec1 = SnapshotRecord::decode(&recs[1].1).unwrap();
+    assert_eq!(rec1.snapshot, Some(snap(1)));
+    assert_eq!(rec1.changes, Some(changes(1, "created_table")));
+    assert_eq!(recs[1].0, keys::snapshot(1));
+
+    // expiring snapshot 0: both halves deleted -> the key is gone; head unchanged
+    let mut t = store.begin();
+    let s = t.rows(M, "ducklake_snapshot", true).unwrap();
+    let c = t.rows(M, "ducklake_snapshot_changes", true).unwrap();
+    let s0 = s.rows.iter().position(|r| r[0] == Int(0)).unwrap();
+    let c0 = c.rows.iter().position(|r| r[0] == Int(0)).unwrap();
+    t.stage_delete(M, "ducklake_snapshot", vec![rowid(s.id, s0)])
+        .unwrap();
+    // read-your-writes: the staged delete is visible to the next scan of the same transaction
+    assert_eq!(
+        t.rows(M, "ducklake_snapshot", true).unwrap().rows,
+        vec![snap(1)]
+    );
+    t.stage_delete(M, "ducklake_snapshot_changes", vec![rowid(c.id, c0)])
+        .unwrap();
+    t.commit().unwrap();
+    assert_eq!(raw(&store, &keys::snapshot_prefix()).len(), 1);
+    assert_eq!(
+        store.head().unwrap(),
+        Head {
+            snapshot_id: Some(1),
+            batch_count: 3
+        }
+    );
+
+    // deleting only the changes half keeps the record with the snapshot half
+    let mut t = store.begin();
+    let c = t.rows(M, "ducklake_snapshot_changes", true).unwrap();
+    t.stage_delete(M, "ducklake_snapshot_changes", vec![rowid(c.id, 0)])
+        .unwrap();
+    t.commit().unwrap();
+    let rec = SnapshotRecord::decode(&raw(&store, &keys::snapshot_prefix())[0].1).unwrap();
+    assert_eq!(
+        (rec.snapshot.is_some(), rec.changes.is_none()),
+        (true, true)
+    );
+}
+
+#[test]
+fn deleting_the_head_snapshot_is_a_constraint_error() {
+    let store = new_lake(&mem_url("headdel"));
+    let before = everything(&store);
+    let mut t = store.begin();
+    let s = t.rows(M, "ducklake_snapshot", true).unwrap();
+    t.stage_delete(M, "ducklake_snapshot", vec![rowid(s.id, 0)])
+        .unwrap();
+    let e = t.commit().unwrap_err();
+    assert!(matches!(e, Error::Constraint(_)), "{e}");
+    assert!(e.to_string().contains("head snapshot"), "{e}");
+    assert_eq!(everything(&store), before);
+}
+
+#[test]
+fn maintenance_commit_keeps_the_head_snapshot_and_advances_the_batch_count() {
+    let store = new_lake(&mem_url("maint"));
+    commit_table(&store, 1, 1, "t1");
+    let mut t = store.begin();
+    t.stage_insert(
+        M,
+        "ducklake_files_scheduled_for_deletion",
+        vec![gc_row(10), gc_row(11)],
+    )
+    .unwrap();
+    let s = t.rows(M, "ducklake_snapshot", true).unwrap();
+    t.stage_delete(M, "ducklake_snapshot", vec![rowid(s.id, 0)])
+        .unwrap();
+    t.commit().unwrap();
+    assert_eq!(
+        store.head().unwrap(),
+        Head {
+            snapshot_id: Some(1),
+            batch_count: 3
+        }
+    );
+    let gc = raw(
+        &store,
+        &keys::current_prefix("ducklake_files_scheduled_for_deletion"),
+    );
+    assert_eq!(gc.len(), 2);
+    assert_eq!(
+        gc[0].0,
+        keys::current("ducklake_files_scheduled_for_deletion", &[Int(10)], None)
+    );
+
+    // cleanup forgets: a schedule-row delete removes the key
+    let mut t = store.begin();
+    let m = t
+        .rows(M, "ducklake_files_scheduled_for_deletion", false)
+        .unwrap();
+    t.stage_delete(
+        M,
+        "ducklake_files_scheduled_for_deletion",
+        vec![rowid(m.id, 0)],
+    )
+    .unwrap();
+    t.commit().unwrap();
+    assert_eq!(
+        col(
+            &rows_of(&store, "ducklake_files_scheduled_for_deletion", false),
+            "ducklake_files_scheduled_for_deletion",
+            "data_file_id"
+        ),
+        vec![Int(11)]
+    );
+}
+
+#[test]
+fn a_version_cannot_begin_at_a_snapshot_the_commit_does_not_insert() {
+    let store = new_lake(&mem_url("nosnap"));
+    let before = everything(&store);
+    let mut t = store.begin();
+    t.stage_insert(M, "ducklake_table", vec![table_row(1, 1, None, "t1")])
+        .unwrap();
+    let e = t.commit().unwrap_err();
+    assert!(matches!(e, Error::Constraint(_)), "{e}");
+    assert!(
+        e.to_string().contains("ducklake_table") && e.to_string().contains("snapshot 1"),
+        "{e}"
+    );
+    assert_eq!(everything(&store), before);
+    // at or below head is fine (e.g. a rewrite keeping an existing snapshot)
+    let mut t = store.begin();
+    t.stage_insert(M, "ducklake_table", vec![table_row(1, 0, None, "t1")])
+        .unwrap();
+    t.commit().unwrap();
+}
+
+// ---- materialization, rowids, caching ---------------------------------------------------------
+
+#[test]
+fn one_materialization_per_table_until_a_write() {
+    let store = new_lake(&mem_url("cache"));
+    commit_table(&store, 1, 1, "t1");
+    let mut t = store.begin();
+    let a = t.rows(M, "ducklake_table", false).unwrap();
+    let b = t.rows(M, "ducklake_table", false).unwrap();
+    assert!(Arc::ptr_eq(&a, &b), "same Arc until a write");
+    let h = t.rows(M, "ducklake_table", true).unwrap();
+    assert!(
+        !Arc::ptr_eq(&a, &h),
+        "the history variant is its own materialization"
+    );
+    assert_ne!(a.id, h.id);
+
+    // a write to another table keeps this one's materialization
+    t.stage_insert(M, "ducklake_table_stats", vec![stats_row(1, 5)])
+        .unwrap();
+    assert!(Arc::ptr_eq(
+        &a,
+        &t.rows(M, "ducklake_table", false).unwrap()
+    ));
+
+    // a write to this table: the next call re-materializes with a new id...
+    let r = rowid(a.id, 0);
+    t.stage_insert(M, "ducklake_snapshot", vec![snap(2)])
+        .unwrap();
+    t.stage_update(
+        M,
+        "ducklake_table",
+        vec![(r, table_row(1, 1, Some(2), "t1"))],
+    )
+    .unwrap();
+    let c = t.rows(M, "ducklake_table", false).unwrap();
+    assert!(!Arc::ptr_eq(&a, &c));
+    assert!(c.id > h.id);
+    assert!(c.rows.is_empty(), "the head view drops the ended version");
+    let c_hist = t.rows(M, "ducklake_table", true).unwrap();
+    assert_eq!(c_hist.rows, vec![table_row(1, 1, Some(2), "t1")]);
+    // ...and rowids of the earlier materialization still resolve to what that scan emitted
+    let (m, i) = t.resolve(r).unwrap();
+    assert!(Arc::ptr_eq(&m, &a));
+    assert_eq!(m.rows[i], table_row(1, 1, None, "t1"));
+}
+
+#[test]
+fn rowids_resolve_only_within_their_transaction_and_table() {
+    let store = new_lake(&mem_url("rowid"));
+    let mut t = store.begin();
+    let m = t.rows(M, "ducklake_snapshot", true).unwrap();
+    let r = rowid(m.id, 0);
+    assert_eq!(split_rowid(r), (m.id, 0));
+    assert!(r >= 0);
+    assert!(t.resolve(r).is_ok());
+    assert!(matches!(
+        t.resolve(rowid(m.id, 5)),
+        Err(Error::RowId { .. })
+    ));
+    assert!(matches!(t.resolve(rowid(999, 0)), Err(Error::RowId { .. })));
+    assert!(matches!(t.resolve(-1), Err(Error::RowId { .. })));
+    // a rowid of one table cannot delete from another
+    let e = t
+        .stage_delete(M, "ducklake_snapshot_changes", vec![r])
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("ducklake_snapshot"), "{e}");
+    // another transaction has its own registry
+    let t2 = store.begin();
+    assert!(t2.resolve(r).is_err());
+    // wrong row width is refused at staging
+    let e = t
+        .stage_insert(M, "ducklake_table", vec![vec![Int(1)]])
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("ducklake_table") && e.contains("1 cells"), "{e}");
+}
+
+// ---- translation -------------------------------------------------------------------------------
+
+#[test]
+fn translation_is_one_batch_and_moves_ended_versions_to_history() {
+    let store = new_lake(&mem_url("translate"));
+    commit_table(&store, 1, 1, "t1");
+    let mut t = store.begin();
+    let m = t.rows(M, "ducklake_table", false).unwrap();
+    t.stage_insert(M, "ducklake_snapshot", vec![snap(2)])
+        .unwrap();
+    t.stage_insert(
+        M,
+        "ducklake_snapshot_changes",
+        vec![changes(2, "altered_table")],
+    )
+    .unwrap();
+    t.stage_update(
+        M,
+        "ducklake_table",
+        vec![(rowid(m.id, 0), table_row(1, 1, Some(2), "t1"))],
+    )
+    .unwrap();
+    t.stage_insert(
+        M,
+        "ducklake_table",
+        vec![table_row(1, 2, None, "t1_renamed")],
+    )
+    .unwrap();
+    t.stage_insert(M, "ducklake_table_stats", vec![stats_row(1, 3)])
+        .unwrap();
+
+    // translate exactly what commit will write
+    t.pin().unwrap();
+    t.committed_catalog().unwrap();
+    let rp = t.read.as_ref().unwrap();
+    let tables = &t.catalog.as_ref().unwrap().tables;
+    let out = block_on(translate::translate(&store, rp, tables, &t.ops)).unwrap();
+    let cur_old = keys::current("ducklake_table", &[Int(1)], Some(&Int(1)));
+    let cur_new = keys::current("ducklake_table", &[Int(1)], Some(&Int(2)));
+    let hist = keys::history("ducklake_table", &[Int(1)], &Int(2), &Int(1));
+    assert_eq!(out.writes.get(&cur_old), Some(&None), "current key deleted");
+    assert_eq!(
+        out.writes.get(&hist),
+        Some(&Some(crate::cell::encode_row(&table_row(
+            1,
+            1,
+            Some(2),
+            "t1"
+        ))))
+    );
+    assert!(matches!(out.writes.get(&cur_new), Some(Some(_))));
+    assert!(matches!(out.writes.get(&keys::snapshot(2)), Some(Some(_))));
+    assert!(matches!(
+        out.writes
+            .get(&keys::current("ducklake_table_stats", &[Int(1)], None)),
+        Some(Some(_))
+    ));
+    assert_eq!(
+        out.head,
+        Head {
+            snapshot_id: Some(2),
+            batch_count: 3
+        }
+    );
+    assert_eq!(
+        out.writes.len(),
+        6,
+        "{:?}",
+        out.writes
+            .keys()
+            .map(|k| keys::decode_key(k).unwrap())
+            .collect::<Vec<_>>()
+    );
+
+    t.commit().unwrap();
+    assert_eq!(
+        store.head().unwrap(),
+        Head {
+            snapshot_id: Some(2),
+            batch_count: 3
+        }
+    );
+    let current: Vec<_> = raw(&store, &keys::current_prefix("ducklake_table"))
+        .into_iter()
+        .map(|(k, _)| k)
+        .collect();
+    assert_eq!(current, vec![cur_new]);
+    let history: Vec<_> = raw(&store, &keys::history_prefix("ducklake_table"))
+        .into_iter()
+        .map(|(k, _)| k)
+        .collect();
+    assert_eq!(history, vec![hist]);
+    assert_eq!(
+        rows_of(&store, "ducklake_table", false),
+        vec![table_row(1, 2, None, "t1_renamed")]
+    );
+    assert_eq!(rows_of(&store, "ducklake_table", true).len(), 2);
+}
+
+#[test]
+fn unversioned_rows_overwrite_by_key() {
+    let store = new_lake(&mem_url("stats"));
+    let mut t = store.begin();
+    t.stage_insert(
+        M,
+        "ducklake_table_stats",
+        vec![stats_row(1, 1), stats_row(2, 2)],
+    )
+    .unwrap();
+    t.commit().unwrap();
+    let mut t = store.begin();
+    let m = t.rows(M, "ducklake_table_stats", false).unwrap();
+    t.stage_update(
+        M,
+        "ducklake_table_stats",
+        vec![(rowid(m.id, 0), stats_row(1, 100))],
+    )
+    .unwrap();
+    t.stage_update(
+        M,
+        "ducklake_table_stats",
+        vec![(rowid(m.id, 1), stats_row(2, 200))],
+    )
+    .unwrap();
+    assert_eq!(
+        t.rows(M, "ducklake_table_stats", false).unwrap().rows,
+        vec![stats_row(1, 100), stats_row(2, 200)]
+    );
+    t.commit().unwrap();
+    assert_eq!(
+        raw(&store, &keys::current_prefix("ducklake_table_stats")).len(),
+        2
+    );
+    assert_eq!(
+        rows_of(&store, "ducklake_table_stats", false),
+        vec![stats_row(1, 100), stats_row(2, 200)]
+    );
+}
+
+#[test]
+fn rollback_writes_nothing() {
+    let store = new_lake(&mem_url("rollback"));
+    let before = everything(&store);
+    let mut t = store.begin();
+    t.stage_insert(M, "ducklake_snapshot", vec![snap(1)])
+        .unwrap();
+    t.stage_insert(M, "ducklake_table", vec![table_row(1, 1, None, "t1")])
+        .unwrap();
+    t.create_schema("s2", false).unwrap();
+    assert!(t.has_writes());
+    assert_eq!(t.rows(M, "ducklake_table", false).unwrap().rows.len(), 1);
+    t.rollback();
+    assert_eq!(everything(&store), before);
+    assert_eq!(
+        store.head().unwrap(),
+        Head {
+            snapshot_id: Some(0),
+            batch_count: 1
+        }
+    );
+    assert!(rows_of(&store, "ducklake_table", false).is_empty());
+    // dropping a transaction without commit is a rollback too
+    let mut t = store.begin();
+    t.stage_insert(M, "ducklake_snapshot", vec![snap(1)])
+        .unwrap();
+    drop(t);
+    assert_eq!(everything(&store), before);
+}
+
+#[test]
+fn a_failed_commit_writes_nothing() {
+    let store = new_lake(&mem_url("failed"));
+    let before = everything(&store);
+    let mut t = store.begin();
+    t.stage_insert(M, "ducklake_snapshot", vec![snap(1)])
+        .unwrap();
+    t.stage_insert(M, "ducklake_table", vec![table_row(1, 1, None, "good")])
+        .unwrap();
+    t.stage_insert(M, "ducklake_table_stats", vec![stats_row(1, 1)])
+        .unwrap();
+    // a NULL in ducklake_metadata.key (NOT NULL in DuckLake's schema)
+    let bad = row("ducklake_metadata", &[("value", Text("v".into()))]);
+    t.stage_insert(M, "ducklake_metadata", vec![bad]).unwrap();
+    let e = t.commit().unwrap_err();
+    let msg = e.to_string();
+    assert!(
+        msg.contains("ducklake_metadata.key") && msg.contains("NOT NULL"),
+        "{msg}"
+    );
+    assert_eq!(everything(&store), before, "the store is unchanged");
+    assert_eq!(
+        store.head().unwrap(),
+        Head {
+            snapshot_id: Some(0),
+            batch_count: 1
+        }
+    );
+}
+
+#[test]
+fn duplicate_keys_are_unique_constraint_errors() {
+    let store = new_lake(&mem_url("dup"));
+    commit_table(&store, 1, 1, "t1");
+    let mut t = store.begin();
+    t.stage_insert(M, "ducklake_snapshot", vec![snap(1)])
+        .unwrap();
+    let e = t.commit().unwrap_err().to_string();
+    assert!(
+        e.contains("primary key") && e.contains("unique") && e.contains("ducklake_snapshot"),
+        "{e}"
+    );
+    let mut t = store.begin();
+    t.stage_insert(
+        M,
+        "ducklake_table_stats",
+        vec![stats_row(7, 1), stats_row(7, 2)],
+    )
+    .unwrap();
+    let e = t.commit().unwrap_err().to_string();
+    assert!(
+        e.contains("duplicate key (7)") && e.contains("ducklake_table_stats"),
+        "{e}"
+    );
+}
+
+#[test]
+fn changing_a_row_that_is_gone_is_a_conflict() {
+    let store = new_lake(&mem_url("gone"));
+    let mut t = store.begin();
+    t.stage_insert(M, "ducklake_table_stats", vec![stats_row(1, 1)])
+        .unwrap();
+    t.commit().unwrap();
+    let mut t = store.begin();
+    let m = t.rows(M, "ducklake_table_stats", false).unwrap();
+    let r = rowid(m.id, 0);
+    t.stage_delete(M, "ducklake_table_stats", vec![r]).unwrap();
+    // an update of the same old row staged after it: the row is already gone when translation
+    // reaches it (what a lost race looks like to translation)
+    t.ops.push(Op::Update {
+        schema: M.into(),
+        table: "ducklake_table_stats".into(),
+        old: stats_row(1, 1),
+        new: stats_row(1, 9),
+    });
+    let e = t.commit().unwrap_err();
+    assert!(e.is_conflict() && e.to_string().contains("conflict"), "{e}");
+}
+
+#[test]
+fn two_transactions_from_one_read_point_second_commit_conflicts() {
+    let store = new_lake(&mem_url("conflict"));
+    let mut t1 = store.begin();
+    let mut t2 = store.begin();
+    // both pin the same committed state
+    assert_eq!(t1.head().unwrap(), t2.head().unwrap());
+    t1.rows(M, "ducklake_table_stats", false).unwrap();
+    t2.rows(M, "ducklake_metadata", false).unwrap();
+    // disjoint rows: only sys/head is common to both write sets
+    t1.stage_insert(M, "ducklake_table_stats", vec![stats_row(1, 1)])
+        .unwrap();
+    t2.stage_insert(
+        M,
+        "ducklake_metadata",
+        vec![row(
+            "ducklake_metadata",
+            &[("key", Text("k".into())), ("value", Text("v".into()))],
+        )],
+    )
+    .unwrap();
+    t1.commit().unwrap();
+    let after_t1 = everything(&store);
+    let e = t2.commit().unwrap_err();
+    assert!(e.to_string().contains("conflict"), "{e}");
+    assert!(e.is_conflict());
+    assert_eq!(everything(&store), after_t1, "the loser wrote nothing");
+
+    // the retry from a fresh read point succeeds (DuckLake's retry loop)
+    let mut t3 = store.begin();
+    t3.stage_insert(
+        M,
+        "ducklake_metadata",
+        vec![row(
+            "ducklake_metadata",
+            &[("key", Text("k".into())), ("value", Text("v".into()))],
+        )],
+    )
+    .unwrap();
+    t3.commit().unwrap();
+    assert_eq!(store.head().unwrap().batch_count, 3);
+}
+
+#[test]
+fn loading_at_head_does_not_read_history() {
+    let store = new_lake(&mem_url("nohist"));
+    commit_table(&store, 1, 1, "t1");
+    // a record under history/ that fails to decode: reading it is an error
+    let planted = keys::history("ducklake_table", &[Int(99)], &Int(5), &Int(1));
+    store.put_raw(&planted, b"not a row").unwrap();
+    let mut t = store.begin();
+    let head = t.rows(M, "ducklake_table", false).unwrap();
+    assert_eq!(head.rows, vec![table_row(1, 1, None, "t1")]);
+    let e = t.rows(M, "ducklake_table", true).unwrap_err();
+    assert!(matches!(e, Error::Corrupt(_)), "{e}");
+}
+
+// ---- inlined tables ------------------------------------------------------------------------------
+
+fn chunk_keys(store: &Arc<Store>) -> (Vec<Vec<Cell>>, Vec<Vec<Cell>>) {
+    let cp = keys::inline_chunk_prefix(M, INL);
+    let lp = keys::inline_locator_prefix(M, INL);
+    let chunks = raw(store, &cp)
+        .into_iter()
+        .map(|(k, _)| keys::decode_key(&k[cp.len()..]).unwrap())
+        .collect();
+    let locs = raw(store, &lp)
+        .into_iter()
+        .map(|(k, _)| keys::decode_key(&k[lp.len()..]).unwrap())
+        .collect();
+    (chunks, locs)
+}
+
+#[test]
+fn inline_chunks_insert_update_delete_drop() {
+    let store = new_lake(&mem_url("inline"));
+    // create + first insert in one commit
+    let mut t = store.begin();
+    t.create_table(inline_def()).unwrap();
+    t.stage_insert(M, "ducklake_snapshot", vec![snap(1)])
+        .unwrap();
+    t.stage_insert(
+        M,
+        INL,
+        vec![
+            inl(0, 1, None, "a"),
+            inl(1, 1, None, "b"),
+            inl(2, 1, None, "c"),
+        ],
+    )
+    .unwrap();
+    assert_eq!(t.rows(M, INL, true).unwrap().rows.len(), 3);
+    t.commit().unwrap();
+    assert_eq!(
+        chunk_keys(&store),
+        (vec![vec![Int(1)]], vec![vec![Int(0), Int(1)]])
+    );
+
+    // second insert: a second chunk, located by its lowest row id
+    let mut t = store.begin();
+    t.stage_insert(M, "ducklake_snapshot", vec![snap(2)])
+        .unwrap();
+    t.stage_insert(M, INL, vec![inl(3, 2, None, "d"), inl(4, 2, None, "e")])
+        .unwrap();
+    t.commit().unwrap();
+    assert_eq!(
+        chunk_keys(&store),
+        (
+            vec![vec![Int(1)], vec![Int(2)]],
+            vec![vec![Int(0), Int(1)], vec![Int(3), Int(2)]]
+        )
+    );
+    assert_eq!(rows_of(&store, INL, false).len(), 5);
+
+    // update (end a row of chunk 1) and delete both rows of chunk 2
+    let mut t = store.begin();
+    let m = t.rows(M, INL, false).unwrap();
+    assert!(
+        Arc::ptr_eq(&m, &t.rows(M, INL, true).unwrap()),
+        "inlined tables have one variant"
+    );
+    let idx = |rid: i64| m.rows.iter().position(|r| r[0] == Int(rid)).unwrap();
+    t.stage_insert(M, "ducklake_snapshot", vec![snap(3)])
+        .unwrap();
+    t.stage_update(M, INL, vec![(rowid(m.id, idx(1)), inl(1, 1, Some(3), "b"))])
+        .unwrap();
+    t.stage_delete(M, INL, vec![rowid(m.id, idx(3)), rowid(m.id, idx(4))])
+        .unwrap();
+    let seen = t.rows(M, INL, false).unwrap();
+    assert_eq!(
+        seen.rows,
+        vec![
+            inl(0, 1, None, "a"),
+            inl(1, 1, Some(3), "b"),
+            inl(2, 1, None, "c")
+        ]
+    );
+    t.commit().unwrap();
+    assert_eq!(
+        chunk_keys(&store),
+        (vec![vec![Int(1)]], vec![vec![Int(0), Int(1)]])
+    );
+    assert_eq!(
+        rows_of(&store, INL, false),
+        vec![
+            inl(0, 1, None, "a"),
+            inl(1, 1, Some(3), "b"),
+            inl(2, 1, None, "c")
+        ]
+    );
+
+    // deleting the lowest row moves the chunk's locator
+    let mut t = store.begin();
+    let m = t.rows(M, INL, false).unwrap();
+    t.stage_delete(M, INL, vec![rowid(m.id, 0)]).unwrap();
+    t.commit().unwrap();
+    assert_eq!(
+        chunk_keys(&store),
+        (vec![vec![Int(1)]], vec![vec![Int(1), Int(1)]])
+    );
+
+    // a stale row (already deleted) is a conflict
+    let mut t = store.begin();
+    t.stage_delete(M, INL, vec![]).unwrap();
+    t.ops.push(Op::Delete {
+        schema: M.into(),
+        table: INL.into(),
+        old: inl(0, 1, None, "a"),
+    });
+    let e = t.commit().unwrap_err();
+    assert!(e.is_conflict(), "{e}");
+
+    // DROP TABLE removes every key of the table and its definition
+    let mut t = store.begin();
+    t.drop_table(M, INL).unwrap();
+    assert!(t.rows(M, INL, false).is_err());
+    t.commit().unwrap();
+    assert!(raw(&store, &keys::inline_table_prefix(M, INL)).is_empty());
+    assert!(raw(&store, &keys::sys_table(M, INL)).is_empty());
+    assert!(!store
+        .begin()
+        .tables(M)
+        .unwrap()
+        .iter()
+        .any(|d| d.name == INL));
+}
+
+#[test]
+fn inline_table_dropped_and_recreated_in_one_transaction_starts_empty() {
+    let store = new_lake(&mem_url("recreate"));
+    let mut t = store.begin();
+    t.create_table(inline_def()).unwrap();
+    t.stage_insert(M, INL, vec![inl(0, 0, None, "old")])
+        .unwrap();
+    t.commit().unwrap();
+    let mut t = store.begin();
+    t.drop_table(M, INL).unwrap();
+    t.create_table(inline_def()).unwrap();
+    assert!(t.rows(M, INL, false).unwrap().rows.is_empty());
+    t.stage_insert(M, INL, vec![inl(5, 0, None, "new")])
+        .unwrap();
+    t.commit().unwrap();
+    assert_eq!(rows_of(&store, INL, false), vec![inl(5, 0, None, "new")]);
+    assert_eq!(
+        chunk_keys(&store),
+        (vec![vec![Int(1)]], vec![vec![Int(5), Int(1)]])
+    );
+}
+
+#[test]
+fn only_ducklake_tables_and_empty_schemas() {
+    let store = Store::open(&mem_url("ddl"), false).unwrap();
+    let mut t = store.begin();
+    t.create_schema("meta", false).unwrap();
+    t.create_schema("meta", true).unwrap();
+    assert!(t.create_schema("meta", false).is_err());
+    t.create_table(fixed_table_def("meta", "ducklake_snapshot").unwrap())
+        .unwrap();
+    let e = t
+        .create_table(fixed_table_def(M, "ducklake_snapshot").unwrap())
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("already exists in schema meta"), "{e}");
+    let e = t
+        .create_table(TableDef {
+            schema: M.into(),
+            name: "users".into(),
+            columns: vec![],
+        })
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("cannot create users"), "{e}");
+    assert!(t
+        .drop_schema("meta", false)
+        .unwrap_err()
+        .to_string()
+        .contains("holds tables"));
+    assert!(t.drop_schema(M, false).is_err());
+    t.commit().unwrap();
+    let mut t = store.begin();
+    assert_eq!(
+        t.schemas().unwrap(),
+        vec!["main".to_string(), "meta".to_string()]
+    );
+    assert_eq!(t.tables("meta").unwrap().len(), 1);
+    t.drop_table("meta", "ducklake_snapshot").unwrap();
+    t.drop_schema("meta", false).unwrap();
+    t.commit().unwrap();
+    assert_eq!(store.begin().schemas().unwrap(), vec!["main".to_string()]);
+}
+
+// ---- opening stores --------------------------------------------------------------------------------
+
+#[test]
+fn memory_stores_are_shared_by_name_across_attaches() {
+    let url = mem_url("reattach");
+    let store = new_lake(&url);
+    let again = Store::open(&url, false).unwrap();
+    assert!(Arc::ptr_eq(&store, &again), "an open store is shared");
+    drop(store);
+    drop(again);
+    let reopened = Store::open(&url, false).unwrap();
+    assert_eq!(
+        reopened.head().unwrap(),
+        Head {
+            snapshot_id: Some(0),
+            batch_count: 1
+        }
+    );
+    assert_eq!(rows_of(&reopened, "ducklake_snapshot", true), vec![snap(0)]);
+}
+
+#[test]
+fn a_local_directory_store_reopens_with_the_same_data() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("lake");
+    let url = path.to_str().unwrap().to_string();
+    let store = new_lake(&url);
+    commit_table(&store, 1, 1, "t1");
+    let mut t = store.begin();
+    t.create_table(inline_def()).unwrap();
+    t.stage_insert(M, INL, vec![inl(0, 1, None, "x")]).unwrap();
+    t.commit().unwrap();
+    let before = everything(&store);
+    drop(store);
+    assert!(path.join("manifest").is_dir());
+
+    let store = Store::open(&format!("file://{url}"), false).unwrap();
+    assert_eq!(everything(&store), before);
+    assert_eq!(
+        store.head().unwrap(),
+        Head {
+            snapshot_id: Some(1),
+            batch_count: 3
+        }
+    );
+    assert_eq!(
+        rows_of(&store, "ducklake_table", false),
+        vec![table_row(1, 1, None, "t1")]
+    );
+    assert_eq!(rows_of(&store, INL, false), vec![inl(0, 1, None, "x")]);
+}
+
+#[test]
+fn opening_something_else_is_not_a_moraine_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("plain.txt");
+    std::fs::write(&file, "hello").unwrap();
+    for ro in [false, true] {
+        let e = Store::open(file.to_str().unwrap(), ro)
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(
+            e.contains("is not a moraine store") && e.contains("plain.txt"),
+            "{e}"
+        );
+    }
+    let foreign = dir.path().join("foreign");
+    std::fs::create_dir(&foreign).unwrap();
+    std::fs::write(foreign.join("data.csv"), "a,b").unwrap();
+    let e = Store::open(foreign.to_str().unwrap(), false)
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(
+        e.contains("is not a moraine store") && e.contains("foreign"),
+        "{e}"
+    );
+    assert_eq!(
+        std::fs::read_dir(&foreign).unwrap().count(),
+        1,
+        "nothing was written into it"
+    );
+    let missing = dir.path().join("missing");
+    let e = Store::open(missing.to_str().unwrap(), true)
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(
+        e.contains("is not a moraine store") && e.contains("missing"),
+        "{e}"
+    );
+    let e = Store::open("s3://bucket/lake", false)
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(e.contains("s3://bucket/lake"), "{e}");
+}
+
+#[test]
+fn a_slatedb_database_without_the_marker_is_not_a_moraine_store() {
+    let url = mem_url("foreign-slate");
+    let name = url.strip_prefix("memory://").unwrap();
+    let os = crate::url::memory_store(name);
+    block_on(async {
+        let db = slatedb::Db::open("", os).await.unwrap();
+        db.put(b"someone", b"else").await.unwrap();
+        db.flush().await.unwrap();
+        db.close().await.unwrap();
+    });
+    let e = Store::open(&url, false).err().unwrap().to_string();
+    assert!(
+        e.contains("is not a moraine store") && e.contains("sys/format"),
+        "{e}"
+    );
+}
+
+#[test]
+fn read_only_open_sees_committed_data_and_refuses_commits() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = dir.path().join("lake").to_str().unwrap().to_string();
+    let writer = new_lake(&url);
+    commit_table(&writer, 1, 1, "t1");
+
+    let reader = Store::open(&url, true).unwrap();
+    assert!(reader.is_read_only());
+    assert_eq!(
+        reader.head().unwrap(),
+        Head {
+            snapshot_id: Some(1),
+            batch_count: 2
+        }
+    );
+    let mut t = reader.begin();
+    assert_eq!(
+        t.rows(M, "ducklake_table", false).unwrap().rows,
+        vec![table_row(1, 1, None, "t1")]
+    );
+    assert_eq!(t.rows(M, "ducklake_snapshot", true).unwrap().rows.len(), 2);
+    t.stage_insert(M, "ducklake_table_stats", vec![stats_row(1, 1)])
+        .unwrap();
+    let e = t.commit().unwrap_err();
+    assert!(e.to_string().contains("lake is attached read-only"), "{e}");
+    // a read-only transaction without writes commits trivially
+    let mut t = reader.begin();
+    t.rows(M, "ducklake_table", false).unwrap();
+    t.commit().unwrap();
+    drop(reader);
+    drop(writer);
+    // after the writer is gone, a reader still opens
+    let reader = Store::open(&url, true).unwrap();
+    assert_eq!(rows_of(&reader, "ducklake_table", false).len(), 1);
+}
+
+#[test]
+fn commits_are_durable_and_quick() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = dir.path().join("lake").to_str().unwrap().to_string();
+    let store = new_lake(&url);
+    let n = 20;
+    let start = std::time::Instant::now();
+    for i in 1..=n {
+        commit_table(&store, i, i, &format!("t{i}"));
+    }
+    let per_commit = start.elapsed() / n as u32;
+    eprintln!("local-directory commit latency: {per_commit:?} per commit");
+    assert!(
+        per_commit < std::time::Duration::from_millis(500),
+        "{per_commit:?}"
+    );
+    // durable: a fresh process-level open (after close) sees every commit
+    drop(store);
+    let store = Store::open(&url, false).unwrap();
+    assert_eq!(
+        store.head().unwrap(),
+        Head {
+            snapshot_id: Some(n),
+            batch_count: n as u64 + 1
+        }
+    );
+    assert_eq!(rows_of(&store, "ducklake_table", false).len(), n as usize);
+}
+
+#[test]
+fn inline_bulk_deletes_across_chunks_and_tables_without_row_id() {
+    let store = new_lake(&mem_url("bulk"));
+    let mut t = store.begin();
+    t.create_table(inline_def()).unwrap();
+    t.commit().unwrap();
+    // ten commits, ten chunks of ten rows
+    for c in 0..10i64 {
+        let mut t = store.begin();
+        t.stage_insert(
+            M,
+            INL,
+            (0..10).map(|i| inl(c * 10 + i, 0, None, "r")).collect(),
+        )
+        .unwrap();
+        t.commit().unwrap();
+    }
+    assert_eq!(chunk_keys(&store).0.len(), 10);
+    // in one transaction: insert a row, update it, and delete every even row (a flush-like sweep)
+    let mut t = store.begin();
+    t.stage_insert(M, INL, vec![inl(100, 0, None, "new")])
+        .unwrap();
+    let m = t.rows(M, INL, false).unwrap();
+    let new_idx = m.rows.len() - 1;
+    t.stage_update(
+        M,
+        INL,
+        vec![(rowid(m.id, new_idx), inl(100, 0, None, "newer"))],
+    )
+    .unwrap();
+    let evens: Vec<i64> = m
+        .rows
+        .iter()
+        .enumerate()
+        .filter(|(_, r)| r[0].as_int().unwrap() % 2 == 0 && r[0] != Int(100))
+        .map(|(i, _)| rowid(m.id, i))
+        .collect();
+    assert_eq!(evens.len(), 50);
+    t.stage_delete(M, INL, evens).unwrap();
+    t.commit().unwrap();
+    let rows = rows_of(&store, INL, false);
+    assert_eq!(rows.len(), 51);
+    assert!(rows
+        .iter()
+        .filter(|r| r[0] != Int(100))
+        .all(|r| r[0].as_int().unwrap() % 2 == 1));
+    assert_eq!(rows.last().unwrap(), &inl(100, 0, None, "newer"));
+    let (chunks, locs) = chunk_keys(&store);
+    assert_eq!(chunks.len(), 11);
+    // every chunk lost its lowest row, so every locator moved; the new chunk is seq 11
+    assert_eq!(locs[0], vec![Int(1), Int(1)]);
+    assert_eq!(locs[1], vec![Int(11), Int(2)]);
+    assert_eq!(locs[10], vec![Int(100), Int(11)]);
+
+    // ducklake_inlined_delete_<t>: no row_id column; locators carry NULL
+    let del_def = TableDef {
+        schema: M.into(),
+        name: "ducklake_inlined_delete_1".into(),
+        columns: ["file_id", "row_id", "begin_snapshot"]
+            .iter()
+            .map(|n| ColumnDef {
+                name: n.to_string(),
+                type_name: "BIGINT".into(),
+                type_blob: vec![],
+            })
+            .collect(),
+    };
+    let mut t = store.begin();
+    t.create_table(del_def).unwrap();
+    t.stage_insert(
+        M,
+        "ducklake_inlined_delete_1",
+        vec![vec![Int(7), Int(3), Int(0)], vec![Int(7), Int(4), Int(0)]],
+    )
+    .unwrap();
+    t.commit().unwrap();
+    let mut t = store.begin();
+    let m = t.rows(M, "ducklake_inlined_delete_1", false).unwrap();
+    t.stage_delete(M, "ducklake_inlined_delete_1", vec![rowid(m.id, 1)])
+        .unwrap();
+    t.commit().unwrap();
+    assert_eq!(
+        rows_of(&store, "ducklake_inlined_delete_1", false),
+        vec![vec![Int(7), Int(3), Int(0)]]
+    );
+    let lp = keys::inline_locator_prefix(M, "ducklake_inlined_delete_1");
+    let locs: Vec<_> = raw(&store, &lp)
+        .into_iter()
+        .map(|(k, _)| keys::decode_key(&k[lp.len()..]).unwrap())
+        .collect();
+    assert_eq!(locs, vec![vec![Null, Int(1)]]);
+}
+
+#[test]
+fn global_and_scoped_options_coexist_in_ducklake_metadata() {
+    let store = new_lake(&mem_url("options"));
+    let opt = |k: &str, v: &str, scope: Cell, id: Cell| {
+        row(
+            "ducklake_metadata",
+            &[
+                ("key", Text(k.into())),
+                ("value", Text(v.into())),
+                ("scope", scope),
+                ("scope_id", id),
+            ],
+        )
+    };
+    let mut t = store.begin();
+    t.stage_insert(
+        M,
+        "ducklake_metadata",
+        vec![
+            opt("target_file_size", "1MB", Null, Null),
+            opt("target_file_size", "2MB", Text("table".into()), Int(1)),
+            opt("target_file_size", "3MB", Text("table".into()), Int(2)),
+        ],
+    )
+    .unwrap();
+    t.commit().unwrap();
+    // an options-only commit: no snapshot, head snapshot unchanged
+    assert_eq!(
+        store.head().unwrap(),
+        Head {
+            snapshot_id: Some(0),
+            batch_count: 2
+        }
+    );
+    let mut t = store.begin();
+    let m = t.rows(M, "ducklake_metadata", false).unwrap();
+    assert_eq!(m.rows.len(), 4);
+    let i = m
+        .rows
+        .iter()
+        .position(|r| r == &opt("target_file_size", "1MB", Null, Null))
+        .unwrap();
+    t.stage_update(
+        M,
+        "ducklake_metadata",
+        vec![(rowid(m.id, i), opt("target_file_size", "5MB", Null, Null))],
+    )
+    .unwrap();
+    t.commit().unwrap();
+    let rows = rows_of(&store, "ducklake_metadata", false);
+    assert!(rows.contains(&opt("target_file_size", "5MB", Null, Null)));
+    assert!(rows.contains(&opt(
+        "target_file_size",
+        "2MB",
+        Text("table".into()),
+        Int(1)
+    )));
+    assert_eq!(rows.len(), 4);
+}
+
+#[test]
+fn a_rowid_named_twice_is_changed_once() {
+    let store = new_lake(&mem_url("twice"));
+    commit_table(&store, 1, 1, "t1");
+    commit_table(&store, 2, 2, "t2");
+    let mut t = store.begin();
+    let m = t.rows(M, "ducklake_table", false).unwrap();
+    t.stage_insert(M, "ducklake_snapshot", vec![snap(3)])
+        .unwrap();
+    // an UPDATE ... FROM join that matched row 0 twice, across two sink chunks
+    let ended = table_row(1, 1, Some(3), "t1");
+    t.stage_update(
+        M,
+        "ducklake_table",
+        vec![
+            (rowid(m.id, 0), ended.clone()),
+            (rowid(m.id, 0), ended.clone()),
+        ],
+    )
+    .unwrap();
+    t.stage_update(M, "ducklake_table", vec![(rowid(m.id, 0), ended.clone())])
+        .unwrap();
+    t.stage_delete(M, "ducklake_table", vec![rowid(m.id, 1), rowid(m.id, 1)])
+        .unwrap();
+    assert_eq!(t.staged().len(), 3);
+    t.commit().unwrap();
+    assert!(rows_of(&store, "ducklake_table", false).is_empty());
+    assert_eq!(rows_of(&store, "ducklake_table", true), vec![ended]);
+}
+
+#[test]
+fn a_read_only_transaction_fails_rather_than_tear_when_the_lake_moves() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = dir.path().join("lake").to_str().unwrap().to_string();
+    let writer = new_lake(&url);
+    let reader = Store::open(&url, true).unwrap();
+    let mut t = reader.begin();
+    assert!(t.rows(M, "ducklake_table", false).unwrap().rows.is_empty());
+    commit_table(&writer, 1, 1, "t1");
+    // the reader follows the writer's WAL on its poll interval; once it has moved, a read of the
+    // old transaction refuses instead of mixing two committed states
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        if reader.head().unwrap().batch_count == 2 {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "reader never saw the commit"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let e = t.rows(M, "ducklake_snapshot", true).unwrap_err();
+    assert!(e.is_conflict(), "{e}");
+    // the cached materialization of the old read point is still served as it was
+    assert!(t.rows(M, "ducklake_table", false).unwrap().rows.is_empty());
+    // a new transaction sees the new state
+    assert_eq!(
+        rows_of(&reader, "ducklake_table", false),
+        vec![table_row(1, 1, None, "t1")]
+    );
+}

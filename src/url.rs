@@ -1,0 +1,161 @@
+//! Store URLs: where a lake's SlateDB lives.
+//!
+//! - a plain local path (`/data/lake`, `lake.moraine`): a directory on the local filesystem;
+//! - `file:///abs/path`: the same, as a URL (the path must be absolute);
+//! - `memory://<name>`: a process-local in-memory object store. A global registry maps the name
+//!   to one `InMemory`, so a re-attach in the same process sees the same data.
+//!
+//! Anything else is an error naming the URL.
+
+use crate::error::{Error, Result};
+use object_store::memory::InMemory;
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, OnceLock};
+
+/// A parsed store location.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StoreUrl {
+    /// A directory on the local filesystem (absolute).
+    Local(PathBuf),
+    /// A named process-local in-memory object store.
+    Memory(String),
+}
+
+impl StoreUrl {
+    /// A canonical spelling, used to share one open store between attaches.
+    pub fn canonical(&self) -> String {
+        match self {
+            StoreUrl::Local(p) => format!("file://{}", p.display()),
+            StoreUrl::Memory(n) => format!("memory://{n}"),
+        }
+    }
+}
+
+fn url_err(url: &str, reason: impl Into<String>) -> Error {
+    Error::Url {
+        url: url.to_string(),
+        reason: reason.into(),
+    }
+}
+
+/// Parse a store URL.
+pub fn parse(url: &str) -> Result<StoreUrl> {
+    let trimmed = url.trim();
+    if trimmed.is_empty() {
+        return Err(url_err(
+            url,
+            "the URL is empty; give a local path, file:///path or memory://name",
+        ));
+    }
+    if let Some(name) = trimmed.strip_prefix("memory://") {
+        return Ok(StoreUrl::Memory(name.to_string()));
+    }
+    if let Some(path) = trimmed.strip_prefix("file://") {
+        if !path.starts_with('/') {
+            return Err(url_err(
+                url,
+                "a file:// URL needs an absolute path (file:///abs/path); use a plain path for a relative one",
+            ));
+        }
+        return Ok(StoreUrl::Local(normalize(PathBuf::from(path))));
+    }
+    if let Some((scheme, _)) = trimmed.split_once("://") {
+        return Err(url_err(
+            url,
+            format!(
+                "scheme '{scheme}://' is not supported by this build; supported: local paths, file:///path, memory://name"
+            ),
+        ));
+    }
+    let p = PathBuf::from(trimmed);
+    let abs = if p.is_absolute() {
+        p
+    } else {
+        std::env::current_dir()
+            .map_err(|e| url_err(url, format!("cannot resolve a relative path: {e}")))?
+            .join(p)
+    };
+    Ok(StoreUrl::Local(normalize(abs)))
+}
+
+/// Drop `.` components and trailing slashes so two spellings of a path compare equal.
+fn normalize(p: PathBuf) -> PathBuf {
+    let mut out = PathBuf::new();
+    for c in p.components() {
+        match c {
+            std::path::Component::CurDir => {}
+            std::path::Component::ParentDir => {
+                out.pop();
+            }
+            other => out.push(other),
+        }
+    }
+    out
+}
+
+fn registry() -> &'static Mutex<HashMap<String, Arc<InMemory>>> {
+    static REG: OnceLock<Mutex<HashMap<String, Arc<InMemory>>>> = OnceLock::new();
+    REG.get_or_init(|| Mutex::new(HashMap::new()))
+}
+
+/// The process-wide in-memory object store called `name` (created on first use).
+pub fn memory_store(name: &str) -> Arc<InMemory> {
+    let mut reg = registry().lock().unwrap_or_else(|p| p.into_inner());
+    reg.entry(name.to_string())
+        .or_insert_with(|| Arc::new(InMemory::new()))
+        .clone()
+}
+
+/// Whether `memory://<name>` has been used in this process.
+pub fn memory_store_exists(name: &str) -> bool {
+    registry()
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .contains_key(name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_supported_forms() {
+        assert_eq!(
+            parse("memory://lake1").unwrap(),
+            StoreUrl::Memory("lake1".into())
+        );
+        assert_eq!(
+            parse("file:///tmp/x/").unwrap(),
+            StoreUrl::Local("/tmp/x".into())
+        );
+        assert_eq!(parse("/tmp/./y").unwrap(), StoreUrl::Local("/tmp/y".into()));
+        match parse("rel/dir").unwrap() {
+            StoreUrl::Local(p) => assert!(p.is_absolute() && p.ends_with("rel/dir")),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn rejects_others_naming_the_url() {
+        for bad in [
+            "",
+            "   ",
+            "s3://bucket/lake",
+            "foo://x",
+            "file://relative/path",
+        ] {
+            let e = parse(bad).unwrap_err().to_string();
+            assert!(e.contains(&format!("'{bad}'")), "{e}");
+        }
+    }
+
+    #[test]
+    fn memory_registry_shares_by_name() {
+        let a = memory_store("url-test-shared");
+        let b = memory_store("url-test-shared");
+        assert!(Arc::ptr_eq(&a, &b));
+        assert!(!Arc::ptr_eq(&a, &memory_store("url-test-other")));
+        assert!(memory_store_exists("url-test-shared"));
+    }
+}

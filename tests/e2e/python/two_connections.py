@@ -1,0 +1,83 @@
+"""Two connections in one DuckDB v1.5.5 process race commits on one moraine lake.
+
+Host: the pinned `duckdb==1.5.5` Python package (the stock CLI has a single connection).
+Run by `cargo xtask e2e` with MORAINE_EXT, DUCKLAKE_EXT and TEST_DIR set.
+"""
+import os
+import sys
+
+import duckdb
+
+MORAINE = os.environ["MORAINE_EXT"]
+DUCKLAKE = os.environ["DUCKLAKE_EXT"]
+TEST_DIR = os.environ["TEST_DIR"]
+
+failures = []
+
+
+def check(name, cond, detail=""):
+    print(("ok   " if cond else "FAIL ") + name + (f": {detail}" if detail and not cond else ""))
+    if not cond:
+        failures.append(name)
+
+
+def expect_error(name, fn, needle):
+    try:
+        fn()
+    except Exception as e:  # duckdb raises subclasses of duckdb.Error
+        check(name, needle in str(e).lower(), f"error {e!r} lacks {needle!r}")
+        return
+    check(name, False, "no error raised")
+
+
+db = duckdb.connect(config={
+    "allow_unsigned_extensions": "true",
+    "autoinstall_known_extensions": "false",
+    "autoload_known_extensions": "false",
+})
+db.execute(f"LOAD '{DUCKLAKE}'")
+db.execute(f"LOAD '{MORAINE}'")
+
+# 1. Raw moraine tables, no DuckLake: the second of two racing commits gets a "conflict" error,
+#    and only the winner's row is stored.
+db.execute(f"ATTACH 'moraine:{TEST_DIR}/raw' AS raw")
+db.execute("CREATE TABLE raw.main.ducklake_snapshot_changes (snapshot_id BIGINT, changes_made VARCHAR, "
+           "author VARCHAR, commit_message VARCHAR, commit_extra_info VARCHAR)")
+a, b = db.cursor(), db.cursor()
+a.execute("BEGIN")
+b.execute("BEGIN")
+a.execute("INSERT INTO raw.main.ducklake_snapshot_changes VALUES (1, 'a', NULL, NULL, NULL)")
+b.execute("INSERT INTO raw.main.ducklake_snapshot_changes VALUES (2, 'b', NULL, NULL, NULL)")
+a.execute("COMMIT")
+expect_error("raw: loser of a commit race gets a conflict error", lambda: b.execute("COMMIT"), "conflict")
+rows = db.execute("SELECT snapshot_id, changes_made FROM raw.main.ducklake_snapshot_changes").fetchall()
+check("raw: only the winner's row is stored", rows == [(1, "a")], str(rows))
+
+# 2. Through DuckLake: two non-conflicting inserts race; DuckLake retries the loser, both land.
+db.execute(f"ATTACH 'ducklake:moraine:{TEST_DIR}/meta' AS lake (DATA_PATH '{TEST_DIR}/data/')")
+db.execute("CREATE TABLE lake.t (i INTEGER)")
+a, b = db.cursor(), db.cursor()
+a.execute("BEGIN")
+b.execute("BEGIN")
+a.execute("INSERT INTO lake.t VALUES (1)")
+b.execute("INSERT INTO lake.t VALUES (2)")
+a.execute("COMMIT")
+b.execute("COMMIT")
+rows = db.execute("SELECT i FROM lake.t ORDER BY i").fetchall()
+check("ducklake: both racing inserts land after DuckLake's retry", rows == [(1,), (2,)], str(rows))
+snaps = db.execute("SELECT count(*) FROM lake.snapshots()").fetchone()[0]
+check("ducklake: one snapshot per commit", snaps == 4, str(snaps))
+
+# 3. Through DuckLake: two conflicting changes (both drop the same table); exactly one commits.
+a, b = db.cursor(), db.cursor()
+a.execute("BEGIN")
+b.execute("BEGIN")
+a.execute("DROP TABLE lake.t")
+b.execute("DROP TABLE lake.t")
+a.execute("COMMIT")
+expect_error("ducklake: a conflicting concurrent drop is refused", lambda: b.execute("COMMIT"), "conflict")
+tables = db.execute("SELECT count(*) FROM duckdb_tables() WHERE database_name = 'lake'").fetchone()[0]
+check("ducklake: the table is dropped once", tables == 0, str(tables))
+
+print(f"two_connections: {0 if failures else 1} passed, {1 if failures else 0} failed")
+sys.exit(1 if failures else 0)

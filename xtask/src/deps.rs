@@ -1,0 +1,262 @@
+//! Pinned third-party binaries from PyPI: the stock DuckDB CLI, the stock
+//! DuckLake and sqlite_scanner extensions, and the DuckDB Python package.
+//!
+//! Installed with `python3 -m pip install --target <cache>/pypi --no-deps`
+//! into `$MORAINE_CACHE/pypi` (default `$HOME/.cache/moraine/pypi`). A stamp
+//! file records the pinned set; when it matches and the files are present the
+//! install is skipped, so `deps` is fast when warm.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use crate::paths;
+
+pub const DUCKDB_VERSION: &str = "v1.5.5";
+
+/// The pinned requirement set. Changing it invalidates the stamp.
+pub const REQUIREMENTS: &[&str] = &[
+    "duckdb-cli==1.5.5",
+    "duckdb-extension-ducklake==1.5.5",
+    "duckdb-extension-sqlite-scanner==1.5.5",
+    "duckdb==1.5.5",
+];
+
+const STAMP: &str = ".moraine-deps-stamp";
+
+/// Paths of the installed third-party pieces.
+#[derive(Debug, Clone)]
+pub struct Deps {
+    /// `duckdb_cli/duckdb`: the stock DuckDB v1.5.5 CLI.
+    pub cli: PathBuf,
+    /// `duckdb_extension_ducklake/extensions/v1.5.5/ducklake.duckdb_extension`.
+    pub ducklake_ext: PathBuf,
+    /// `duckdb_extension_sqlite_scanner/extensions/v1.5.5/sqlite_scanner.duckdb_extension`.
+    pub sqlite_ext: PathBuf,
+    /// Directory to put on `PYTHONPATH` to `import duckdb` (1.5.5).
+    pub python_path: PathBuf,
+}
+
+pub fn pypi_dir() -> PathBuf {
+    paths::cache_root().join("pypi")
+}
+
+fn layout(dir: &Path) -> Deps {
+    Deps {
+        cli: dir.join("duckdb_cli").join("duckdb"),
+        ducklake_ext: dir
+            .join("duckdb_extension_ducklake/extensions")
+            .join(DUCKDB_VERSION)
+            .join("ducklake.duckdb_extension"),
+        sqlite_ext: dir
+            .join("duckdb_extension_sqlite_scanner/extensions")
+            .join(DUCKDB_VERSION)
+            .join("sqlite_scanner.duckdb_extension"),
+        python_path: dir.to_path_buf(),
+    }
+}
+
+fn stamp_text() -> String {
+    let mut s = REQUIREMENTS.join("\n");
+    s.push('\n');
+    s
+}
+
+fn complete(dir: &Path) -> bool {
+    let d = layout(dir);
+    std::fs::read_to_string(dir.join(STAMP)).ok().as_deref() == Some(stamp_text().as_str())
+        && d.cli.is_file()
+        && d.ducklake_ext.is_file()
+        && d.sqlite_ext.is_file()
+        && d.python_path.join("duckdb").is_dir()
+}
+
+/// The installed deps, if `cargo xtask deps` has completed (no install attempted).
+#[allow(dead_code)] // used by tests
+pub fn installed() -> Option<Deps> {
+    let dir = pypi_dir();
+    complete(&dir).then(|| layout(&dir))
+}
+
+/// Path of the installed stock DuckLake extension, if any.
+#[allow(dead_code)] // used by tests
+pub fn installed_ducklake_ext() -> Option<PathBuf> {
+    installed().map(|d| d.ducklake_ext)
+}
+
+/// Install (if needed) and return the pinned deps.
+pub fn ensure() -> Result<Deps, String> {
+    let dir = pypi_dir();
+    if complete(&dir) {
+        return Ok(layout(&dir));
+    }
+    let parent = dir.parent().expect("pypi dir has a parent");
+    std::fs::create_dir_all(parent).map_err(|e| format!("create {}: {e}", parent.display()))?;
+    // Install into a scratch directory and rename it into place, so an
+    // interrupted install never leaves a half-filled cache behind.
+    let tmp = parent.join(format!("pypi.tmp-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&tmp);
+    eprintln!(
+        "xtask deps: installing {} into {}",
+        REQUIREMENTS.join(" "),
+        dir.display()
+    );
+    let python = std::env::var_os("PYTHON").unwrap_or_else(|| "python3".into());
+    let status = Command::new(&python)
+        .args([
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--disable-pip-version-check",
+        ])
+        .env("PIP_ROOT_USER_ACTION", "ignore")
+        .args(["--no-deps", "--only-binary=:all:", "--target"])
+        .arg(&tmp)
+        .args(REQUIREMENTS)
+        .status()
+        .map_err(|e| format!("running {python:?} -m pip: {e}"))?;
+    if !status.success() {
+        let _ = std::fs::remove_dir_all(&tmp);
+        return Err(format!("pip install failed ({status})"));
+    }
+    std::fs::write(tmp.join(STAMP), stamp_text()).map_err(|e| format!("write stamp: {e}"))?;
+    if !complete(&tmp) {
+        let d = layout(&tmp);
+        return Err(format!(
+            "pip install finished but expected files are missing: {} {} {}",
+            d.cli.display(),
+            d.ducklake_ext.display(),
+            d.sqlite_ext.display()
+        ));
+    }
+    if dir.exists() {
+        std::fs::remove_dir_all(&dir)
+            .map_err(|e| format!("remove stale {}: {e}", dir.display()))?;
+    }
+    std::fs::rename(&tmp, &dir).map_err(|e| format!("rename into {}: {e}", dir.display()))?;
+    Ok(layout(&dir))
+}
+
+/// SQL that keeps DuckDB from installing or auto-loading anything by itself:
+/// there is no network here except PyPI, and every extension must be the one
+/// we LOAD by path. The extension directory points at a scratch dir so
+/// nothing under `~/.duckdb/extensions` is picked up either.
+pub fn no_autoload_sql(extension_dir: &Path) -> String {
+    format!(
+        "SET autoinstall_known_extensions = false;\n\
+         SET autoload_known_extensions = false;\n\
+         SET extension_directory = '{}';\n",
+        sql_escape(&extension_dir.display().to_string())
+    )
+}
+
+/// Escape a string for use inside a single-quoted SQL literal.
+pub fn sql_escape(s: &str) -> String {
+    s.replace('\'', "''")
+}
+
+/// Check that the CLI is v1.5.5 and loads the stock DuckLake and sqlite
+/// extensions by path, with autoinstall/autoload off.
+pub fn check(d: &Deps) -> Result<(), String> {
+    let out = Command::new(&d.cli)
+        .arg("--version")
+        .output()
+        .map_err(|e| format!("running {}: {e}", d.cli.display()))?;
+    let version = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    if !out.status.success() || !version.starts_with(DUCKDB_VERSION) {
+        return Err(format!(
+            "{} --version printed {version:?}, want {DUCKDB_VERSION}",
+            d.cli.display()
+        ));
+    }
+    let scratch = paths::fresh_temp_dir("moraine-deps-check").map_err(|e| e.to_string())?;
+    let sql = format!(
+        "{}LOAD '{}';\nLOAD '{}';\n\
+         SELECT extension_name FROM duckdb_extensions() \
+         WHERE loaded AND extension_name IN ('ducklake', 'sqlite_scanner') ORDER BY 1;\n",
+        no_autoload_sql(&scratch.join("ext")),
+        sql_escape(&d.ducklake_ext.display().to_string()),
+        sql_escape(&d.sqlite_ext.display().to_string()),
+    );
+    let out = Command::new(&d.cli)
+        .args(["-unsigned", "-no-init", "-noheader", "-list", "-c"])
+        .arg(&sql)
+        .current_dir(&scratch)
+        .output()
+        .map_err(|e| format!("running {}: {e}", d.cli.display()))?;
+    let _ = std::fs::remove_dir_all(&scratch);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let loaded: Vec<&str> = stdout.lines().collect();
+    if !out.status.success() || loaded != ["ducklake", "sqlite_scanner"] {
+        return Err(format!(
+            "stock CLI failed to LOAD the extensions by path: status {}, stdout {:?}, stderr {:?}",
+            out.status,
+            stdout,
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    eprintln!("xtask deps: {version}; ducklake and sqlite_scanner load by path");
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Strip the stock DuckLake extension's signed footer, write our own
+    /// unsigned one, and LOAD the result into the stock CLI: the real DuckDB
+    /// loader accepts what `footer::append_footer` writes.
+    #[test]
+    fn refootered_extension_loads_in_stock_cli() {
+        let Some(d) = installed() else {
+            eprintln!("skipped: deps not installed (cargo xtask deps)");
+            return;
+        };
+        let bytes = std::fs::read(&d.ducklake_ext).unwrap();
+        let lib = &bytes[..bytes.len() - crate::footer::FOOTER_SIZE];
+        let file =
+            crate::footer::append_footer(lib, &crate::footer::Metadata::moraine("v9.9.9")).unwrap();
+        let scratch = paths::fresh_temp_dir("moraine-footer-test").unwrap();
+        // DuckDB derives the init symbol from the file name, so keep "ducklake"
+        let path = scratch.join("ducklake.duckdb_extension");
+        std::fs::write(&path, file).unwrap();
+        let run = |extra: &[&str], p: &Path| {
+            let sql = format!(
+                "{}LOAD '{}';\n\
+                 SELECT extension_version FROM duckdb_extensions() WHERE extension_name = 'ducklake';\n",
+                no_autoload_sql(&scratch.join("ext")),
+                sql_escape(&p.display().to_string())
+            );
+            Command::new(&d.cli)
+                .args(extra)
+                .args(["-no-init", "-noheader", "-list", "-c"])
+                .arg(&sql)
+                .output()
+                .unwrap()
+        };
+
+        let out = run(&["-unsigned"], &path);
+        assert!(
+            out.status.success(),
+            "stderr: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "v9.9.9");
+
+        // without -unsigned, DuckDB refuses our unsigned footer...
+        let out = run(&[], &path);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains("signature"),
+            "expected a signature error, got {err:?}"
+        );
+        // ...but accepts the signed stock file
+        let out = run(&[], &d.ducklake_ext);
+        assert!(
+            out.status.success(),
+            "stderr: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let _ = std::fs::remove_dir_all(&scratch);
+    }
+}

@@ -1,0 +1,211 @@
+//! moraine's task runner: `cargo xtask <command>`.
+//!
+//! All cargo builds it starts use one target directory outside the clone,
+//! `$CARGO_TARGET_DIR` or by default `$HOME/.cache/moraine/target`, so the
+//! bundled DuckDB (about 20 minutes cold on two cores) is compiled once per
+//! machine, not once per clone. Third-party binaries are cached in
+//! `$MORAINE_CACHE/pypi` (default `$HOME/.cache/moraine/pypi`).
+
+mod cli_host;
+mod demo;
+mod deps;
+mod e2e;
+mod ext;
+mod footer;
+mod paths;
+mod slt;
+
+use std::path::PathBuf;
+use std::process::{Command, ExitCode};
+
+const USAGE: &str = "\
+usage: cargo xtask <command>
+
+commands:
+  build                 cargo build --release -p moraine, then write
+                        <target>/release/moraine.duckdb_extension (.so + DuckDB footer);
+                        prints that path last
+  deps                  install the pinned DuckDB CLI, DuckLake and sqlite_scanner
+                        extensions and duckdb Python package from PyPI into
+                        $MORAINE_CACHE/pypi (default ~/.cache/moraine/pypi); prints paths
+  e2e [FILTER]          build, install deps, run tests/e2e/*.test through the stock CLI
+      --selftest        run tests/e2e/selftest/*.test instead (DuckLake's own catalog;
+                        does not build or load moraine)
+  demo [--dir DIR]      build, install deps, open a stock DuckDB CLI on a moraine lake
+                        in DIR (default ./.moraine-demo); without a terminal on stdin,
+                        run the demo script and exit
+      --without-moraine same demo on DuckLake's own DuckDB-file catalog
+  test                  deps, cargo test --release --workspace, e2e --selftest, e2e
+
+environment:
+  CARGO_TARGET_DIR      cargo target dir (default ~/.cache/moraine/target)
+  MORAINE_CACHE         cache root (default ~/.cache/moraine)
+  MORAINE_EXTENSION     e2e: use this moraine.duckdb_extension instead of building one
+  MORAINE_E2E_TIMEOUT   per-statement timeout in seconds for e2e (default 120)
+";
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let result = match args.first().map(String::as_str) {
+        Some("build") => cmd_build(&args[1..]),
+        Some("package") => cmd_package(&args[1..]),
+        Some("deps") => cmd_deps(&args[1..]),
+        Some("e2e") => cmd_e2e(&args[1..]),
+        Some("demo") => cmd_demo(&args[1..]),
+        Some("test") => cmd_test(&args[1..]),
+        Some("help") | Some("-h") | Some("--help") => {
+            print!("{USAGE}");
+            Ok(true)
+        }
+        other => {
+            eprint!("{USAGE}");
+            if let Some(o) = other {
+                eprintln!("\nunknown command {o:?}");
+            }
+            Ok(false)
+        }
+    };
+    match result {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::FAILURE,
+        Err(e) => {
+            eprintln!("xtask: error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn no_args(cmd: &str, args: &[String]) -> Result<(), String> {
+    match args.first() {
+        None => Ok(()),
+        Some(a) => Err(format!("{cmd}: unexpected argument {a:?}")),
+    }
+}
+
+fn cmd_build(args: &[String]) -> Result<bool, String> {
+    no_args("build", args)?;
+    let ext = ext::build()?;
+    println!("{}", ext.display());
+    Ok(true)
+}
+
+fn ensure_deps() -> Result<deps::Deps, String> {
+    let d = deps::ensure()?;
+    deps::check(&d)?;
+    Ok(d)
+}
+
+/// Wraps an already built `<dir>/libmoraine.so` (e.g. a development build) as an extension.
+fn cmd_package(args: &[String]) -> Result<bool, String> {
+    let [dir] = args else {
+        return Err("usage: cargo xtask package <dir holding libmoraine.so>".into());
+    };
+    let version = ext::crate_version(&paths::workspace_root().join("Cargo.toml"))?;
+    println!("{}", ext::package(std::path::Path::new(dir), &version)?.display());
+    Ok(true)
+}
+
+fn cmd_deps(args: &[String]) -> Result<bool, String> {
+    no_args("deps", args)?;
+    let d = ensure_deps()?;
+    println!("duckdb_cli      {}", d.cli.display());
+    println!("ducklake_ext    {}", d.ducklake_ext.display());
+    println!("sqlite_ext      {}", d.sqlite_ext.display());
+    println!("python_path     {}", d.python_path.display());
+    Ok(true)
+}
+
+fn cmd_e2e(args: &[String]) -> Result<bool, String> {
+    let mut selftest = false;
+    let mut filter = None;
+    for a in args {
+        match a.as_str() {
+            "--selftest" => selftest = true,
+            s if s.starts_with('-') => return Err(format!("e2e: unknown flag {s:?}")),
+            s if filter.is_none() => filter = Some(s.to_string()),
+            s => return Err(format!("e2e: unexpected argument {s:?}")),
+        }
+    }
+    let t = run_e2e(selftest, filter.as_deref(), "e2e")?;
+    Ok(t.failed == 0)
+}
+
+fn run_e2e(selftest: bool, filter: Option<&str>, label: &str) -> Result<e2e::Tally, String> {
+    let root = paths::workspace_root();
+    let dir = if selftest {
+        root.join("tests/e2e/selftest")
+    } else {
+        root.join("tests/e2e")
+    };
+    let moraine_ext = if selftest {
+        None
+    } else if let Some(prebuilt) = std::env::var_os("MORAINE_EXTENSION") {
+        // an extension file built elsewhere, used as it is
+        Some(PathBuf::from(prebuilt))
+    } else {
+        Some(ext::build()?)
+    };
+    let d = ensure_deps()?;
+    let files = e2e::scenario_files(&dir, filter)?;
+    let env = e2e::Env {
+        deps: d,
+        moraine_ext,
+        timeout: e2e::Env::timeout_from_env(),
+    };
+    Ok(e2e::run_all(&files, &env, label))
+}
+
+fn cmd_demo(args: &[String]) -> Result<bool, String> {
+    let mut dir = PathBuf::from(".moraine-demo");
+    let mut with_moraine = true;
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--dir" => dir = PathBuf::from(it.next().ok_or("demo: --dir needs a value")?),
+            s if s.starts_with("--dir=") => dir = PathBuf::from(&s[6..]),
+            "--without-moraine" => with_moraine = false,
+            s => return Err(format!("demo: unexpected argument {s:?}")),
+        }
+    }
+    let dir = if dir.is_absolute() {
+        dir
+    } else {
+        std::env::current_dir()
+            .map_err(|e| e.to_string())?
+            .join(dir)
+    };
+    let moraine_ext = if with_moraine {
+        Some(ext::build()?)
+    } else {
+        None
+    };
+    let d = ensure_deps()?;
+    demo::run(&d, &demo::DemoOptions { dir, moraine_ext })?;
+    Ok(true)
+}
+
+fn cmd_test(args: &[String]) -> Result<bool, String> {
+    no_args("test", args)?;
+    // deps first, so the tests that exercise the stock CLI run instead of skipping
+    ensure_deps()?;
+    let target = paths::target_dir();
+    eprintln!(
+        "xtask test: cargo test --release --workspace (CARGO_TARGET_DIR={})",
+        target.display()
+    );
+    let status = Command::new(paths::cargo())
+        .args(["test", "--release", "--workspace"])
+        .env("CARGO_TARGET_DIR", &target)
+        .current_dir(paths::workspace_root())
+        .status()
+        .map_err(|e| format!("running cargo: {e}"))?;
+    if !status.success() {
+        eprintln!("xtask test: cargo test failed ({status})");
+        return Ok(false);
+    }
+    let a = run_e2e(true, None, "selftest")?;
+    let b = run_e2e(false, None, "scenarios")?;
+    let (passed, failed) = (a.passed + b.passed, a.failed + b.failed);
+    println!("e2e: {passed} passed, {failed} failed");
+    Ok(failed == 0)
+}

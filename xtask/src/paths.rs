@@ -1,0 +1,76 @@
+//! Where things live: the workspace, the cargo target directory, the cache.
+//!
+//! The bundled DuckDB inside `libduckdb-sys` takes ~20 minutes to compile on
+//! two cores, so every cargo invocation that xtask makes shares one target
+//! directory *outside* the clone: `$CARGO_TARGET_DIR` if set, otherwise
+//! `$HOME/.cache/moraine/target`. A fresh clone (CI, a new work tree) then
+//! reuses the compiled DuckDB instead of rebuilding it.
+//!
+//! Third-party binaries (DuckDB CLI, DuckLake extension, ...) are cached under
+//! `$MORAINE_CACHE` (default `$HOME/.cache/moraine`), in `pypi/`.
+
+use std::env;
+use std::path::{Path, PathBuf};
+
+/// The workspace root (the directory holding the root `Cargo.toml`).
+pub fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("xtask lives inside the workspace")
+        .to_path_buf()
+}
+
+fn home() -> PathBuf {
+    env::var_os("HOME")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/tmp"))
+}
+
+/// Root of moraine's caches: `$MORAINE_CACHE`, else `$HOME/.cache/moraine`.
+pub fn cache_root() -> PathBuf {
+    match env::var_os("MORAINE_CACHE") {
+        Some(v) if !v.is_empty() => PathBuf::from(v),
+        _ => home().join(".cache").join("moraine"),
+    }
+}
+
+/// The cargo target directory every xtask-driven cargo call uses:
+/// `$CARGO_TARGET_DIR` if set, else `$HOME/.cache/moraine/target`.
+pub fn target_dir() -> PathBuf {
+    match env::var_os("CARGO_TARGET_DIR") {
+        Some(v) if !v.is_empty() => {
+            let p = PathBuf::from(v);
+            if p.is_absolute() {
+                p
+            } else {
+                workspace_root().join(p)
+            }
+        }
+        _ => home().join(".cache").join("moraine").join("target"),
+    }
+}
+
+/// The `cargo` executable that launched us (falls back to `cargo` on PATH).
+pub fn cargo() -> std::ffi::OsString {
+    env::var_os("CARGO").unwrap_or_else(|| "cargo".into())
+}
+
+/// A fresh, empty directory under the system temp dir.
+pub fn fresh_temp_dir(prefix: &str) -> std::io::Result<PathBuf> {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let base = env::temp_dir();
+    loop {
+        let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.subsec_nanos())
+            .unwrap_or(0);
+        let p = base.join(format!("{prefix}-{}-{n}-{nanos:x}", std::process::id()));
+        match std::fs::create_dir(&p) {
+            Ok(()) => return Ok(p),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(e),
+        }
+    }
+}
