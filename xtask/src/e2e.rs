@@ -237,6 +237,9 @@ fn one_line(sql: &str) -> String {
 
 /// Run one scenario file.
 pub fn run_file(path: &Path, env: &Env) -> FileOutcome {
+    if path.extension().is_some_and(|e| e == "py") {
+        return crate::python_host::run_script(path, env);
+    }
     let script = match slt::parse_file(path) {
         Ok(s) => s,
         Err(e) => {
@@ -463,6 +466,16 @@ pub fn scenario_files(dir: &Path, filter: Option<&str>) -> Result<Vec<PathBuf>, 
         let is_test = p.is_file() && p.extension().is_some_and(|e| e == "test");
         if is_test && filter.is_none_or(|f| p.to_string_lossy().contains(f)) {
             files.push(p);
+        }
+    }
+    // scripts for the Python host live in <dir>/python/
+    if let Ok(rd) = std::fs::read_dir(dir.join("python")) {
+        for entry in rd {
+            let p = entry.map_err(|e| e.to_string())?.path();
+            let is_script = p.is_file() && p.extension().is_some_and(|e| e == "py");
+            if is_script && filter.is_none_or(|f| p.to_string_lossy().contains(f)) {
+                files.push(p);
+            }
         }
     }
     files.sort();

@@ -13,6 +13,7 @@ mod e2e;
 mod ext;
 mod footer;
 mod paths;
+mod python_host;
 mod slt;
 
 use std::path::PathBuf;
@@ -101,7 +102,10 @@ fn cmd_package(args: &[String]) -> Result<bool, String> {
         return Err("usage: cargo xtask package <dir holding libmoraine.so>".into());
     };
     let version = ext::crate_version(&paths::workspace_root().join("Cargo.toml"))?;
-    println!("{}", ext::package(std::path::Path::new(dir), &version)?.display());
+    println!(
+        "{}",
+        ext::package(std::path::Path::new(dir), &version)?.display()
+    );
     Ok(true)
 }
 

@@ -1,0 +1,72 @@
+//! Scenarios hosted by the pinned `duckdb==1.5.5` Python package, for what the stock CLI
+//! cannot do (several connections in one process). Each script gets MORAINE_EXT,
+//! DUCKLAKE_EXT and a fresh TEST_DIR, prints one line per check and exits non-zero on failure.
+
+use std::path::Path;
+use std::process::Command;
+
+use crate::e2e::{Env, Failure, FileOutcome};
+
+pub fn run_script(path: &Path, env: &Env) -> FileOutcome {
+    let fail = |message: String| {
+        FileOutcome::Failed(vec![Failure {
+            line: 0,
+            sql: String::new(),
+            message,
+        }])
+    };
+    let Some(moraine) = &env.moraine_ext else {
+        return FileOutcome::Skipped("needs the moraine extension".into());
+    };
+    let test_dir = match crate::paths::fresh_temp_dir("moraine-e2e-py") {
+        Ok(d) => d,
+        Err(e) => return fail(format!("temp dir: {e}")),
+    };
+    let output = Command::new("python3")
+        .arg(path)
+        .env("PYTHONPATH", &env.deps.python_path)
+        .env("MORAINE_EXT", moraine)
+        .env("DUCKLAKE_EXT", &env.deps.ducklake_ext)
+        .env("TEST_DIR", &test_dir)
+        .output();
+    let output = match output {
+        Ok(o) => o,
+        Err(e) => return fail(format!("running python3: {e}")),
+    };
+    if output.status.success() {
+        let _ = std::fs::remove_dir_all(&test_dir);
+        return FileOutcome::Passed;
+    }
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let mut failures: Vec<Failure> = stdout
+        .lines()
+        .filter(|l| l.starts_with("FAIL"))
+        .map(|l| Failure {
+            line: 0,
+            sql: String::new(),
+            message: l.to_string(),
+        })
+        .collect();
+    if failures.is_empty() {
+        let tail: Vec<&str> = stderr
+            .lines()
+            .rev()
+            .take(15)
+            .collect::<Vec<_>>()
+            .into_iter()
+            .rev()
+            .collect();
+        failures.push(Failure {
+            line: 0,
+            sql: String::new(),
+            message: format!(
+                "exited with {} (test dir kept: {}):\n{}",
+                output.status,
+                test_dir.display(),
+                tail.join("\n")
+            ),
+        });
+    }
+    FileOutcome::Failed(failures)
+}
