@@ -147,6 +147,7 @@ struct MoraineScanState : public GlobalTableFunctionState {
 	MoraineMat *mat = nullptr;
 	idx_t position = 0;
 	idx_t length = 0;
+	bool read_history = true;
 	vector<column_t> column_ids;
 
 	idx_t MaxThreads() const override {
@@ -163,6 +164,7 @@ static unique_ptr<GlobalTableFunctionState> MoraineScanInit(ClientContext &conte
 	MoraineError err {nullptr, 0};
 	auto txn = transaction.Txn();
 	auto need_history = ScanNeedsHistory(txn, bind_data);
+	result->read_history = need_history;
 	result->mat = moraine_txn_rows(txn, schema.c_str(), schema.size(), table.name.c_str(), table.name.size(),
 	                               need_history ? 1 : 0, &err);
 	if (!result->mat) {
@@ -200,6 +202,16 @@ static void MoraineScanFunction(ClientContext &context, TableFunctionInput &inpu
 	output.SetCardinality(count);
 }
 
+//! EXPLAIN ANALYZE shows whether the scan had to read ended versions (the history keyspace).
+static InsertionOrderPreservingMap<string> MoraineScanDynamicToString(TableFunctionDynamicToStringInput &input) {
+	InsertionOrderPreservingMap<string> result;
+	result["Table"] = input.bind_data->Cast<MoraineScanBindData>().table.name;
+	if (input.global_state) {
+		result["History read"] = input.global_state->Cast<MoraineScanState>().read_history ? "yes" : "no";
+	}
+	return result;
+}
+
 //! Tells DuckDB's binder the scan reads a base table, so UPDATE / DELETE can target it.
 static BindInfo MoraineScanBindInfo(const optional_ptr<FunctionData> bind_data) {
 	return BindInfo(bind_data->Cast<MoraineScanBindData>().table);
@@ -211,6 +223,7 @@ TableFunction MoraineTableEntry::GetScanFunction(ClientContext &context, unique_
 	function.projection_pushdown = true;
 	function.pushdown_complex_filter = MoraineScanPushdown;
 	function.get_bind_info = MoraineScanBindInfo;
+	function.dynamic_to_string = MoraineScanDynamicToString;
 	return function;
 }
 
