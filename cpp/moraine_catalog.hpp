@@ -16,6 +16,7 @@
 namespace duckdb {
 
 class MoraineTransaction;
+class ExtensionLoader;
 
 //! Throws a DuckDB exception carrying a Rust error (and frees it).
 [[noreturn]] void MoraineThrow(MoraineError &err);
@@ -165,7 +166,8 @@ private:
 	reference_map_t<Transaction, unique_ptr<MoraineTransaction>> transactions;
 };
 
-// ---- storage extension ----
+// ---- storage extension and functions ----
 shared_ptr<StorageExtension> MoraineStorageExtension();
+void MoraineRegisterFunctions(ExtensionLoader &loader);
 
 } // namespace duckdb

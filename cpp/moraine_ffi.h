@@ -59,6 +59,11 @@ void moraine_store_free(MoraineStore *store);
 // Describes the store (for GetDBPath / diagnostics): writes its URL via cb.
 void moraine_store_url(MoraineStore *store, void *ud, moraine_name_cb cb);
 
+// The key census of the committed store: one callback per (keyspace, kind) with its key count.
+typedef void (*moraine_keyspace_cb)(void *ud, const char *keyspace, size_t keyspace_len, const char *kind,
+                                    size_t kind_len, uint64_t keys);
+int moraine_store_keyspace(MoraineStore *store, void *ud, moraine_keyspace_cb cb, MoraineError *err);
+
 // Transactions.
 MoraineTxn *moraine_txn_begin(MoraineStore *store);
 // Commits and frees the transaction. Returns 0 on success, else sets *err (nothing was written).

@@ -2,6 +2,7 @@
 #include "moraine_catalog.hpp"
 
 #include "duckdb/main/attached_database.hpp"
+#include "duckdb/main/extension/extension_loader.hpp"
 #include "duckdb/parser/parsed_data/attach_info.hpp"
 
 namespace duckdb {
@@ -42,4 +43,5 @@ extern "C" void moraine_cpp_register(void *loader_ptr) {
 	auto &loader = *static_cast<duckdb::ExtensionLoader *>(loader_ptr);
 	auto &db = loader.GetDatabaseInstance();
 	duckdb::StorageExtension::Register(duckdb::DBConfig::GetConfig(db), "moraine", duckdb::MoraineStorageExtension());
+	duckdb::MoraineRegisterFunctions(loader);
 }

@@ -64,22 +64,40 @@ impl Error {
     }
 }
 
+/// `e` and its sources, so the message names the failure underneath ("wal unavailable (object
+/// store error)" alone does not say which object, or why). A source whose text the message
+/// already holds is not repeated.
+fn with_sources(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut msg = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        let text = s.to_string();
+        if !text.is_empty() && !msg.contains(&text) {
+            msg.push_str(": ");
+            msg.push_str(&text);
+        }
+        source = s.source();
+    }
+    msg
+}
+
 impl From<slatedb::Error> for Error {
     fn from(e: slatedb::Error) -> Self {
+        let detail = with_sources(&e);
         match e.kind() {
             slatedb::ErrorKind::Transaction => Error::Conflict(format!(
-                "another transaction committed to the lake after this one began ({e}); retry"
+                "another transaction committed to the lake after this one began ({detail}); retry"
             )),
             slatedb::ErrorKind::Closed(slatedb::CloseReason::Fenced) => Error::Storage(format!(
-                "another writer opened this lake, so this one was fenced and can no longer write ({e})"
+                "another writer opened this lake, so this one was fenced and can no longer write ({detail})"
             )),
-            _ => Error::Storage(format!("slatedb: {e}")),
+            _ => Error::Storage(format!("slatedb: {detail}")),
         }
     }
 }
 
 impl From<object_store::Error> for Error {
     fn from(e: object_store::Error) -> Self {
-        Error::Storage(format!("object store: {e}"))
+        Error::Storage(format!("object store: {}", with_sources(&e)))
     }
 }

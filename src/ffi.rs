@@ -212,6 +212,28 @@ pub unsafe extern "C" fn moraine_store_url(store: *mut MoraineStore, ud: *mut c_
     cb(ud, url.as_ptr() as *const c_char, url.len());
 }
 
+type KeyspaceCb =
+    extern "C" fn(ud: *mut c_void, keyspace: *const c_char, len: usize, kind: *const c_char, kind_len: usize, keys: u64);
+
+#[no_mangle]
+pub unsafe extern "C" fn moraine_store_keyspace(
+    store: *mut MoraineStore,
+    ud: *mut c_void,
+    cb: KeyspaceCb,
+    err: *mut MoraineError,
+) -> i32 {
+    let store = &*store;
+    match guard(err, || store.0.keyspace_counts()) {
+        Some(counts) => {
+            for (keyspace, kind, keys) in counts {
+                cb(ud, keyspace.as_ptr() as *const c_char, keyspace.len(), kind.as_ptr() as *const c_char, kind.len(), keys);
+            }
+            0
+        }
+        None => 1,
+    }
+}
+
 #[no_mangle]
 pub unsafe extern "C" fn moraine_txn_begin(store: *mut MoraineStore) -> *mut MoraineTxn {
     let store = &*store;

@@ -228,6 +228,26 @@ impl Store {
         Ok(store)
     }
 
+    /// Open (or create) a lake on an object store the caller supplies, under `label` in
+    /// messages. Test hook for fault injection at the object-store boundary: not shared through
+    /// the process-wide table, so every call opens its own SlateDB handle (a second writer
+    /// fences the first, as across processes).
+    #[cfg(test)]
+    pub(crate) fn open_on(
+        object_store: Arc<dyn ObjectStore>,
+        read_only: bool,
+        label: &str,
+    ) -> Result<Arc<Store>> {
+        let backend = block_on(open_backend(object_store, read_only, label.to_string()))?;
+        Ok(Arc::new(Store {
+            url: label.to_string(),
+            canonical: label.to_string(),
+            read_only,
+            closed: std::sync::atomic::AtomicBool::new(false),
+            backend,
+        }))
+    }
+
     /// The URL this store was opened with.
     pub fn url(&self) -> &str {
         &self.url
@@ -304,6 +324,29 @@ impl Store {
     }
 
     /// Close the underlying SlateDB handle (also done when the last `Arc` drops).
+    /// How many keys each keyspace holds at the latest committed state, as
+    /// (keyspace, kind, keys): e.g. ("history", "ducklake_column", 3). The kind is the second
+    /// key segment when it is text (a table name), else empty (e.g. `snapshot/<id>`).
+    /// An operator's view of the store; reads everything, so not for hot paths.
+    pub fn keyspace_counts(self: &Arc<Self>) -> Result<Vec<(String, String, u64)>> {
+        let read = ReadPoint::pin(self)?;
+        let entries = block_on(read.scan(self, &[]))?;
+        let mut counts: Vec<(String, String, u64)> = Vec::new();
+        for (key, _) in entries {
+            let segments = keys::decode_key(&key)?;
+            let text = |i: usize| match segments.get(i) {
+                Some(Cell::Text(s)) => s.clone(),
+                _ => String::new(),
+            };
+            let (keyspace, kind) = (text(0), text(1));
+            match counts.last_mut() {
+                Some(last) if last.0 == keyspace && last.1 == kind => last.2 += 1,
+                _ => counts.push((keyspace, kind, 1)),
+            }
+        }
+        Ok(counts)
+    }
+
     pub fn close(&self) -> Result<()> {
         if self.closed.swap(true, std::sync::atomic::Ordering::SeqCst) {
             return Ok(());

@@ -141,6 +141,11 @@ fn inl(row_id: i64, begin: i64, end: Option<i64>, a: &str) -> Row {
 /// A lake the way DuckLake creates one: the tables, snapshot 0 and its changes row.
 fn new_lake(url: &str) -> Arc<Store> {
     let store = Store::open(url, false).unwrap();
+    init_lake(&store);
+    store
+}
+
+fn init_lake(store: &Arc<Store>) {
     let mut t = store.begin();
     for name in LAKE_TABLES {
         t.create_table(def(name)).unwrap();
@@ -166,7 +171,6 @@ fn new_lake(url: &str) -> Arc<Store> {
     )
     .unwrap();
     t.commit().unwrap();
-    store
 }
 
 /// Commit snapshot `id` creating table `table_id`.
@@ -1377,4 +1381,331 @@ fn a_read_only_transaction_fails_rather_than_tear_when_the_lake_moves() {
         rows_of(&reader, "ducklake_table", false),
         vec![table_row(1, 1, None, "t1")]
     );
+}
+
+// ---- object-store failures ----------------------------------------------------------------------
+
+mod faulty {
+    //! An `ObjectStore` that delegates to an `InMemory` and, while switched on, fails every write
+    //! (`put`, `put_opts`, `put_multipart`, `copy`): fault injection at the object-store
+    //! boundary, with real SlateDB on top.
+    use async_trait::async_trait;
+    use futures::stream::BoxStream;
+    use object_store::memory::InMemory;
+    use object_store::path::Path;
+    use object_store::{
+        CopyOptions, GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta, ObjectStore,
+        PutMultipartOptions, PutOptions, PutPayload, PutResult,
+    };
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    use std::sync::Arc;
+
+    pub const MESSAGE: &str = "injected object-store write failure";
+
+    #[derive(Debug)]
+    pub struct FaultyStore {
+        inner: Arc<InMemory>,
+        failing: AtomicBool,
+        /// Retryable errors (what a network failure or a 5xx is) or not.
+        retryable: AtomicBool,
+        pub injected: AtomicUsize,
+    }
+
+    impl FaultyStore {
+        pub fn new(inner: Arc<InMemory>) -> Arc<Self> {
+            Arc::new(FaultyStore {
+                inner,
+                failing: AtomicBool::new(false),
+                retryable: AtomicBool::new(true),
+                injected: AtomicUsize::new(0),
+            })
+        }
+
+        pub fn fail_writes(&self, on: bool, retryable: bool) {
+            self.retryable.store(retryable, Ordering::SeqCst);
+            self.failing.store(on, Ordering::SeqCst);
+        }
+
+        pub fn injected(&self) -> usize {
+            self.injected.load(Ordering::SeqCst)
+        }
+
+        fn check(&self, op: &str, location: &Path) -> object_store::Result<()> {
+            if !self.failing.load(Ordering::SeqCst) {
+                return Ok(());
+            }
+            self.injected.fetch_add(1, Ordering::SeqCst);
+            let source = format!("{MESSAGE} ({op} {location})").into();
+            Err(if self.retryable.load(Ordering::SeqCst) {
+                object_store::Error::Generic {
+                    store: "FaultyStore",
+                    source,
+                }
+            } else {
+                object_store::Error::NotSupported { source }
+            })
+        }
+    }
+
+    impl std::fmt::Display for FaultyStore {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            write!(f, "FaultyStore({})", self.inner)
+        }
+    }
+
+    #[async_trait]
+    impl ObjectStore for FaultyStore {
+        async fn put_opts(
+            &self,
+            location: &Path,
+            payload: PutPayload,
+            opts: PutOptions,
+        ) -> object_store::Result<PutResult> {
+            self.check("put", location)?;
+            self.inner.put_opts(location, payload, opts).await
+        }
+
+        async fn put_multipart_opts(
+            &self,
+            location: &Path,
+            opts: PutMultipartOptions,
+        ) -> object_store::Result<Box<dyn MultipartUpload>> {
+            self.check("put_multipart", location)?;
+            self.inner.put_multipart_opts(location, opts).await
+        }
+
+        async fn get_opts(
+            &self,
+            location: &Path,
+            options: GetOptions,
+        ) -> object_store::Result<GetResult> {
+            self.inner.get_opts(location, options).await
+        }
+
+        async fn get_ranges(
+            &self,
+            location: &Path,
+            ranges: &[std::ops::Range<u64>],
+        ) -> object_store::Result<Vec<bytes::Bytes>> {
+            self.inner.get_ranges(location, ranges).await
+        }
+
+        fn delete_stream(
+            &self,
+            locations: BoxStream<'static, object_store::Result<Path>>,
+        ) -> BoxStream<'static, object_store::Result<Path>> {
+            self.inner.delete_stream(locations)
+        }
+
+        fn list(
+            &self,
+            prefix: Option<&Path>,
+        ) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
+            self.inner.list(prefix)
+        }
+
+        fn list_with_offset(
+            &self,
+            prefix: Option<&Path>,
+            offset: &Path,
+        ) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
+            self.inner.list_with_offset(prefix, offset)
+        }
+
+        async fn list_with_delimiter(
+            &self,
+            prefix: Option<&Path>,
+        ) -> object_store::Result<ListResult> {
+            self.inner.list_with_delimiter(prefix).await
+        }
+
+        async fn copy_opts(
+            &self,
+            from: &Path,
+            to: &Path,
+            options: CopyOptions,
+        ) -> object_store::Result<()> {
+            self.check("copy", to)?;
+            self.inner.copy_opts(from, to, options).await
+        }
+    }
+}
+
+/// Commit snapshot 2: a table `lost` and its stats (what the failure tests try to store).
+fn commit_snapshot_2(store: &Arc<Store>) -> Result<()> {
+    let mut t = store.begin();
+    t.stage_insert(M, "ducklake_snapshot", vec![snap(2)])?;
+    t.stage_insert(
+        M,
+        "ducklake_snapshot_changes",
+        vec![changes(2, "created_table")],
+    )?;
+    t.stage_insert(M, "ducklake_table", vec![table_row(2, 2, None, "lost")])?;
+    t.stage_insert(M, "ducklake_table_stats", vec![stats_row(2, 7)])?;
+    t.commit()
+}
+
+fn table_names(store: &Arc<Store>) -> Vec<Cell> {
+    col(
+        &rows_of(store, "ducklake_table", false),
+        "ducklake_table",
+        "table_name",
+    )
+}
+
+/// Start `commit_snapshot_2` on a helper thread; its result arrives on the receiver.
+fn commit_snapshot_2_in_background(store: &Arc<Store>) -> std::sync::mpsc::Receiver<Result<()>> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let store = store.clone();
+    std::thread::spawn(move || {
+        let _ = tx.send(commit_snapshot_2(&store));
+    });
+    rx
+}
+
+/// A lake on a fault-injecting object store over `mem`, holding snapshots 0 and 1 (table `kept`).
+fn faulty_lake(
+    mem: &Arc<object_store::memory::InMemory>,
+) -> (Arc<faulty::FaultyStore>, Arc<Store>) {
+    let faulty = faulty::FaultyStore::new(mem.clone());
+    let store = Store::open_on(faulty.clone(), false, "faulty://lake").unwrap();
+    init_lake(&store);
+    commit_table(&store, 1, 1, "kept");
+    (faulty, store)
+}
+
+fn reopen(mem: &Arc<object_store::memory::InMemory>) -> Arc<Store> {
+    Store::open_on(mem.clone(), false, "memory://reopened").unwrap()
+}
+
+const AFTER_COMMIT_1: Head = Head {
+    snapshot_id: Some(1),
+    batch_count: 2,
+};
+
+#[test]
+fn a_commit_whose_object_store_writes_fail_returns_the_error_and_writes_nothing() {
+    let mem = Arc::new(object_store::memory::InMemory::new());
+    let (faulty, store) = faulty_lake(&mem);
+    let before = everything(&store);
+    assert_eq!(store.head().unwrap(), AFTER_COMMIT_1);
+
+    // Every write fails, and not with an error SlateDB retries: the commit returns the error.
+    faulty.fail_writes(true, false);
+    let rx = commit_snapshot_2_in_background(&store);
+    let err = rx
+        .recv_timeout(std::time::Duration::from_secs(30))
+        .expect("the commit returns instead of hanging")
+        .unwrap_err();
+    assert!(faulty.injected() > 0, "the commit reached the object store");
+    let msg = err.to_string();
+    assert!(matches!(err, Error::Storage(_)), "{err:?}");
+    assert!(
+        msg.contains("storage error") && msg.contains(faulty::MESSAGE) && msg.contains("wal/"),
+        "the error names the failed write underneath: {msg}"
+    );
+    assert!(
+        !err.is_conflict(),
+        "DuckLake must not retry it as a conflict: {msg}"
+    );
+
+    // The store does not carry on as if the commit had not happened: with writes working again,
+    // this handle still refuses work, and closing it writes nothing.
+    faulty.fail_writes(false, false);
+    let injected = faulty.injected();
+    let mut t = store.begin();
+    let later = t
+        .stage_insert(M, "ducklake_table_stats", vec![stats_row(1, 1)])
+        .and_then(|_| t.commit());
+    assert!(matches!(later, Err(Error::Storage(_))), "{later:?}");
+    store.close().unwrap();
+    drop(store);
+    assert_eq!(faulty.injected(), injected);
+
+    // Re-opened from the same objects: the first commit is there, the second is not.
+    let store = reopen(&mem);
+    assert_eq!(store.head().unwrap(), AFTER_COMMIT_1);
+    assert_eq!(everything(&store), before);
+    assert_eq!(table_names(&store), vec![Text("kept".into())]);
+    assert_eq!(
+        col(
+            &rows_of(&store, "ducklake_snapshot", true),
+            "ducklake_snapshot",
+            "snapshot_id"
+        ),
+        vec![Int(0), Int(1)]
+    );
+    assert!(rows_of(&store, "ducklake_table_stats", true).is_empty());
+    // and the lake is healthy: the same commit succeeds now
+    commit_snapshot_2(&store).unwrap();
+    assert_eq!(
+        table_names(&store),
+        vec![Text("kept".into()), Text("lost".into())]
+    );
+}
+
+#[test]
+fn a_commit_during_a_retryable_object_store_outage_waits_and_is_stored_iff_acknowledged() {
+    use std::time::Duration;
+    // Errors SlateDB retries (a network failure, a 5xx): the commit waits for the store to come
+    // back (SlateDB retries without bound by default), then lands and is acknowledged.
+    let mem = Arc::new(object_store::memory::InMemory::new());
+    let (faulty, store) = faulty_lake(&mem);
+    faulty.fail_writes(true, true);
+    let rx = commit_snapshot_2_in_background(&store);
+    assert!(
+        rx.recv_timeout(Duration::from_millis(1500)).is_err(),
+        "the commit cannot be acknowledged while every write fails"
+    );
+    assert!(faulty.injected() > 0);
+    faulty.fail_writes(false, true);
+    rx.recv_timeout(Duration::from_secs(20))
+        .expect("the commit returns once writes succeed")
+        .unwrap();
+    store.close().unwrap();
+    drop(store);
+    let store = reopen(&mem);
+    assert_eq!(
+        store.head().unwrap(),
+        Head {
+            snapshot_id: Some(2),
+            batch_count: 3
+        }
+    );
+    assert_eq!(
+        table_names(&store),
+        vec![Text("kept".into()), Text("lost".into())]
+    );
+
+    // A new writer opens the lake while the commit is still waiting: whichever wins, the commit
+    // is stored exactly when it was acknowledged.
+    let mem = Arc::new(object_store::memory::InMemory::new());
+    let (faulty, store) = faulty_lake(&mem);
+    faulty.fail_writes(true, true);
+    let rx = commit_snapshot_2_in_background(&store);
+    assert!(rx.recv_timeout(Duration::from_millis(1500)).is_err());
+    faulty.fail_writes(false, true);
+    let other = reopen(&mem); // fences `store`
+    let result = rx
+        .recv_timeout(Duration::from_secs(20))
+        .expect("the waiting commit returns once writes succeed or it is fenced");
+    eprintln!("fenced-while-waiting outcome: {result:?}");
+    drop(store);
+    let other_head = other.head().unwrap();
+    drop(other);
+    let store = reopen(&mem);
+    assert_eq!(store.head().unwrap(), other_head);
+    match result {
+        Ok(()) => assert_eq!(
+            table_names(&store),
+            vec![Text("kept".into()), Text("lost".into())],
+            "an acknowledged commit is stored"
+        ),
+        Err(e) => {
+            let msg = e.to_string();
+            assert!(msg.contains("fenced"), "{msg}");
+            assert_eq!(store.head().unwrap(), AFTER_COMMIT_1, "{msg}");
+            assert_eq!(table_names(&store), vec![Text("kept".into())], "{msg}");
+        }
+    }
 }
