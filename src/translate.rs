@@ -338,6 +338,57 @@ impl InlineModel {
     }
 }
 
+// ---- maintenance commits (RFC 0007) -----------------------------------------------------------
+
+/// DuckDB's reserved field id for the row-id column: the one file-statistics row a commit that
+/// mints no snapshot may insert (derived from an immutable Parquet file, RFC 0007).
+const ROW_ID_FIELD_ID: i64 = 2147483540;
+
+/// A commit that inserts no `ducklake_snapshot` row is a maintenance commit (expiry, cleanup,
+/// flush drains, options). It may delete anything and may write unversioned bookkeeping, but an
+/// entity mutation (an insert or update of a versioned kind) or an ordinary file-statistics
+/// insert always comes with a snapshot in DuckLake; without one it is a constraint error.
+fn check_maintenance(ops: &[Op], tables: &BTreeMap<(String, String), Arc<TableDef>>) -> Result<()> {
+    let mints_snapshot =
+        ops.iter().any(|op| matches!(op, Op::Insert { table, .. } if table == "ducklake_snapshot"));
+    if mints_snapshot {
+        return Ok(());
+    }
+    let mut created: BTreeMap<(String, String), Arc<TableDef>> = BTreeMap::new();
+    for op in ops {
+        let (schema, table, row, verb) = match op {
+            Op::CreateTable(def) => {
+                created.insert((def.schema.clone(), def.name.clone()), def.clone());
+                continue;
+            }
+            Op::Insert { schema, table, row } => (schema, table, row, "inserts into"),
+            Op::Update { schema, table, new, .. } => (schema, table, new, "updates"),
+            _ => continue,
+        };
+        let id = (schema.clone(), table.clone());
+        let Some(def) = tables.get(&id).or_else(|| created.get(&id)) else {
+            continue; // translation reports the missing table
+        };
+        let entity = matches!(catalog::kind_of(def)?, Kind::Versioned { .. });
+        let ordinary_stats = table == "ducklake_file_column_stats"
+            && matches!(op, Op::Insert { .. })
+            && def
+                .columns
+                .iter()
+                .position(|c| c.name == "column_id")
+                .and_then(|i| row.get(i))
+                .and_then(Cell::as_int)
+                != Some(ROW_ID_FIELD_ID);
+        if entity || ordinary_stats {
+            return Err(Error::Constraint(format!(
+                "constraint violation: a commit that {verb} {table} must insert a ducklake_snapshot row \
+                 (only maintenance may commit without a snapshot)"
+            )));
+        }
+    }
+    Ok(())
+}
+
 // ---- translation -----------------------------------------------------------------------------
 
 /// Translate `ops` (in stage order) against the read point. `tables` is the committed catalog.
@@ -347,6 +398,7 @@ pub(crate) async fn translate(
     committed_tables: &BTreeMap<(String, String), Arc<TableDef>>,
     ops: &[Op],
 ) -> Result<Translated> {
+    check_maintenance(ops, committed_tables)?;
     let head = rp.head(store).await?;
     let mut ws = WriteSet {
         store,

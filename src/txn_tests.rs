@@ -395,15 +395,68 @@ fn a_version_cannot_begin_at_a_snapshot_the_commit_does_not_insert() {
     let e = t.commit().unwrap_err();
     assert!(matches!(e, Error::Constraint(_)), "{e}");
     assert!(
-        e.to_string().contains("ducklake_table") && e.to_string().contains("snapshot 1"),
+        e.to_string().contains("ducklake_table") && e.to_string().contains("ducklake_snapshot"),
         "{e}"
     );
     assert_eq!(everything(&store), before);
-    // at or below head is fine (e.g. a rewrite keeping an existing snapshot)
+    // RFC 0007: even at or below head, an entity mutation without a snapshot is not maintenance
     let mut t = store.begin();
     t.stage_insert(M, "ducklake_table", vec![table_row(1, 0, None, "t1")])
         .unwrap();
+    let e = t.commit().unwrap_err();
+    assert!(matches!(e, Error::Constraint(_)), "{e}");
+    assert_eq!(everything(&store), before);
+    // ... and with a snapshot the same row commits
+    let mut t = store.begin();
+    t.stage_insert(M, "ducklake_snapshot", vec![snap(1)]).unwrap();
+    t.stage_insert(M, "ducklake_table", vec![table_row(1, 1, None, "t1")])
+        .unwrap();
     t.commit().unwrap();
+}
+
+fn file_stats_row(data_file_id: i64, column_id: i64) -> Row {
+    row(
+        "ducklake_file_column_stats",
+        &[("data_file_id", Int(data_file_id)), ("table_id", Int(1)), ("column_id", Int(column_id))],
+    )
+}
+
+#[test]
+fn only_row_id_file_statistics_may_be_inserted_without_a_snapshot() {
+    let store = new_lake(&mem_url("rowidstats"));
+    commit_table(&store, 1, 1, "t1");
+    let mut t = store.begin();
+    t.create_table(def("ducklake_file_column_stats")).unwrap();
+    t.commit().unwrap();
+    let before = everything(&store);
+    // an ordinary file-statistics row needs a snapshot-minting commit
+    let mut t = store.begin();
+    t.stage_insert(M, "ducklake_file_column_stats", vec![file_stats_row(5, 1)])
+        .unwrap();
+    let e = t.commit().unwrap_err();
+    assert!(matches!(e, Error::Constraint(_)), "{e}");
+    assert!(e.to_string().contains("ducklake_file_column_stats"), "{e}");
+    assert_eq!(everything(&store), before);
+    // the derived row-id statistics row (field id 2147483540) is maintenance: no snapshot minted
+    let mut t = store.begin();
+    t.stage_insert(
+        M,
+        "ducklake_file_column_stats",
+        vec![file_stats_row(5, 2147483540)],
+    )
+    .unwrap();
+    t.commit().unwrap();
+    assert_eq!(
+        store.head().unwrap(),
+        Head {
+            snapshot_id: Some(1),
+            batch_count: 4
+        }
+    );
+    assert_eq!(
+        rows_of(&store, "ducklake_file_column_stats", false).len(),
+        1
+    );
 }
 
 // ---- materialization, rowids, caching ---------------------------------------------------------
