@@ -299,40 +299,46 @@ impl InlineModel {
     async fn emit(mut self, ws: &mut WriteSet<'_>) -> Result<()> {
         let (schema, name) = (self.def.schema.clone(), self.def.name.clone());
         let columns: Vec<String> = self.def.columns.iter().map(|c| c.name.clone()).collect();
-        for (seq, ch) in self.chunks.iter().filter(|(_, c)| c.dirty) {
-            ws.del(keys::inline_locator(&schema, &name, &ch.orig_min, *seq));
-            let rows: Vec<Row> = ch.rows.iter().flatten().cloned().collect();
-            if rows.is_empty() {
-                ws.del(keys::inline_chunk(&schema, &name, *seq));
-            } else {
-                let min = self.min_row_id(rows.iter());
-                ws.put(
-                    keys::inline_chunk(&schema, &name, *seq),
-                    encode_chunk(&name, &columns, &rows)?,
-                );
-                ws.put(keys::inline_locator(&schema, &name, &min, *seq), Vec::new());
-            }
-        }
+        // Sequences for chunks this commit creates start above every existing one.
+        let committed_max = self
+            .locators(ws)
+            .await?
+            .iter()
+            .map(|(_, s)| *s)
+            .max()
+            .unwrap_or(0);
+        let mut next_seq = committed_max.max(self.chunks.keys().copied().max().unwrap_or(0)) + 1;
         let new_rows: Vec<Row> = std::mem::take(&mut self.new_rows)
             .into_iter()
             .flatten()
             .collect();
-        if !new_rows.is_empty() {
-            let committed_max = self
-                .locators(ws)
-                .await?
-                .iter()
-                .map(|(_, s)| *s)
-                .max()
-                .unwrap_or(0);
-            let loaded_max = self.chunks.keys().copied().max().unwrap_or(0);
-            let seq = committed_max.max(loaded_max) + 1;
-            let min = self.min_row_id(new_rows.iter());
-            ws.put(
-                keys::inline_chunk(&schema, &name, seq),
-                encode_chunk(&name, &columns, &new_rows)?,
-            );
+        let this = &self;
+        let put_chunk = |ws: &mut WriteSet<'_>, seq: i64, rows: &[Row]| -> Result<()> {
+            let min = this.min_row_id(rows.iter());
+            ws.put(keys::inline_chunk(&schema, &name, seq), encode_chunk(&name, &columns, rows)?);
             ws.put(keys::inline_locator(&schema, &name, &min, seq), Vec::new());
+            Ok(())
+        };
+        for (seq, ch) in self.chunks.iter().filter(|(_, c)| c.dirty) {
+            ws.del(keys::inline_locator(&schema, &name, &ch.orig_min, *seq));
+            ws.del(keys::inline_chunk(&schema, &name, *seq));
+            // A partially deleted chunk becomes its contiguous surviving runs (RFC 0007): the
+            // first keeps the chunk's sequence, later ones take fresh sequences. Survivors keep
+            // their row ids, snapshots and values; a wholly deleted chunk is simply gone.
+            let runs = ch.rows.split(Option::is_none).filter(|run| !run.is_empty());
+            for (i, run) in runs.enumerate() {
+                let rows: Vec<Row> = run.iter().flatten().cloned().collect();
+                let seq = if i == 0 {
+                    *seq
+                } else {
+                    next_seq += 1;
+                    next_seq - 1
+                };
+                put_chunk(ws, seq, &rows)?;
+            }
+        }
+        if !new_rows.is_empty() {
+            put_chunk(ws, next_seq, &new_rows)?;
         }
         Ok(())
     }

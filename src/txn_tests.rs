@@ -1268,11 +1268,17 @@ fn inline_bulk_deletes_across_chunks_and_tables_without_row_id() {
         .all(|r| r[0].as_int().unwrap() % 2 == 1));
     assert_eq!(rows.last().unwrap(), &inl(100, 0, None, "newer"));
     let (chunks, locs) = chunk_keys(&store);
-    assert_eq!(chunks.len(), 11);
-    // every chunk lost its lowest row, so every locator moved; the new chunk is seq 11
+    // RFC 0007: each partially deleted chunk becomes its contiguous surviving runs; here every
+    // chunk of ten keeps five single-row runs (50 chunks), plus the new chunk
+    assert_eq!(chunks.len(), 51);
+    // the first run keeps the chunk's sequence ...
     assert_eq!(locs[0], vec![Int(1), Int(1)]);
-    assert_eq!(locs[1], vec![Int(11), Int(2)]);
-    assert_eq!(locs[10], vec![Int(100), Int(11)]);
+    assert_eq!(locs[5], vec![Int(11), Int(2)]);
+    // ... later runs take sequences above the ten existing ones, in order
+    assert_eq!(locs[1], vec![Int(3), Int(11)]);
+    assert_eq!(locs[2], vec![Int(5), Int(12)]);
+    // and the new rows' chunk comes after them all
+    assert_eq!(locs[50], vec![Int(100), Int(51)]);
 
     // ducklake_inlined_delete_<t>: no row_id column; locators carry NULL
     let del_def = TableDef {
