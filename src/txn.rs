@@ -345,6 +345,15 @@ impl Transaction {
                         rows.push(decode_row(&v)?);
                     }
                 }
+                if let Kind::Versioned { key, begin, .. } = kind {
+                    // Serve versions in the order DuckLake wrote them, as a DuckDB-file catalog
+                    // scans them: by the snapshot that began them, then by key. Readers that
+                    // take "the first row" without ORDER BY then see what they would there.
+                    rows.sort_by_cached_key(|row| {
+                        let key_cells: Vec<Cell> = key.iter().map(|&i| row[i].clone()).collect();
+                        (row[*begin].as_int(), keys::encode_key(&key_cells))
+                    });
+                }
                 rows
             }
         };
