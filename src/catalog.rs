@@ -223,7 +223,9 @@ pub fn kind_of(def: &TableDef) -> Result<Kind> {
                 end: col("end_snapshot")?,
             }
         } else {
-            Kind::Unversioned { key }
+            Kind::Unversioned {
+                key: unversioned_identity(def, key),
+            }
         });
     }
     if is_inlined_table_name(&def.name) {
@@ -233,6 +235,20 @@ pub fn kind_of(def: &TableDef) -> Result<Kind> {
         "moraine serves only DuckLake's tables; {} is not one",
         def.name
     )))
+}
+
+/// DuckLake declares no primary key on its unversioned tables, so two rows may share the
+/// columns that usually name one (e.g. two `ducklake_file_partition_value` rows for one file
+/// and key index, as `ducklake_add_data_files` writes for hive paths). A row is therefore named
+/// by its declared key columns followed by all its other columns: distinct rows never collide,
+/// and rows still sort by the declared key. The deletion schedule is the exception: it is keyed
+/// by `data_file_id` alone, DuckLake's identity for it (a file is scheduled at most once).
+fn unversioned_identity(def: &TableDef, declared: Vec<usize>) -> Vec<usize> {
+    if def.name == "ducklake_files_scheduled_for_deletion" {
+        return declared;
+    }
+    let rest: Vec<usize> = (0..def.columns.len()).filter(|i| !declared.contains(i)).collect();
+    declared.into_iter().chain(rest).collect()
 }
 
 /// The cells that name a row: what a staged UPDATE/DELETE's old row is matched by.
