@@ -1,7 +1,6 @@
 //! `cargo xtask build`: build the moraine cdylib and wrap it as a DuckDB extension.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use crate::footer;
 use crate::paths;
@@ -37,7 +36,7 @@ pub fn cargo_build() -> Result<PathBuf, String> {
         "xtask build: cargo build --release -p moraine (CARGO_TARGET_DIR={})",
         target.display()
     );
-    let status = Command::new(paths::cargo())
+    let status = paths::cargo_command()
         .args(["build", "--release", "-p", "moraine"])
         .env("CARGO_TARGET_DIR", &target)
         .current_dir(paths::workspace_root())

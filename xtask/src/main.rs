@@ -7,6 +7,7 @@
 //! `$MORAINE_CACHE/pypi` (default `$HOME/.cache/moraine/pypi`).
 
 mod cli_host;
+mod conformance;
 mod demo;
 mod deps;
 mod e2e;
@@ -17,7 +18,7 @@ mod python_host;
 mod slt;
 
 use std::path::PathBuf;
-use std::process::{Command, ExitCode};
+use std::process::ExitCode;
 
 const USAGE: &str = "\
 usage: cargo xtask <command>
@@ -36,13 +37,21 @@ commands:
                         in DIR (default ./.moraine-demo); without a terminal on stdin,
                         run the demo script and exit
       --without-moraine same demo on DuckLake's own DuckDB-file catalog
-  test                  deps, cargo test --release --workspace, e2e --selftest, e2e
+  test                  deps, cargo test --release --workspace, conformance --selftest,
+                        e2e --selftest, e2e
+  conformance [--catalog moraine|duckdb|sqlite|all] [PATH_OR_GLOB ...]
+                        DuckLake's sqllogictest suite (--suite DIR, default
+                        ../shared/ducklake-tests or $MORAINE_DUCKLAKE_TESTS) on moraine
+                        and/or DuckLake's own catalogs; builds moraine unless
+                        MORAINE_EXTENSION is set; `conformance --help` for the rest
+      --selftest        check the runner itself on small files (no moraine, no suite)
 
 environment:
   CARGO_TARGET_DIR      cargo target dir (default ~/.cache/moraine/target)
   MORAINE_CACHE         cache root (default ~/.cache/moraine)
-  MORAINE_EXTENSION     e2e: use this moraine.duckdb_extension instead of building one
+  MORAINE_EXTENSION     e2e, conformance: use this moraine.duckdb_extension instead of building one
   MORAINE_E2E_TIMEOUT   per-statement timeout in seconds for e2e (default 120)
+  MORAINE_DUCKLAKE_TESTS  conformance: the DuckLake test suite (holding test/sql, data/)
 ";
 
 fn main() -> ExitCode {
@@ -54,6 +63,7 @@ fn main() -> ExitCode {
         Some("e2e") => cmd_e2e(&args[1..]),
         Some("demo") => cmd_demo(&args[1..]),
         Some("test") => cmd_test(&args[1..]),
+        Some("conformance") => conformance::run(&args[1..]),
         Some("help") | Some("-h") | Some("--help") => {
             print!("{USAGE}");
             Ok(true)
@@ -197,7 +207,7 @@ fn cmd_test(args: &[String]) -> Result<bool, String> {
         "xtask test: cargo test --release --workspace (CARGO_TARGET_DIR={})",
         target.display()
     );
-    let status = Command::new(paths::cargo())
+    let status = paths::cargo_command()
         .args(["test", "--release", "--workspace"])
         .env("CARGO_TARGET_DIR", &target)
         .current_dir(paths::workspace_root())
@@ -205,6 +215,10 @@ fn cmd_test(args: &[String]) -> Result<bool, String> {
         .map_err(|e| format!("running cargo: {e}"))?;
     if !status.success() {
         eprintln!("xtask test: cargo test failed ({status})");
+        return Ok(false);
+    }
+    if !conformance::selftest()? {
+        eprintln!("xtask test: the conformance runner's selftest failed");
         return Ok(false);
     }
     let a = run_e2e(true, None, "selftest")?;

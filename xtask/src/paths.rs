@@ -55,6 +55,30 @@ pub fn cargo() -> std::ffi::OsString {
     env::var_os("CARGO").unwrap_or_else(|| "cargo".into())
 }
 
+/// A `cargo` command with the environment `cargo run` gave xtask itself taken away.
+///
+/// `cargo xtask` runs us through `cargo run`, which sets `CARGO_PKG_NAME=xtask`,
+/// `CARGO_MANIFEST_DIR`, `LD_LIBRARY_PATH` and the like. Some build scripts (ring's, which
+/// libduckdb-sys's build depends on) declare `rerun-if-env-changed` on exactly those names, and
+/// cargo checks them in its own environment: inherited, they would make the inner cargo rerun
+/// those build scripts and, through them, recompile the bundled DuckDB (~25 minutes).
+pub fn cargo_command() -> std::process::Command {
+    let mut cmd = std::process::Command::new(cargo());
+    for (name, _) in env::vars_os() {
+        let Some(name) = name.to_str() else { continue };
+        let package_scoped = name.starts_with("CARGO_PKG_")
+            || name.starts_with("CARGO_MANIFEST_")
+            || matches!(
+                name,
+                "CARGO_CRATE_NAME" | "CARGO_BIN_NAME" | "CARGO_PRIMARY_PACKAGE" | "LD_LIBRARY_PATH"
+            );
+        if package_scoped {
+            cmd.env_remove(name);
+        }
+    }
+    cmd
+}
+
 /// A fresh, empty directory under the system temp dir.
 pub fn fresh_temp_dir(prefix: &str) -> std::io::Result<PathBuf> {
     use std::sync::atomic::{AtomicU64, Ordering};
@@ -72,5 +96,35 @@ pub fn fresh_temp_dir(prefix: &str) -> std::io::Result<PathBuf> {
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
             Err(e) => return Err(e),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn inner_cargo_does_not_inherit_the_package_environment_of_cargo_run() {
+        // what `cargo run -p xtask` puts in our environment
+        env::set_var("CARGO_PKG_NAME", "xtask");
+        env::set_var("CARGO_MANIFEST_DIR", "/somewhere/xtask");
+        let cmd = cargo_command();
+        let removed: Vec<_> = cmd
+            .get_envs()
+            .filter(|(_, v)| v.is_none())
+            .map(|(k, _)| k.to_string_lossy().into_owned())
+            .collect();
+        assert!(
+            removed.contains(&"CARGO_PKG_NAME".to_string()),
+            "{removed:?}"
+        );
+        assert!(
+            removed.contains(&"CARGO_MANIFEST_DIR".to_string()),
+            "{removed:?}"
+        );
+        // the toolchain selection is kept
+        assert!(!removed
+            .iter()
+            .any(|k| k == "CARGO" || k == "CARGO_HOME" || k.starts_with("RUSTUP")));
     }
 }
