@@ -137,6 +137,96 @@ pub fn ensure() -> Result<Deps, String> {
     Ok(layout(&dir))
 }
 
+/// Stock extensions that only the conformance suite needs (`require httpfs`, `tpch`,
+/// `spatial`): pinned like the rest, installed on demand into their own directory
+/// (`$MORAINE_CACHE/pypi-extras`) so that the main set's stamp is untouched.
+pub const EXTRA_EXTENSIONS: &[(&str, &str)] = &[
+    ("httpfs", "duckdb-extension-httpfs==1.5.5"),
+    ("tpch", "duckdb-extension-tpch==1.5.5"),
+    ("spatial", "duckdb-extension-spatial==1.5.5"),
+];
+
+pub fn extras_dir() -> PathBuf {
+    paths::cache_root().join("pypi-extras")
+}
+
+fn extra_path(dir: &Path, name: &str) -> PathBuf {
+    dir.join(format!("duckdb_extension_{name}/extensions"))
+        .join(DUCKDB_VERSION)
+        .join(format!("{name}.duckdb_extension"))
+}
+
+fn extras_stamp_text() -> String {
+    let mut s: String = EXTRA_EXTENSIONS
+        .iter()
+        .map(|(_, req)| format!("{req}\n"))
+        .collect();
+    s.push_str("extras\n");
+    s
+}
+
+/// Install (if needed) the extra extensions; returns (name, path) of each.
+pub fn ensure_extras() -> Result<Vec<(String, PathBuf)>, String> {
+    let dir = extras_dir();
+    let listed = || -> Vec<(String, PathBuf)> {
+        EXTRA_EXTENSIONS
+            .iter()
+            .map(|(name, _)| (name.to_string(), extra_path(&dir, name)))
+            .collect()
+    };
+    let stamp_ok = std::fs::read_to_string(dir.join(STAMP)).ok().as_deref()
+        == Some(extras_stamp_text().as_str());
+    if stamp_ok && listed().iter().all(|(_, p)| p.is_file()) {
+        return Ok(listed());
+    }
+    let parent = dir.parent().expect("extras dir has a parent");
+    std::fs::create_dir_all(parent).map_err(|e| format!("create {}: {e}", parent.display()))?;
+    let tmp = parent.join(format!("pypi-extras.tmp-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&tmp);
+    let reqs: Vec<&str> = EXTRA_EXTENSIONS.iter().map(|(_, r)| *r).collect();
+    eprintln!(
+        "xtask deps: installing {} into {}",
+        reqs.join(" "),
+        dir.display()
+    );
+    let python = std::env::var_os("PYTHON").unwrap_or_else(|| "python3".into());
+    let status = Command::new(&python)
+        .args([
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--disable-pip-version-check",
+        ])
+        .env("PIP_ROOT_USER_ACTION", "ignore")
+        .args(["--no-deps", "--only-binary=:all:", "--target"])
+        .arg(&tmp)
+        .args(&reqs)
+        .status()
+        .map_err(|e| format!("running {python:?} -m pip: {e}"))?;
+    if !status.success() {
+        let _ = std::fs::remove_dir_all(&tmp);
+        return Err(format!(
+            "pip install of the extra extensions failed ({status})"
+        ));
+    }
+    std::fs::write(tmp.join(STAMP), extras_stamp_text())
+        .map_err(|e| format!("write stamp: {e}"))?;
+    if dir.exists() {
+        std::fs::remove_dir_all(&dir)
+            .map_err(|e| format!("remove stale {}: {e}", dir.display()))?;
+    }
+    std::fs::rename(&tmp, &dir).map_err(|e| format!("rename into {}: {e}", dir.display()))?;
+    let got = listed();
+    if let Some((_, p)) = got.iter().find(|(_, p)| !p.is_file()) {
+        return Err(format!(
+            "pip install finished but {} is missing",
+            p.display()
+        ));
+    }
+    Ok(got)
+}
+
 /// SQL that keeps DuckDB from installing or auto-loading anything by itself:
 /// there is no network here except PyPI, and every extension must be the one
 /// we LOAD by path. The extension directory points at a scratch dir so
