@@ -4,25 +4,11 @@
 2. A commit whose base snapshot was expired by a concurrent expiry conflicts, DuckLake
    refreshes and retries, and the write lands exactly once.
 """
-import os
-import sys
-
 import duckdb
 
-TEST_DIR = os.environ["TEST_DIR"]
-failures = []
+from _harness import TEST_DIR, check, connect, finish
 
-
-def check(name, cond, detail=""):
-    print(("ok   " if cond else "FAIL ") + name + (f": {detail}" if detail and not cond else ""))
-    if not cond:
-        failures.append(name)
-
-
-db = duckdb.connect(config={"allow_unsigned_extensions": "true", "autoinstall_known_extensions": "false",
-                            "autoload_known_extensions": "false"})
-db.execute(f"LOAD '{os.environ['DUCKLAKE_EXT']}'")
-db.execute(f"LOAD '{os.environ['MORAINE_EXT']}'")
+db = connect()
 db.execute(f"ATTACH 'ducklake:moraine:{TEST_DIR}/meta' AS lake (DATA_PATH '{TEST_DIR}/data/')")
 db.execute("CREATE TABLE lake.t (i INTEGER)")
 for i in range(4):
@@ -80,5 +66,4 @@ db.execute(f"ATTACH 'ducklake:moraine:{TEST_DIR}/meta' AS lake (DATA_PATH '{TEST
 check("after re-attach: rows", values(db) == [0, 1, 2, 3, 100, 200, 300, 400], str(values(db)))
 check("after re-attach: snapshots", snapshots(db) == snaps, str(snapshots(db)))
 
-print(f"expiry_race: {0 if failures else 1} passed, {1 if failures else 0} failed")
-sys.exit(1 if failures else 0)
+finish("expiry_race")

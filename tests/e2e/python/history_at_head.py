@@ -4,29 +4,14 @@ The scan reports its decision in EXPLAIN ANALYZE ("History read: yes|no"). DuckL
 visibility predicate at head admits no ended version, so the scan must skip history; at an
 older snapshot the ended versions are needed and must be read (and returned).
 """
-import os
-import sys
-
-import duckdb
-
-TEST_DIR = os.environ["TEST_DIR"]
-failures = []
-
-
-def check(name, cond, detail=""):
-    print(("ok   " if cond else "FAIL ") + name + (f": {detail}" if detail and not cond else ""))
-    if not cond:
-        failures.append(name)
+from _harness import TEST_DIR, check, connect, finish
 
 
 def plan(con, sql):
     return "\n".join(row[1] for row in con.execute("EXPLAIN ANALYZE " + sql).fetchall())
 
 
-db = duckdb.connect(config={"allow_unsigned_extensions": "true", "autoinstall_known_extensions": "false",
-                            "autoload_known_extensions": "false"})
-db.execute(f"LOAD '{os.environ['DUCKLAKE_EXT']}'")
-db.execute(f"LOAD '{os.environ['MORAINE_EXT']}'")
+db = connect()
 db.execute(f"ATTACH 'ducklake:moraine:{TEST_DIR}/meta' AS lake (DATA_PATH '{TEST_DIR}/data/')")
 db.execute("CREATE TABLE lake.t (i INTEGER)")          # snapshot 1
 db.execute("ALTER TABLE lake.t ADD COLUMN j INTEGER")  # snapshot 2
@@ -49,5 +34,4 @@ check("head sees only the live version", names == ["j"], str(names))
 # the same holds through DuckLake itself
 check("time travel through DuckLake", [d[0] for d in db.execute("DESCRIBE SELECT * FROM lake.t AT (VERSION => 2)").fetchall()] == ["i", "j"])
 
-print(f"history_at_head: {0 if failures else 1} passed, {1 if failures else 0} failed")
-sys.exit(1 if failures else 0)
+finish("history_at_head")

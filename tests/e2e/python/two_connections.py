@@ -3,40 +3,9 @@
 Host: the pinned `duckdb==1.5.5` Python package (the stock CLI has a single connection).
 Run by `cargo xtask e2e` with MORAINE_EXT, DUCKLAKE_EXT and TEST_DIR set.
 """
-import os
-import sys
+from _harness import TEST_DIR, check, connect, expect_error, finish
 
-import duckdb
-
-MORAINE = os.environ["MORAINE_EXT"]
-DUCKLAKE = os.environ["DUCKLAKE_EXT"]
-TEST_DIR = os.environ["TEST_DIR"]
-
-failures = []
-
-
-def check(name, cond, detail=""):
-    print(("ok   " if cond else "FAIL ") + name + (f": {detail}" if detail and not cond else ""))
-    if not cond:
-        failures.append(name)
-
-
-def expect_error(name, fn, needle):
-    try:
-        fn()
-    except Exception as e:  # duckdb raises subclasses of duckdb.Error
-        check(name, needle in str(e).lower(), f"error {e!r} lacks {needle!r}")
-        return
-    check(name, False, "no error raised")
-
-
-db = duckdb.connect(config={
-    "allow_unsigned_extensions": "true",
-    "autoinstall_known_extensions": "false",
-    "autoload_known_extensions": "false",
-})
-db.execute(f"LOAD '{DUCKLAKE}'")
-db.execute(f"LOAD '{MORAINE}'")
+db = connect()
 
 # 1. Raw moraine tables, no DuckLake: the second of two racing commits gets a "conflict" error,
 #    and only the winner's row is stored.
@@ -79,5 +48,4 @@ expect_error("ducklake: a conflicting concurrent drop is refused", lambda: b.exe
 tables = db.execute("SELECT count(*) FROM duckdb_tables() WHERE database_name = 'lake'").fetchone()[0]
 check("ducklake: the table is dropped once", tables == 0, str(tables))
 
-print(f"two_connections: {0 if failures else 1} passed, {1 if failures else 0} failed")
-sys.exit(1 if failures else 0)
+finish("two_connections")
