@@ -97,8 +97,10 @@ def parse_args(argv):
                                    "(default: $MORAINE_DUCKLAKE_TESTS or ../shared/ducklake-tests)")
     p.add_argument("-j", "--jobs", type=int, default=2, help="test files run at once (default 2)")
     p.add_argument("--timeout", type=float, default=300.0,
-                   help="seconds per test file (default 300)")
+                   help="seconds per *.test file (default 300)")
     p.add_argument("--slow", action="store_true", help="also run *.test_slow files")
+    p.add_argument("--slow-timeout", type=float, default=900.0,
+                   help="seconds per *.test_slow file (default 900)")
     p.add_argument("--run-skipped", action="store_true",
                    help="run the tests on the skip lists too (they then count as pass/fail)")
     p.add_argument("--keep", action="store_true", help="keep every test's work directory")
@@ -233,13 +235,14 @@ def run_one(cat, name, setup, suite, work_root, args):
         if os.path.exists(os.path.join(suite, link)):
             os.symlink(os.path.join(suite, link), os.path.join(work, link))
     spec = {"name": name, "path": path, "opts": setup["opts"]}
+    timeout = args.slow_timeout if name.endswith(".test_slow") else args.timeout
     t0 = time.time()
     proc = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--worker"],
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, cwd=work, start_new_session=True)
     timed_out = False
     try:
-        stdout, stderr = proc.communicate(json.dumps(spec).encode(), timeout=args.timeout)
+        stdout, stderr = proc.communicate(json.dumps(spec).encode(), timeout=timeout)
     except subprocess.TimeoutExpired:
         timed_out = True
         try:
@@ -262,7 +265,7 @@ def run_one(cat, name, setup, suite, work_root, args):
         where = "during shutdown" if last_at == "shutdown" else \
             (f"at line {last_at}" if last_at else "before the first statement")
         if timed_out:
-            msg = f"timeout after {args.timeout:.0f}s {where}"
+            msg = f"timeout after {timeout:.0f}s {where}"
         elif proc.returncode < 0:
             msg = f"crashed ({signal.Signals(-proc.returncode).name}) {where}"
         else:
@@ -349,7 +352,7 @@ def selftest(args):
         want, _, text = first[len("# expect: "):].partition(" ")
         one = argparse.Namespace(**vars(args))
         if "timeout" in text:
-            one.timeout = 3.0
+            one.timeout = one.slow_timeout = 3.0
         res = run_one("duckdb", name, setup, suite, work_root, one)
         got_text = res.get("message", "") or res.get("reason", "")
         if res["status"] == want and text in got_text:
@@ -420,7 +423,8 @@ def main(argv):
         print(f"conformance: moraine extension {moraine_info['path']} (built "
               f"{moraine_info['mtime']}, sha256 {moraine_info['sha256'][:16]}...)", file=sys.stderr)
     print(f"conformance: {len(tests)} test files from {suite}; catalogs {', '.join(cats)}; "
-          f"-j {args.jobs}; timeout {args.timeout:.0f}s; work dir {work_root}", file=sys.stderr)
+          f"-j {args.jobs}; timeout {args.timeout:.0f}s ({args.slow_timeout:.0f}s for *.test_slow); "
+          f"work dir {work_root}", file=sys.stderr)
     if unselected_slow:
         print(f"conformance: {unselected_slow} *.test_slow files not selected (add --slow)",
               file=sys.stderr)
