@@ -25,23 +25,15 @@ import sys
 import threading
 import time
 
-MORAINE = os.environ["MORAINE_EXT"]
-DUCKLAKE = os.environ["DUCKLAKE_EXT"]
 TEST_DIR = os.environ["TEST_DIR"]
 
 
 # ---- worker ------------------------------------------------------------------------------------
 
 def worker():
-    import duckdb
+    from _harness import connect
 
-    db = duckdb.connect(config={
-        "allow_unsigned_extensions": "true",
-        "autoinstall_known_extensions": "false",
-        "autoload_known_extensions": "false",
-    })
-    db.execute(f"LOAD '{DUCKLAKE}'")
-    db.execute(f"LOAD '{MORAINE}'")
+    db = connect()
     cursors = {"main": db}
     print(json.dumps({"ok": True, "pid": os.getpid()}), flush=True)
     for line in sys.stdin:
