@@ -94,31 +94,8 @@ pub fn ensure() -> Result<Deps, String> {
     // Install into a scratch directory and rename it into place, so an
     // interrupted install never leaves a half-filled cache behind.
     let tmp = parent.join(format!("pypi.tmp-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&tmp);
-    eprintln!(
-        "xtask deps: installing {} into {}",
-        REQUIREMENTS.join(" "),
-        dir.display()
-    );
-    let python = std::env::var_os("PYTHON").unwrap_or_else(|| "python3".into());
-    let status = Command::new(&python)
-        .args([
-            "-m",
-            "pip",
-            "install",
-            "--quiet",
-            "--disable-pip-version-check",
-        ])
-        .env("PIP_ROOT_USER_ACTION", "ignore")
-        .args(["--no-deps", "--only-binary=:all:", "--target"])
-        .arg(&tmp)
-        .args(REQUIREMENTS)
-        .status()
-        .map_err(|e| format!("running {python:?} -m pip: {e}"))?;
-    if !status.success() {
-        let _ = std::fs::remove_dir_all(&tmp);
-        return Err(format!("pip install failed ({status})"));
-    }
+    pip_install_scratch(&tmp, &dir, REQUIREMENTS)
+        .map_err(|status| format!("pip install failed ({status})"))?;
     std::fs::write(tmp.join(STAMP), stamp_text()).map_err(|e| format!("write stamp: {e}"))?;
     if !complete(&tmp) {
         let d = layout(&tmp);
@@ -129,11 +106,7 @@ pub fn ensure() -> Result<Deps, String> {
             d.sqlite_ext.display()
         ));
     }
-    if dir.exists() {
-        std::fs::remove_dir_all(&dir)
-            .map_err(|e| format!("remove stale {}: {e}", dir.display()))?;
-    }
-    std::fs::rename(&tmp, &dir).map_err(|e| format!("rename into {}: {e}", dir.display()))?;
+    move_into_place(&tmp, &dir)?;
     Ok(layout(&dir))
 }
 
@@ -182,41 +155,12 @@ pub fn ensure_extras() -> Result<Vec<(String, PathBuf)>, String> {
     let parent = dir.parent().expect("extras dir has a parent");
     std::fs::create_dir_all(parent).map_err(|e| format!("create {}: {e}", parent.display()))?;
     let tmp = parent.join(format!("pypi-extras.tmp-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&tmp);
     let reqs: Vec<&str> = EXTRA_EXTENSIONS.iter().map(|(_, r)| *r).collect();
-    eprintln!(
-        "xtask deps: installing {} into {}",
-        reqs.join(" "),
-        dir.display()
-    );
-    let python = std::env::var_os("PYTHON").unwrap_or_else(|| "python3".into());
-    let status = Command::new(&python)
-        .args([
-            "-m",
-            "pip",
-            "install",
-            "--quiet",
-            "--disable-pip-version-check",
-        ])
-        .env("PIP_ROOT_USER_ACTION", "ignore")
-        .args(["--no-deps", "--only-binary=:all:", "--target"])
-        .arg(&tmp)
-        .args(&reqs)
-        .status()
-        .map_err(|e| format!("running {python:?} -m pip: {e}"))?;
-    if !status.success() {
-        let _ = std::fs::remove_dir_all(&tmp);
-        return Err(format!(
-            "pip install of the extra extensions failed ({status})"
-        ));
-    }
+    pip_install_scratch(&tmp, &dir, &reqs)
+        .map_err(|status| format!("pip install of the extra extensions failed ({status})"))?;
     std::fs::write(tmp.join(STAMP), extras_stamp_text())
         .map_err(|e| format!("write stamp: {e}"))?;
-    if dir.exists() {
-        std::fs::remove_dir_all(&dir)
-            .map_err(|e| format!("remove stale {}: {e}", dir.display()))?;
-    }
-    std::fs::rename(&tmp, &dir).map_err(|e| format!("rename into {}: {e}", dir.display()))?;
+    move_into_place(&tmp, &dir)?;
     let got = listed();
     if let Some((_, p)) = got.iter().find(|(_, p)| !p.is_file()) {
         return Err(format!(
@@ -349,4 +293,44 @@ mod tests {
         );
         let _ = std::fs::remove_dir_all(&scratch);
     }
+}
+
+/// `pip install --target <tmp>` of pinned wheels (no dependencies, binaries only) into a fresh
+/// scratch directory `tmp`, destined for `dir`. On failure the scratch directory is removed and
+/// the error says what failed (the caller names which install it was).
+fn pip_install_scratch(tmp: &Path, dir: &Path, reqs: &[&str]) -> Result<(), String> {
+    let _ = std::fs::remove_dir_all(tmp);
+    eprintln!(
+        "xtask deps: installing {} into {}",
+        reqs.join(" "),
+        dir.display()
+    );
+    let python = std::env::var_os("PYTHON").unwrap_or_else(|| "python3".into());
+    let status = Command::new(&python)
+        .args([
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--disable-pip-version-check",
+        ])
+        .env("PIP_ROOT_USER_ACTION", "ignore")
+        .args(["--no-deps", "--only-binary=:all:", "--target"])
+        .arg(tmp)
+        .args(reqs)
+        .status()
+        .map_err(|e| format!("running {python:?} -m pip: {e}"))?;
+    if !status.success() {
+        let _ = std::fs::remove_dir_all(tmp);
+        return Err(status.to_string());
+    }
+    Ok(())
+}
+
+/// Replaces `dir` with the completed scratch directory `tmp`.
+fn move_into_place(tmp: &Path, dir: &Path) -> Result<(), String> {
+    if dir.exists() {
+        std::fs::remove_dir_all(dir).map_err(|e| format!("remove stale {}: {e}", dir.display()))?;
+    }
+    std::fs::rename(tmp, dir).map_err(|e| format!("rename into {}: {e}", dir.display()))
 }
