@@ -473,7 +473,9 @@ pub fn scenario_files(dir: &Path, filter: Option<&str>) -> Result<Vec<PathBuf>, 
         for entry in rd {
             let p = entry.map_err(|e| e.to_string())?.path();
             // `_name.py` files are shared modules, not scenarios
-            let is_module = p.file_name().is_some_and(|n| n.to_string_lossy().starts_with('_'));
+            let is_module = p
+                .file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with('_'));
             let is_script = p.is_file() && p.extension().is_some_and(|e| e == "py") && !is_module;
             if is_script && filter.is_none_or(|f| p.to_string_lossy().contains(f)) {
                 files.push(p);

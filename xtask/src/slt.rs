@@ -365,7 +365,10 @@ endloop
         for dir in [root.clone(), root.join("selftest")] {
             let files = crate::e2e::scenario_files(&dir, None).unwrap();
             // Python-hosted scenarios (tests/e2e/python/*.py) are not sqllogictest files
-            for f in files.iter().filter(|f| f.extension().is_some_and(|e| e == "test")) {
+            for f in files
+                .iter()
+                .filter(|f| f.extension().is_some_and(|e| e == "test"))
+            {
                 let s = parse_file(f).unwrap();
                 for r in &s.records {
                     assert!(
