@@ -81,9 +81,9 @@ int moraine_txn_create_table(MoraineTxn *txn, const char *schema, size_t schema_
 int moraine_txn_drop_table(MoraineTxn *txn, const char *schema, size_t schema_len, const char *name, size_t name_len,
                            MoraineError *err);
 
-// The latest committed snapshot id at this transaction's read point.
+// The latest committed snapshot id of the lake in schema `lake` at this transaction's read point.
 // Returns 1 and sets *out, 0 for a lake with no snapshot yet, or -1 and sets *err.
-int moraine_txn_head_snapshot(MoraineTxn *txn, int64_t *out, MoraineError *err);
+int moraine_txn_head_snapshot(MoraineTxn *txn, const char *lake, size_t lake_len, int64_t *out, MoraineError *err);
 
 // The table's rows as this transaction sees them. Row ids of this materialization are
 // moraine_mat_rowid(mat, index). Returns NULL and sets *err on failure.

@@ -130,7 +130,8 @@ static bool ScanNeedsHistory(MoraineTxn *txn, const MoraineScanBindData &bind_da
 	}
 	int64_t head = 0;
 	MoraineError err {nullptr, 0};
-	auto has_head = moraine_txn_head_snapshot(txn, &head, &err);
+	auto &lake = bind_data.table.schema.name;
+	auto has_head = moraine_txn_head_snapshot(txn, lake.c_str(), lake.size(), &head, &err);
 	if (has_head < 0) {
 		MoraineThrow(err);
 	}
@@ -217,6 +218,17 @@ static BindInfo MoraineScanBindInfo(const optional_ptr<FunctionData> bind_data) 
 	return BindInfo(bind_data->Cast<MoraineScanBindData>().table);
 }
 
+//! A scan names its table by reference, which does not serialize. Refusing to serialize also
+//! keeps DuckDB's common-subplan optimizer from merging two scans of same-named tables in
+//! different lakes or metadata catalogs (it compares plans by their serialized form).
+static void MoraineScanSerialize(Serializer &, const optional_ptr<FunctionData>, const TableFunction &) {
+	throw NotImplementedException("moraine_scan cannot be serialized");
+}
+
+static unique_ptr<FunctionData> MoraineScanDeserialize(Deserializer &, TableFunction &) {
+	throw NotImplementedException("moraine_scan cannot be deserialized");
+}
+
 TableFunction MoraineTableEntry::GetScanFunction(ClientContext &context, unique_ptr<FunctionData> &bind_data) {
 	bind_data = make_uniq<MoraineScanBindData>(*this);
 	TableFunction function("moraine_scan", {}, MoraineScanFunction, nullptr, MoraineScanInit);
@@ -224,6 +236,8 @@ TableFunction MoraineTableEntry::GetScanFunction(ClientContext &context, unique_
 	function.pushdown_complex_filter = MoraineScanPushdown;
 	function.get_bind_info = MoraineScanBindInfo;
 	function.dynamic_to_string = MoraineScanDynamicToString;
+	function.serialize = MoraineScanSerialize;
+	function.deserialize = MoraineScanDeserialize;
 	return function;
 }
 

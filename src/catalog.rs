@@ -247,7 +247,9 @@ fn unversioned_identity(def: &TableDef, declared: Vec<usize>) -> Vec<usize> {
     if def.name == "ducklake_files_scheduled_for_deletion" {
         return declared;
     }
-    let rest: Vec<usize> = (0..def.columns.len()).filter(|i| !declared.contains(i)).collect();
+    let rest: Vec<usize> = (0..def.columns.len())
+        .filter(|i| !declared.contains(i))
+        .collect();
     declared.into_iter().chain(rest).collect()
 }
 
@@ -311,7 +313,7 @@ pub fn row_key(def: &TableDef, kind: &Kind, row: &Row) -> Result<Vec<u8>> {
     let at = |i: usize| row.get(i).cloned().unwrap_or(Cell::Null);
     match kind {
         Kind::Snapshot(_) => match at(0) {
-            Cell::Int(id) => Ok(keys::snapshot(id)),
+            Cell::Int(id) => Ok(keys::snapshot(&def.schema, id)),
             Cell::Null => Err(Error::Constraint(format!(
                 "NOT NULL constraint failed: {}.snapshot_id cannot be NULL",
                 def.name
@@ -325,13 +327,13 @@ pub fn row_key(def: &TableDef, kind: &Kind, row: &Row) -> Result<Vec<u8>> {
             let cells: Vec<Cell> = key.iter().map(|&i| at(i)).collect();
             let b = at(*begin);
             match at(*end) {
-                Cell::Null => Ok(keys::current(&def.name, &cells, Some(&b))),
-                e => Ok(keys::history(&def.name, &cells, &e, &b)),
+                Cell::Null => Ok(keys::current(&def.schema, &def.name, &cells, Some(&b))),
+                e => Ok(keys::history(&def.schema, &def.name, &cells, &e, &b)),
             }
         }
         Kind::Unversioned { key } => {
             let cells: Vec<Cell> = key.iter().map(|&i| at(i)).collect();
-            Ok(keys::current(&def.name, &cells, None))
+            Ok(keys::current(&def.schema, &def.name, &cells, None))
         }
         Kind::Inline => Err(Error::Catalog(format!(
             "{} is an inlined table; its rows live in chunks, not keys",
@@ -343,14 +345,16 @@ pub fn row_key(def: &TableDef, kind: &Kind, row: &Row) -> Result<Vec<u8>> {
 /// The committed-state prefixes that hold a fixed table's rows (current first, then history).
 pub fn data_prefixes(def: &TableDef, kind: &Kind, need_history: bool) -> Vec<Vec<u8>> {
     match kind {
-        Kind::Snapshot(_) => vec![keys::snapshot_prefix()],
+        Kind::Snapshot(_) => vec![keys::snapshot_prefix(&def.schema)],
         Kind::Versioned { .. } if need_history => {
             vec![
-                keys::current_prefix(&def.name),
-                keys::history_prefix(&def.name),
+                keys::current_prefix(&def.schema, &def.name),
+                keys::history_prefix(&def.schema, &def.name),
             ]
         }
-        Kind::Versioned { .. } | Kind::Unversioned { .. } => vec![keys::current_prefix(&def.name)],
+        Kind::Versioned { .. } | Kind::Unversioned { .. } => {
+            vec![keys::current_prefix(&def.schema, &def.name)]
+        }
         Kind::Inline => vec![keys::inline_chunk_prefix(&def.schema, &def.name)],
     }
 }
@@ -561,11 +565,11 @@ mod tests {
             Cell::Bool(true),
         ];
         let k = row_key(&t, &kind, &row).unwrap();
-        assert!(k.starts_with(&keys::current_prefix("ducklake_table")));
+        assert!(k.starts_with(&keys::current_prefix(&t.schema, "ducklake_table")));
         let mut ended = row.clone();
         ended[3] = Cell::Int(5);
         let k = row_key(&t, &kind, &ended).unwrap();
-        assert!(k.starts_with(&keys::history_prefix("ducklake_table")));
+        assert!(k.starts_with(&keys::history_prefix(&t.schema, "ducklake_table")));
         // a NULL key cell is a NULL segment (it sorts first) ...
         let mut null_key = row;
         null_key[0] = Cell::Null;

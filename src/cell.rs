@@ -140,15 +140,44 @@ pub fn encode_row(row: &[Cell]) -> Vec<u8> {
     out
 }
 
-/// Decode a row written by [`encode_row`].
+/// Where a stored row was first written: (batch count of the commit, position of its operation
+/// in that commit). Rows are served in this order, the order a DuckDB-file catalog appends them;
+/// an update keeps the row's place, as DuckDB's in-place updates do.
+pub type WriteSeq = (u64, u64);
+
+/// The format of a row record that leads with its [`WriteSeq`].
+pub const ROW_FORMAT_SEQUENCED: u8 = 2;
+
+/// Encode a row record that carries where the row was first written.
+pub fn encode_row_at(row: &[Cell], seq: WriteSeq) -> Vec<u8> {
+    let plain = encode_row(row);
+    let mut out = Vec::with_capacity(plain.len() + 6);
+    out.push(ROW_FORMAT_SEQUENCED);
+    put_varint(&mut out, seq.0);
+    put_varint(&mut out, seq.1);
+    out.extend_from_slice(&plain[1..]);
+    out
+}
+
+/// Decode a row written by [`encode_row`] or [`encode_row_at`].
 pub fn decode_row(bytes: &[u8]) -> Result<Row> {
+    Ok(decode_row_at(bytes)?.0)
+}
+
+/// Decode a row record and, when it carries one, where the row was first written.
+pub fn decode_row_at(bytes: &[u8]) -> Result<(Row, Option<WriteSeq>)> {
     let mut r = Reader { buf: bytes, pos: 0 };
     let version = r.byte()?;
-    if version != ROW_FORMAT_VERSION {
-        return Err(Error::Corrupt(format!(
-            "row record has format version {version}; this build reads version {ROW_FORMAT_VERSION}"
-        )));
-    }
+    let seq = match version {
+        ROW_FORMAT_VERSION => None,
+        ROW_FORMAT_SEQUENCED => Some((r.varint()?, r.varint()?)),
+        _ => {
+            return Err(Error::Corrupt(format!(
+                "row record has format version {version}; this build reads versions \
+                 {ROW_FORMAT_VERSION} and {ROW_FORMAT_SEQUENCED}"
+            )))
+        }
+    };
     let n = r.varint()? as usize;
     if n > bytes.len() {
         return Err(Error::Corrupt(format!(
@@ -189,7 +218,7 @@ pub fn decode_row(bytes: &[u8]) -> Result<Row> {
             bytes.len() - r.pos
         )));
     }
-    Ok(row)
+    Ok((row, seq))
 }
 
 pub(crate) fn put_varint(out: &mut Vec<u8>, mut v: u64) {
@@ -279,6 +308,15 @@ mod tests {
         assert_eq!(bytes[0], ROW_FORMAT_VERSION);
         assert_eq!(decode_row(&bytes).unwrap(), row);
         assert_eq!(decode_row(&encode_row(&[])).unwrap(), Vec::<Cell>::new());
+        assert_eq!(decode_row_at(&bytes).unwrap(), (row.clone(), None));
+        let seq = (u64::MAX, 300);
+        let at = encode_row_at(&row, seq);
+        assert_eq!(at[0], ROW_FORMAT_SEQUENCED);
+        assert_eq!(decode_row_at(&at).unwrap(), (row.clone(), Some(seq)));
+        assert_eq!(decode_row(&at).unwrap(), row);
+        for cut in 0..at.len() {
+            assert!(decode_row_at(&at[..cut]).is_err(), "truncated at {cut}");
+        }
     }
 
     #[test]

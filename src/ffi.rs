@@ -8,8 +8,8 @@ use std::ffi::{c_char, c_void};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{Arc, Mutex};
 
-use crate::cell::{Cell, Row};
 use crate::catalog::{ColumnDef, TableDef};
+use crate::cell::{Cell, Row};
 use crate::error::{Error, Result};
 use crate::store::Store;
 use crate::txn::{Materialized, Transaction};
@@ -55,7 +55,13 @@ pub struct MoraineRows {
 }
 
 type NameCb = extern "C" fn(ud: *mut c_void, name: *const c_char, len: usize);
-type ColumnCb = extern "C" fn(ud: *mut c_void, name: *const c_char, len: usize, blob: *const u8, blob_len: usize);
+type ColumnCb = extern "C" fn(
+    ud: *mut c_void,
+    name: *const c_char,
+    len: usize,
+    blob: *const u8,
+    blob_len: usize,
+);
 
 fn set_error(err: *mut MoraineError, message: String) {
     if err.is_null() {
@@ -128,7 +134,13 @@ unsafe fn cell_from_c(c: &MoraineCell) -> Result<Cell> {
 }
 
 fn cell_to_c(cell: &Cell) -> MoraineCell {
-    let mut out = MoraineCell { tag: TAG_NULL, i: 0, f: 0.0, ptr: std::ptr::null(), len: 0 };
+    let mut out = MoraineCell {
+        tag: TAG_NULL,
+        i: 0,
+        f: 0.0,
+        ptr: std::ptr::null(),
+        len: 0,
+    };
     match cell {
         Cell::Null => {}
         Cell::Int(i) => {
@@ -174,13 +186,18 @@ fn rows_of(rows: MoraineRows) -> Vec<Row> {
 }
 
 fn lock(txn: &MoraineTxn) -> std::sync::MutexGuard<'_, Transaction> {
-    txn.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    txn.0
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn moraine_error_free(err: MoraineError) {
     if !err.ptr.is_null() {
-        drop(Box::from_raw(std::ptr::slice_from_raw_parts_mut(err.ptr as *mut u8, err.len)));
+        drop(Box::from_raw(std::ptr::slice_from_raw_parts_mut(
+            err.ptr as *mut u8,
+            err.len,
+        )));
     }
 }
 
@@ -193,7 +210,10 @@ pub unsafe extern "C" fn moraine_store_open(
 ) -> *mut MoraineStore {
     guard(err, || {
         let url = text(url, url_len)?;
-        Ok(Box::into_raw(Box::new(MoraineStore(Store::open(url, read_only != 0)?))))
+        Ok(Box::into_raw(Box::new(MoraineStore(Store::open(
+            url,
+            read_only != 0,
+        )?))))
     })
     .unwrap_or(std::ptr::null_mut())
 }
@@ -212,8 +232,14 @@ pub unsafe extern "C" fn moraine_store_url(store: *mut MoraineStore, ud: *mut c_
     cb(ud, url.as_ptr() as *const c_char, url.len());
 }
 
-type KeyspaceCb =
-    extern "C" fn(ud: *mut c_void, keyspace: *const c_char, len: usize, kind: *const c_char, kind_len: usize, keys: u64);
+type KeyspaceCb = extern "C" fn(
+    ud: *mut c_void,
+    keyspace: *const c_char,
+    len: usize,
+    kind: *const c_char,
+    kind_len: usize,
+    keys: u64,
+);
 
 #[no_mangle]
 pub unsafe extern "C" fn moraine_store_keyspace(
@@ -226,7 +252,14 @@ pub unsafe extern "C" fn moraine_store_keyspace(
     match guard(err, || store.0.keyspace_counts()) {
         Some(counts) => {
             for (keyspace, kind, keys) in counts {
-                cb(ud, keyspace.as_ptr() as *const c_char, keyspace.len(), kind.as_ptr() as *const c_char, kind.len(), keys);
+                cb(
+                    ud,
+                    keyspace.as_ptr() as *const c_char,
+                    keyspace.len(),
+                    kind.as_ptr() as *const c_char,
+                    kind.len(),
+                    keys,
+                );
             }
             0
         }
@@ -244,7 +277,10 @@ pub unsafe extern "C" fn moraine_txn_begin(store: *mut MoraineStore) -> *mut Mor
 pub unsafe extern "C" fn moraine_txn_commit(txn: *mut MoraineTxn, err: *mut MoraineError) -> i32 {
     let txn = Box::from_raw(txn);
     status(guard(err, || {
-        let inner = txn.0.into_inner().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let inner = txn
+            .0
+            .into_inner()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
         inner.commit()
     }))
 }
@@ -253,7 +289,10 @@ pub unsafe extern "C" fn moraine_txn_commit(txn: *mut MoraineTxn, err: *mut Mora
 pub unsafe extern "C" fn moraine_txn_rollback(txn: *mut MoraineTxn) {
     let txn = Box::from_raw(txn);
     let _ = catch_unwind(AssertUnwindSafe(|| {
-        txn.0.into_inner().unwrap_or_else(|poisoned| poisoned.into_inner()).rollback()
+        txn.0
+            .into_inner()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .rollback()
     }));
 }
 
@@ -284,7 +323,9 @@ pub unsafe extern "C" fn moraine_txn_create_schema(
     if_not_exists: i32,
     err: *mut MoraineError,
 ) -> i32 {
-    status(guard(err, || lock(&*txn).create_schema(text(name, len)?, if_not_exists != 0)))
+    status(guard(err, || {
+        lock(&*txn).create_schema(text(name, len)?, if_not_exists != 0)
+    }))
 }
 
 #[no_mangle]
@@ -295,7 +336,9 @@ pub unsafe extern "C" fn moraine_txn_drop_schema(
     if_exists: i32,
     err: *mut MoraineError,
 ) -> i32 {
-    status(guard(err, || lock(&*txn).drop_schema(text(name, len)?, if_exists != 0)))
+    status(guard(err, || {
+        lock(&*txn).drop_schema(text(name, len)?, if_exists != 0)
+    }))
 }
 
 #[no_mangle]
@@ -341,7 +384,11 @@ pub unsafe extern "C" fn moraine_txn_create_table(
     err: *mut MoraineError,
 ) -> i32 {
     status(guard(err, || {
-        let columns = if ncolumns == 0 { &[][..] } else { std::slice::from_raw_parts(columns, ncolumns) };
+        let columns = if ncolumns == 0 {
+            &[][..]
+        } else {
+            std::slice::from_raw_parts(columns, ncolumns)
+        };
         let columns = columns
             .iter()
             .map(|c| {
@@ -370,13 +417,21 @@ pub unsafe extern "C" fn moraine_txn_drop_table(
     name_len: usize,
     err: *mut MoraineError,
 ) -> i32 {
-    status(guard(err, || lock(&*txn).drop_table(text(schema, schema_len)?, text(name, name_len)?)))
+    status(guard(err, || {
+        lock(&*txn).drop_table(text(schema, schema_len)?, text(name, name_len)?)
+    }))
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn moraine_txn_head_snapshot(txn: *mut MoraineTxn, out: *mut i64, err: *mut MoraineError) -> i32 {
-    match guard(err, || lock(&*txn).head()) {
-        Some(head) => match head.snapshot_id {
+pub unsafe extern "C" fn moraine_txn_head_snapshot(
+    txn: *mut MoraineTxn,
+    lake: *const c_char,
+    lake_len: usize,
+    out: *mut i64,
+    err: *mut MoraineError,
+) -> i32 {
+    match guard(err, || lock(&*txn).head_snapshot(text(lake, lake_len)?)) {
+        Some(head) => match head {
             Some(id) => {
                 *out = id;
                 1
@@ -398,7 +453,11 @@ pub unsafe extern "C" fn moraine_txn_rows(
     err: *mut MoraineError,
 ) -> *mut MoraineMat {
     guard(err, || {
-        let mat = lock(&*txn).rows(text(schema, schema_len)?, text(name, name_len)?, need_history != 0)?;
+        let mat = lock(&*txn).rows(
+            text(schema, schema_len)?,
+            text(name, name_len)?,
+            need_history != 0,
+        )?;
         Ok(Box::into_raw(Box::new(MoraineMat(mat))))
     })
     .unwrap_or(std::ptr::null_mut())
@@ -417,9 +476,19 @@ pub unsafe extern "C" fn moraine_mat_rowid(mat: *const MoraineMat, index: usize)
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn moraine_mat_cell(mat: *const MoraineMat, row: usize, col: usize, out: *mut MoraineCell) {
+pub unsafe extern "C" fn moraine_mat_cell(
+    mat: *const MoraineMat,
+    row: usize,
+    col: usize,
+    out: *mut MoraineCell,
+) {
     let mat = &*mat;
-    let cell = mat.0.rows.get(row).and_then(|r| r.get(col)).unwrap_or(&Cell::Null);
+    let cell = mat
+        .0
+        .rows
+        .get(row)
+        .and_then(|r| r.get(col))
+        .unwrap_or(&Cell::Null);
     *out = cell_to_c(cell);
 }
 
@@ -432,7 +501,10 @@ pub unsafe extern "C" fn moraine_mat_free(mat: *mut MoraineMat) {
 
 #[no_mangle]
 pub extern "C" fn moraine_rows_new(ncols: usize) -> *mut MoraineRows {
-    Box::into_raw(Box::new(MoraineRows { ncols, cells: Vec::new() }))
+    Box::into_raw(Box::new(MoraineRows {
+        ncols,
+        cells: Vec::new(),
+    }))
 }
 
 #[no_mangle]
@@ -472,7 +544,11 @@ pub unsafe extern "C" fn moraine_txn_stage_insert(
 ) -> i32 {
     let rows = *Box::from_raw(rows);
     status(guard(err, || {
-        lock(&*txn).stage_insert(text(schema, schema_len)?, text(name, name_len)?, rows_of(rows))
+        lock(&*txn).stage_insert(
+            text(schema, schema_len)?,
+            text(name, name_len)?,
+            rows_of(rows),
+        )
     }))
 }
 
@@ -492,8 +568,16 @@ pub unsafe extern "C" fn moraine_txn_stage_update(
 ) -> i32 {
     let rows = *Box::from_raw(rows);
     status(guard(err, || {
-        let rowids = if nrowids == 0 { &[][..] } else { std::slice::from_raw_parts(rowids, nrowids) };
-        let cols = if ncols == 0 { &[][..] } else { std::slice::from_raw_parts(cols, ncols) };
+        let rowids = if nrowids == 0 {
+            &[][..]
+        } else {
+            std::slice::from_raw_parts(rowids, nrowids)
+        };
+        let cols = if ncols == 0 {
+            &[][..]
+        } else {
+            std::slice::from_raw_parts(cols, ncols)
+        };
         let values = rows_of(rows);
         let mut txn = lock(&*txn);
         let mut updates: Vec<(i64, Row)> = Vec::with_capacity(rowids.len());
@@ -502,7 +586,11 @@ pub unsafe extern "C" fn moraine_txn_stage_update(
             let (mat, index) = txn.resolve(*rowid)?;
             let mut row = mat.rows[index].clone();
             for (j, col) in cols.iter().enumerate() {
-                let value = values.get(i).and_then(|v| v.get(j)).cloned().unwrap_or(Cell::Null);
+                let value = values
+                    .get(i)
+                    .and_then(|v| v.get(j))
+                    .cloned()
+                    .unwrap_or(Cell::Null);
                 row[*col] = value;
             }
             // `UPDATE ... FROM (VALUES ...)` may name one row twice; the last assignment wins,
@@ -531,8 +619,16 @@ pub unsafe extern "C" fn moraine_txn_stage_delete(
     err: *mut MoraineError,
 ) -> i32 {
     status(guard(err, || {
-        let rowids = if nrowids == 0 { &[][..] } else { std::slice::from_raw_parts(rowids, nrowids) };
-        lock(&*txn).stage_delete(text(schema, schema_len)?, text(name, name_len)?, rowids.to_vec())
+        let rowids = if nrowids == 0 {
+            &[][..]
+        } else {
+            std::slice::from_raw_parts(rowids, nrowids)
+        };
+        lock(&*txn).stage_delete(
+            text(schema, schema_len)?,
+            text(name, name_len)?,
+            rowids.to_vec(),
+        )
     }))
 }
 

@@ -212,32 +212,57 @@ pub fn sys_table_schema_prefix(schema: &str) -> Vec<u8> {
     Key::new().s("sys").s("table").s(schema).into_bytes()
 }
 
-/// `snapshot/<id>`: the merged ducklake_snapshot + ducklake_snapshot_changes record.
-pub fn snapshot(id: i64) -> Vec<u8> {
-    Key::new().s("snapshot").i(id).into_bytes()
+/// The lake whose keys carry no lake segment: DuckLake's default METADATA_SCHEMA. A store may
+/// hold more lakes, one per schema of the metadata catalog (DuckLake's METADATA_SCHEMA option);
+/// their snapshot and row keys start with `lake/<schema>/`.
+pub const DEFAULT_LAKE: &str = "main";
+
+fn lake(lake: &str) -> Key {
+    if lake == DEFAULT_LAKE {
+        Key::new()
+    } else {
+        Key::new().s("lake").s(lake)
+    }
 }
 
-pub fn snapshot_prefix() -> Vec<u8> {
-    Key::new().s("snapshot").into_bytes()
+/// `lake/<lake>/head`: the head snapshot id of a lake other than the default one (whose head
+/// snapshot is in `sys/head`, with the store's batch count).
+pub fn lake_head(name: &str) -> Vec<u8> {
+    Key::new().s("lake").s(name).s("head").into_bytes()
 }
 
-/// `current/<table>/<key cells>[/<begin_snapshot>]`: a live row. Versioned kinds pass the
-/// row's begin_snapshot; unversioned kinds pass `None`.
-pub fn current(table: &str, key_cells: &[Cell], begin: Option<&Cell>) -> Vec<u8> {
-    let k = Key::new().s("current").s(table).cells(key_cells);
+/// `[lake/<lake>/]snapshot/<id>`: the merged ducklake_snapshot + ducklake_snapshot_changes record.
+pub fn snapshot(lake_name: &str, id: i64) -> Vec<u8> {
+    lake(lake_name).s("snapshot").i(id).into_bytes()
+}
+
+pub fn snapshot_prefix(lake_name: &str) -> Vec<u8> {
+    lake(lake_name).s("snapshot").into_bytes()
+}
+
+/// `[lake/<lake>/]current/<table>/<key cells>[/<begin_snapshot>]`: a live row. Versioned kinds
+/// pass the row's begin_snapshot; unversioned kinds pass `None`.
+pub fn current(lake_name: &str, table: &str, key_cells: &[Cell], begin: Option<&Cell>) -> Vec<u8> {
+    let k = lake(lake_name).s("current").s(table).cells(key_cells);
     match begin {
         Some(b) => k.cell(b).into_bytes(),
         None => k.into_bytes(),
     }
 }
 
-pub fn current_prefix(table: &str) -> Vec<u8> {
-    Key::new().s("current").s(table).into_bytes()
+pub fn current_prefix(lake_name: &str, table: &str) -> Vec<u8> {
+    lake(lake_name).s("current").s(table).into_bytes()
 }
 
-/// `history/<table>/<key cells>/<end_snapshot>/<begin_snapshot>`: an ended version.
-pub fn history(table: &str, key_cells: &[Cell], end: &Cell, begin: &Cell) -> Vec<u8> {
-    Key::new()
+/// `[lake/<lake>/]history/<table>/<key cells>/<end_snapshot>/<begin_snapshot>`: an ended version.
+pub fn history(
+    lake_name: &str,
+    table: &str,
+    key_cells: &[Cell],
+    end: &Cell,
+    begin: &Cell,
+) -> Vec<u8> {
+    lake(lake_name)
         .s("history")
         .s(table)
         .cells(key_cells)
@@ -246,8 +271,8 @@ pub fn history(table: &str, key_cells: &[Cell], end: &Cell, begin: &Cell) -> Vec
         .into_bytes()
 }
 
-pub fn history_prefix(table: &str) -> Vec<u8> {
-    Key::new().s("history").s(table).into_bytes()
+pub fn history_prefix(lake_name: &str, table: &str) -> Vec<u8> {
+    lake(lake_name).s("history").s(table).into_bytes()
 }
 
 /// Everything stored for one inlined table.
@@ -366,12 +391,18 @@ mod tests {
 
     #[test]
     fn table_prefixes_do_not_capture_longer_table_names() {
-        let p = current_prefix("ducklake_table");
-        let own = current("ducklake_table", &[Cell::Int(1)], Some(&Cell::Int(0)));
-        let other = current("ducklake_table_stats", &[Cell::Int(1)], None);
+        let p = current_prefix(DEFAULT_LAKE, "ducklake_table");
+        let own = current(
+            DEFAULT_LAKE,
+            "ducklake_table",
+            &[Cell::Int(1)],
+            Some(&Cell::Int(0)),
+        );
+        let other = current(DEFAULT_LAKE, "ducklake_table_stats", &[Cell::Int(1)], None);
         assert!(own.starts_with(&p));
         assert!(!other.starts_with(&p));
         assert!(!history(
+            DEFAULT_LAKE,
             "ducklake_table",
             &[Cell::Int(1)],
             &Cell::Int(2),
@@ -413,12 +444,37 @@ mod tests {
 
     #[test]
     fn snapshot_keys_sort_by_id_and_history_by_end() {
+        let snapshot = |id| snapshot(DEFAULT_LAKE, id);
         assert!(snapshot(-1) < snapshot(0));
         assert!(snapshot(9) < snapshot(10));
         assert!(snapshot(255) < snapshot(256));
-        let h1 = history("t", &[Cell::Int(1)], &Cell::Int(5), &Cell::Int(1));
-        let h2 = history("t", &[Cell::Int(1)], &Cell::Int(10), &Cell::Int(5));
+        let h1 = history(
+            DEFAULT_LAKE,
+            "t",
+            &[Cell::Int(1)],
+            &Cell::Int(5),
+            &Cell::Int(1),
+        );
+        let h2 = history(
+            DEFAULT_LAKE,
+            "t",
+            &[Cell::Int(1)],
+            &Cell::Int(10),
+            &Cell::Int(5),
+        );
         assert!(h1 < h2);
         assert!(decode_key(&[0x05, b'a']).is_err());
+    }
+
+    #[test]
+    fn each_lake_has_its_own_keys() {
+        let main = current(DEFAULT_LAKE, "ducklake_table", &[Cell::Int(1)], None);
+        let other = current("metadata_s2", "ducklake_table", &[Cell::Int(1)], None);
+        assert_ne!(main, other);
+        assert!(!other.starts_with(&current_prefix(DEFAULT_LAKE, "ducklake_table")));
+        assert!(other.starts_with(&current_prefix("metadata_s2", "ducklake_table")));
+        assert!(!snapshot("metadata_s2", 1).starts_with(&snapshot_prefix(DEFAULT_LAKE)));
+        assert!(!snapshot(DEFAULT_LAKE, 1).starts_with(&snapshot_prefix("metadata_s2")));
+        assert!(!lake_head("metadata_s2").starts_with(&snapshot_prefix("metadata_s2")));
     }
 }

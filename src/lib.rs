@@ -9,6 +9,7 @@ pub mod chunk;
 pub mod error;
 pub mod keys;
 pub mod overlay;
+mod row_locks;
 pub mod store;
 pub mod tables;
 pub mod translate;

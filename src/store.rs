@@ -106,6 +106,8 @@ pub struct Store {
     canonical: String,
     read_only: bool,
     closed: std::sync::atomic::AtomicBool,
+    /// Rows deleted or updated by this process's open transactions.
+    pub(crate) row_locks: crate::row_locks::RowLocks,
     pub(crate) backend: Backend,
 }
 
@@ -222,6 +224,7 @@ impl Store {
             canonical: canonical.clone(),
             read_only,
             closed: std::sync::atomic::AtomicBool::new(false),
+            row_locks: Default::default(),
             backend,
         });
         reg.insert((canonical, read_only), Arc::downgrade(&store));
@@ -244,6 +247,7 @@ impl Store {
             canonical: label.to_string(),
             read_only,
             closed: std::sync::atomic::AtomicBool::new(false),
+            row_locks: Default::default(),
             backend,
         }))
     }
@@ -326,7 +330,8 @@ impl Store {
     /// Close the underlying SlateDB handle (also done when the last `Arc` drops).
     /// How many keys each keyspace holds at the latest committed state, as
     /// (keyspace, kind, keys): e.g. ("history", "ducklake_column", 3). The kind is the second
-    /// key segment when it is text (a table name), else empty (e.g. `snapshot/<id>`).
+    /// key segment when it is text (a table name), else empty (e.g. `snapshot/<id>`). A lake
+    /// other than the default one names its keyspaces `lake/<schema>/<keyspace>`.
     /// An operator's view of the store; reads everything, so not for hot paths.
     pub fn keyspace_counts(self: &Arc<Self>) -> Result<Vec<(String, String, u64)>> {
         let read = ReadPoint::pin(self)?;
@@ -338,7 +343,11 @@ impl Store {
                 Some(Cell::Text(s)) => s.clone(),
                 _ => String::new(),
             };
-            let (keyspace, kind) = (text(0), text(1));
+            // another lake's keys lead with lake/<schema>/: its keyspaces are named with it
+            let (keyspace, kind) = match text(0).as_str() {
+                "lake" => (format!("lake/{}/{}", text(1), text(2)), text(3)),
+                _ => (text(0), text(1)),
+            };
             match counts.last_mut() {
                 Some(last) if last.0 == keyspace && last.1 == kind => last.2 += 1,
                 _ => counts.push((keyspace, kind, 1)),
@@ -509,6 +518,27 @@ impl ReadPoint {
                 Self::check_reader(store, head).await?;
                 Ok(v)
             }
+        }
+    }
+
+    /// The head snapshot of one lake of the store, given the store's `head`: the default lake's
+    /// is in `sys/head`, any other lake's in `lake/<lake>/head`. `None` for a lake with no
+    /// snapshot yet.
+    pub(crate) async fn lake_snapshot(
+        &self,
+        store: &Store,
+        head: &Head,
+        lake: &str,
+    ) -> Result<Option<i64>> {
+        if lake == keys::DEFAULT_LAKE {
+            return Ok(head.snapshot_id);
+        }
+        match self.get(store, &keys::lake_head(lake)).await? {
+            None => Ok(None),
+            Some(v) => match decode_row(&v)?.as_slice() {
+                [Cell::Int(id)] => Ok(Some(*id)),
+                _ => Err(Error::Corrupt(format!("lake/{lake}/head is malformed"))),
+            },
         }
     }
 

@@ -588,7 +588,12 @@ mod tests {
         for t in FIXED_TABLES {
             let mut seen = HashSet::new();
             for col in t.columns {
-                assert!(seen.insert(col.name), "duplicate column {}.{}", t.name, col.name);
+                assert!(
+                    seen.insert(col.name),
+                    "duplicate column {}.{}",
+                    t.name,
+                    col.name
+                );
             }
         }
     }
@@ -622,7 +627,11 @@ mod tests {
                     }
                 }
                 Lifecycle::Unversioned => {
-                    assert!(!has_column(t, "end_snapshot"), "{} has end_snapshot but is Unversioned", t.name);
+                    assert!(
+                        !has_column(t, "end_snapshot"),
+                        "{} has end_snapshot but is Unversioned",
+                        t.name
+                    );
                 }
             }
         }
@@ -633,21 +642,45 @@ mod tests {
         let allowed = [BIGINT, VARCHAR, BOOLEAN, UUID, TIMESTAMPTZ];
         for t in FIXED_TABLES {
             for col in t.columns {
-                assert!(allowed.contains(&col.ty), "{}.{}: {}", t.name, col.name, col.ty);
+                assert!(
+                    allowed.contains(&col.ty),
+                    "{}.{}: {}",
+                    t.name,
+                    col.name,
+                    col.ty
+                );
             }
         }
         let snap = fixed_table("ducklake_snapshot").unwrap();
-        assert_eq!(snap.columns[1], FixedColumn { name: "snapshot_time", ty: "TIMESTAMP WITH TIME ZONE" });
+        assert_eq!(
+            snap.columns[1],
+            FixedColumn {
+                name: "snapshot_time",
+                ty: "TIMESTAMP WITH TIME ZONE"
+            }
+        );
     }
 
     #[test]
     fn spot_checks() {
-        assert_eq!(FIXED_TABLES.iter().filter(|t| t.lifecycle == Lifecycle::Versioned).count(), 11);
+        assert_eq!(
+            FIXED_TABLES
+                .iter()
+                .filter(|t| t.lifecycle == Lifecycle::Versioned)
+                .count(),
+            11
+        );
         assert_eq!(fixed_table("ducklake_data_file").unwrap().columns.len(), 16);
-        assert_eq!(fixed_table("ducklake_delete_file").unwrap().columns.len(), 13);
+        assert_eq!(
+            fixed_table("ducklake_delete_file").unwrap().columns.len(),
+            13
+        );
         assert_eq!(fixed_table("ducklake_column").unwrap().columns.len(), 13);
         assert_eq!(fixed_table("ducklake_table").unwrap().key, &["table_id"]);
-        assert_eq!(fixed_table("ducklake_column").unwrap().key, &["column_id", "table_id"]);
+        assert_eq!(
+            fixed_table("ducklake_column").unwrap().key,
+            &["column_id", "table_id"]
+        );
         assert!(fixed_table("ducklake_inlined_data_1_2").is_none());
         assert!(fixed_table("ducklake_file_column_statistics").is_none());
     }

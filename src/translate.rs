@@ -19,7 +19,7 @@
 //! it translates.
 
 use crate::catalog::{self, Kind, SnapshotHalf, SnapshotRecord, TableDef};
-use crate::cell::{encode_row, Cell, Row};
+use crate::cell::{decode_row_at, encode_row, encode_row_at, Cell, Row};
 use crate::chunk::{decode_chunk, encode_chunk};
 use crate::error::{Error, Result};
 use crate::keys;
@@ -84,18 +84,18 @@ impl<'a> WriteSet<'a> {
             .collect())
     }
 
-    async fn snapshot_record(&self, id: i64) -> Result<SnapshotRecord> {
-        match self.get(&keys::snapshot(id)).await? {
+    async fn snapshot_record(&self, lake: &str, id: i64) -> Result<SnapshotRecord> {
+        match self.get(&keys::snapshot(lake, id)).await? {
             Some(v) => SnapshotRecord::decode(&v),
             None => Ok(SnapshotRecord::default()),
         }
     }
 
-    fn put_snapshot_record(&mut self, id: i64, rec: &SnapshotRecord) {
+    fn put_snapshot_record(&mut self, lake: &str, id: i64, rec: &SnapshotRecord) {
         if rec.is_empty() {
-            self.del(keys::snapshot(id));
+            self.del(keys::snapshot(lake, id));
         } else {
-            self.put(keys::snapshot(id), rec.encode());
+            self.put(keys::snapshot(lake, id), rec.encode());
         }
     }
 }
@@ -315,7 +315,10 @@ impl InlineModel {
         let this = &self;
         let put_chunk = |ws: &mut WriteSet<'_>, seq: i64, rows: &[Row]| -> Result<()> {
             let min = this.min_row_id(rows.iter());
-            ws.put(keys::inline_chunk(&schema, &name, seq), encode_chunk(&name, &columns, rows)?);
+            ws.put(
+                keys::inline_chunk(&schema, &name, seq),
+                encode_chunk(&name, &columns, rows)?,
+            );
             ws.put(keys::inline_locator(&schema, &name, &min, seq), Vec::new());
             Ok(())
         };
@@ -351,44 +354,39 @@ impl InlineModel {
 const ROW_ID_FIELD_ID: i64 = 2147483540;
 
 /// A commit that inserts no `ducklake_snapshot` row is a maintenance commit (expiry, cleanup,
-/// flush drains, options). It may delete anything and may write unversioned bookkeeping, but an
-/// entity mutation (an insert or update of a versioned kind) or an ordinary file-statistics
-/// insert always comes with a snapshot in DuckLake; without one it is a constraint error.
+/// flush drains, options) or a hand edit of the catalog through its tables. It may delete
+/// anything, write bookkeeping, and write versions of entities as the editor states them:
+/// DuckLake's own catalogs accept such edits and its suite relies on them (it inserts a tag that
+/// begins at the next snapshot, it clears a file's mapping id), so refusing them would be policy
+/// DuckLake does not have (RFC 0007, "Hand edits"). The one insert DuckLake only ever writes with
+/// its file's snapshot, an ordinary file-statistics row, is a constraint error without one; the
+/// row-id statistics row of field 2147483540 is maintenance.
 fn check_maintenance(ops: &[Op], tables: &BTreeMap<(String, String), Arc<TableDef>>) -> Result<()> {
-    let mints_snapshot =
-        ops.iter().any(|op| matches!(op, Op::Insert { table, .. } if table == "ducklake_snapshot"));
+    let mints_snapshot = ops
+        .iter()
+        .any(|op| matches!(op, Op::Insert { table, .. } if table == "ducklake_snapshot"));
     if mints_snapshot {
         return Ok(());
     }
-    let mut created: BTreeMap<(String, String), Arc<TableDef>> = BTreeMap::new();
     for op in ops {
-        let (schema, table, row, verb) = match op {
-            Op::CreateTable(def) => {
-                created.insert((def.schema.clone(), def.name.clone()), def.clone());
-                continue;
-            }
-            Op::Insert { schema, table, row } => (schema, table, row, "inserts into"),
-            Op::Update { schema, table, new, .. } => (schema, table, new, "updates"),
-            _ => continue,
+        let Op::Insert { schema, table, row } = op else {
+            continue;
         };
-        let id = (schema.clone(), table.clone());
-        let Some(def) = tables.get(&id).or_else(|| created.get(&id)) else {
+        if table != "ducklake_file_column_stats" {
+            continue;
+        }
+        let Some(def) = tables.get(&(schema.clone(), table.clone())) else {
             continue; // translation reports the missing table
         };
-        let entity = matches!(catalog::kind_of(def)?, Kind::Versioned { .. });
-        let ordinary_stats = table == "ducklake_file_column_stats"
-            && matches!(op, Op::Insert { .. })
-            && def
-                .columns
-                .iter()
-                .position(|c| c.name == "column_id")
-                .and_then(|i| row.get(i))
-                .and_then(Cell::as_int)
-                != Some(ROW_ID_FIELD_ID);
-        if entity || ordinary_stats {
+        let field = def
+            .column_index("column_id")
+            .and_then(|i| row.get(i))
+            .and_then(Cell::as_int);
+        if field != Some(ROW_ID_FIELD_ID) {
             return Err(Error::Constraint(format!(
-                "constraint violation: a commit that {verb} {table} must insert a ducklake_snapshot row \
-                 (only maintenance may commit without a snapshot)"
+                "a commit that inserts into {table} must insert a ducklake_snapshot row \
+                 (without one only the row-id statistics of field {ROW_ID_FIELD_ID} are \
+                 maintenance)"
             )));
         }
     }
@@ -415,23 +413,37 @@ pub(crate) async fn translate(
     let mut models: HashMap<(String, String), InlineModel> = HashMap::new();
     let mut recreated: std::collections::HashSet<(String, String)> = Default::default();
 
-    // The head this commit leaves: the highest snapshot it inserts, else the committed one.
-    let inserted_max = ops
-        .iter()
-        .filter_map(|op| match op {
-            Op::Insert { table, row, .. } if table == "ducklake_snapshot" => {
-                row.first().and_then(Cell::as_int)
-            }
-            _ => None,
-        })
-        .max();
-    let final_snapshot = match (head.snapshot_id, inserted_max) {
-        (Some(h), Some(i)) => Some(h.max(i)),
-        (h, i) => h.or(i),
-    };
-    let mut versioned_begins: Vec<(String, i64)> = Vec::new();
-
+    // The head each lake this commit touches is left at: the highest snapshot it inserts into
+    // the lake, else the lake's committed one.
+    let mut inserted: BTreeMap<&str, i64> = BTreeMap::new();
+    let mut lakes: BTreeSet<&str> = BTreeSet::from([keys::DEFAULT_LAKE]);
     for op in ops {
+        if let Op::Insert { schema, .. } | Op::Update { schema, .. } | Op::Delete { schema, .. } =
+            op
+        {
+            lakes.insert(schema);
+        }
+        if let Op::Insert { schema, table, row } = op {
+            if let (true, Some(id)) = (
+                table == "ducklake_snapshot",
+                row.first().and_then(Cell::as_int),
+            ) {
+                let max = inserted.entry(schema).or_insert(id);
+                *max = (*max).max(id);
+            }
+        }
+    }
+    let mut finals: BTreeMap<&str, Option<i64>> = BTreeMap::new();
+    for lake in lakes {
+        let committed = rp.lake_snapshot(store, &head, lake).await?;
+        let new = inserted.get(lake).copied();
+        finals.insert(lake, committed.max(new));
+    }
+    let final_of = |lake: &str| finals.get(lake).copied().flatten();
+    let mut versioned_begins: Vec<(String, String, i64)> = Vec::new();
+    let batch = head.batch_count + 1;
+
+    for (position, op) in ops.iter().enumerate() {
         match op {
             Op::CreateSchema(name) => {
                 ws.put(
@@ -462,7 +474,7 @@ pub(crate) async fn translate(
                         }
                     }
                     Kind::Snapshot(half) => {
-                        for (k, v) in ws.scan(&keys::snapshot_prefix()).await? {
+                        for (k, v) in ws.scan(&keys::snapshot_prefix(schema)).await? {
                             let mut rec = SnapshotRecord::decode(&v)?;
                             *rec.half_mut(half) = None;
                             if rec.is_empty() {
@@ -473,7 +485,10 @@ pub(crate) async fn translate(
                         }
                     }
                     Kind::Versioned { .. } | Kind::Unversioned { .. } => {
-                        for prefix in [keys::current_prefix(name), keys::history_prefix(name)] {
+                        for prefix in [
+                            keys::current_prefix(schema, name),
+                            keys::history_prefix(schema, name),
+                        ] {
                             for (k, _) in ws.scan(&prefix).await? {
                                 ws.del(k);
                             }
@@ -525,72 +540,74 @@ pub(crate) async fn translate(
                     }
                     (Kind::Snapshot(half), Op::Insert { row, .. }) => {
                         let sid = snapshot_id(&def, row)?;
-                        let mut rec = ws.snapshot_record(sid).await?;
+                        let mut rec = ws.snapshot_record(&def.schema, sid).await?;
                         if rec.half(*half).is_some() {
                             return Err(duplicate(&def, row, &kind));
                         }
                         *rec.half_mut(*half) = Some(row.clone());
-                        ws.put_snapshot_record(sid, &rec);
+                        ws.put_snapshot_record(&def.schema, sid, &rec);
                     }
                     (Kind::Snapshot(half), Op::Update { old, new, .. }) => {
                         let old_id = snapshot_id(&def, old)?;
                         let new_id = snapshot_id(&def, new)?;
-                        let mut rec = ws.snapshot_record(old_id).await?;
+                        let mut rec = ws.snapshot_record(&def.schema, old_id).await?;
                         if rec.half(*half).is_none() {
                             return Err(vanished(&def, old, &kind));
                         }
                         if old_id == new_id {
                             *rec.half_mut(*half) = Some(new.clone());
-                            ws.put_snapshot_record(old_id, &rec);
+                            ws.put_snapshot_record(&def.schema, old_id, &rec);
                         } else {
                             *rec.half_mut(*half) = None;
-                            ws.put_snapshot_record(old_id, &rec);
-                            let mut target = ws.snapshot_record(new_id).await?;
+                            ws.put_snapshot_record(&def.schema, old_id, &rec);
+                            let mut target = ws.snapshot_record(&def.schema, new_id).await?;
                             if target.half(*half).is_some() {
                                 return Err(duplicate(&def, new, &kind));
                             }
                             *target.half_mut(*half) = Some(new.clone());
-                            ws.put_snapshot_record(new_id, &target);
+                            ws.put_snapshot_record(&def.schema, new_id, &target);
                         }
                     }
                     (Kind::Snapshot(half), Op::Delete { old, .. }) => {
                         let sid = snapshot_id(&def, old)?;
-                        if *half == SnapshotHalf::Snapshot && Some(sid) == final_snapshot {
+                        if *half == SnapshotHalf::Snapshot && Some(sid) == final_of(&def.schema) {
                             return Err(Error::Constraint(format!(
                                 "cannot delete snapshot {sid} from {}: it is the lake's head snapshot",
                                 def.name
                             )));
                         }
-                        let mut rec = ws.snapshot_record(sid).await?;
+                        let mut rec = ws.snapshot_record(&def.schema, sid).await?;
                         if rec.half(*half).is_none() {
                             return Err(vanished(&def, old, &kind));
                         }
                         *rec.half_mut(*half) = None;
-                        ws.put_snapshot_record(sid, &rec);
+                        ws.put_snapshot_record(&def.schema, sid, &rec);
                     }
                     (_, Op::Insert { row, .. }) => {
                         let key = catalog::row_key(&def, &kind, row)?;
                         if ws.exists(&key).await? {
                             return Err(duplicate(&def, row, &kind));
                         }
-                        ws.put(key, encode_row(row));
+                        ws.put(key, encode_row_at(row, (batch, position as u64)));
                         if let Kind::Versioned { begin, .. } = &kind {
                             if let Some(b) = row[*begin].as_int() {
-                                versioned_begins.push((def.name.clone(), b));
+                                versioned_begins.push((def.schema.clone(), def.name.clone(), b));
                             }
                         }
                     }
                     (_, Op::Update { old, new, .. }) => {
                         let old_key = catalog::row_key(&def, &kind, old)?;
-                        if !ws.exists(&old_key).await? {
+                        let Some(stored) = ws.get(&old_key).await? else {
                             return Err(vanished(&def, old, &kind));
-                        }
+                        };
                         let new_key = catalog::row_key(&def, &kind, new)?;
                         if new_key != old_key && ws.exists(&new_key).await? {
                             return Err(duplicate(&def, new, &kind));
                         }
+                        // an updated row keeps its place (DuckDB updates in place)
+                        let seq = decode_row_at(&stored)?.1.unwrap_or((0, 0));
                         ws.del(old_key);
-                        ws.put(new_key, encode_row(new));
+                        ws.put(new_key, encode_row_at(new, seq));
                     }
                     (_, Op::Delete { old, .. }) => {
                         let key = catalog::row_key(&def, &kind, old)?;
@@ -605,12 +622,16 @@ pub(crate) async fn translate(
         }
     }
 
-    // A version cannot begin at a snapshot the lake will not have.
-    for (table, begin) in &versioned_begins {
-        if final_snapshot.is_none_or(|h| *begin > h) {
+    // A commit that mints snapshots cannot carry a version beyond them: DuckLake's change and
+    // its snapshot disagree. (A commit minting none is a hand edit, see check_maintenance.)
+    for (lake, table, begin) in &versioned_begins {
+        let head = final_of(lake);
+        if inserted.contains_key(lake.as_str()) && head.is_none_or(|h| *begin > h) {
             return Err(Error::Constraint(format!(
-                "a row of {table} begins at snapshot {begin}, but the lake's head is {} and this commit inserts no snapshot {begin}",
-                final_snapshot.map(|h| h.to_string()).unwrap_or_else(|| "empty".into())
+                "a row of {table} begins at snapshot {begin}, but the lake's head is {} and this \
+                 commit inserts no snapshot {begin}",
+                head.map(|h| h.to_string())
+                    .unwrap_or_else(|| "empty".into())
             )));
         }
     }
@@ -622,10 +643,14 @@ pub(crate) async fn translate(
     }
 
     let new_head = Head {
-        snapshot_id: final_snapshot,
+        snapshot_id: final_of(keys::DEFAULT_LAKE),
         batch_count: head.batch_count + 1,
     };
     ws.put(keys::sys_head(), new_head.encode());
+    for (lake, _) in inserted.iter().filter(|(l, _)| **l != keys::DEFAULT_LAKE) {
+        let id = final_of(lake).expect("a lake this commit inserts a snapshot into has a head");
+        ws.put(keys::lake_head(lake), encode_row(&[Cell::Int(id)]));
+    }
     Ok(Translated {
         writes: ws.pending,
         head: new_head,

@@ -6,7 +6,7 @@
 //! one SlateDB write.
 
 use crate::catalog::{self, Kind, SnapshotRecord, TableDef};
-use crate::cell::{decode_row, Cell, Row};
+use crate::cell::{decode_row, decode_row_at, Cell, Row};
 use crate::chunk::decode_chunk;
 use crate::error::{Error, Result};
 use crate::keys;
@@ -88,7 +88,8 @@ pub struct Transaction {
     /// Committed rows per (table, need_history): the read point never moves, so a table is
     /// scanned at most once per variant, whatever the transaction stages.
     committed: HashMap<(TableId, bool), Arc<Vec<Row>>>,
-    snapshot_records: Option<Arc<Vec<SnapshotRecord>>>,
+    /// The merged snapshot records per lake, read once.
+    snapshot_records: HashMap<String, Arc<Vec<SnapshotRecord>>>,
     /// The current materialization per (table, need_history); dropped when the table is written.
     cache: HashMap<(TableId, bool), Arc<Materialized>>,
     /// Every materialization of this transaction, so any rowid a scan emitted stays resolvable.
@@ -97,6 +98,11 @@ pub struct Transaction {
     /// from one statement (a join matched the row twice): the change is applied once.
     touched: HashMap<i64, usize>,
     next_id: u32,
+    /// This transaction's owner token in the store's row locks, and the rows it holds there.
+    owner: u64,
+    locked: Vec<Vec<u8>>,
+    /// Identities of the rows this transaction deleted.
+    deleted: std::collections::HashSet<Vec<u8>>,
 }
 
 impl Store {
@@ -108,11 +114,14 @@ impl Store {
             ops: Vec::new(),
             catalog: None,
             committed: HashMap::new(),
-            snapshot_records: None,
+            snapshot_records: HashMap::new(),
             cache: HashMap::new(),
             registry: HashMap::new(),
             touched: HashMap::new(),
             next_id: 1,
+            owner: self.row_locks.owner(),
+            locked: Vec::new(),
+            deleted: Default::default(),
         }
     }
 }
@@ -138,6 +147,18 @@ impl Transaction {
         let rp = self.read.as_ref().expect("pinned");
         let store = &*self.store;
         block_on(rp.head(store))
+    }
+
+    /// The committed head snapshot of the lake in schema `lake` as of this transaction's read
+    /// point; `None` before its first snapshot.
+    pub fn head_snapshot(&mut self, lake: &str) -> Result<Option<i64>> {
+        self.pin()?;
+        let rp = self.read.as_ref().expect("pinned");
+        let store = &*self.store;
+        block_on(async {
+            let head = rp.head(store).await?;
+            rp.lake_snapshot(store, &head, lake).await
+        })
     }
 
     fn committed_catalog(&mut self) -> Result<&CommittedCatalog> {
@@ -278,15 +299,6 @@ impl Transaction {
                 def.schema, def.name
             )));
         }
-        if !catalog::is_inlined_table_name(&def.name) {
-            // a fixed table's rows are keyed by table name alone, so it exists once per lake
-            if let Some(((other, _), _)) = map.iter().find(|((_, n), _)| *n == def.name) {
-                return Err(Error::Catalog(format!(
-                    "table {} already exists in schema {other}; a lake holds it once",
-                    def.name
-                )));
-            }
-        }
         self.invalidate(&def.schema, &def.name);
         self.ops.push(Op::CreateTable(Arc::new(def)));
         Ok(())
@@ -302,17 +314,17 @@ impl Transaction {
         Ok(())
     }
 
-    fn snapshot_records(&mut self) -> Result<Arc<Vec<SnapshotRecord>>> {
-        if let Some(r) = &self.snapshot_records {
+    fn snapshot_records(&mut self, lake: &str) -> Result<Arc<Vec<SnapshotRecord>>> {
+        if let Some(r) = self.snapshot_records.get(lake) {
             return Ok(r.clone());
         }
         let recs = self
-            .scan(&keys::snapshot_prefix())?
+            .scan(&keys::snapshot_prefix(lake))?
             .iter()
             .map(|(_, v)| SnapshotRecord::decode(v))
             .collect::<Result<Vec<_>>>()?;
         let recs = Arc::new(recs);
-        self.snapshot_records = Some(recs.clone());
+        self.snapshot_records.insert(lake.to_string(), recs.clone());
         Ok(recs)
     }
 
@@ -328,7 +340,7 @@ impl Transaction {
         }
         let rows: Vec<Row> = match kind {
             Kind::Snapshot(half) => {
-                let recs = self.snapshot_records()?;
+                let recs = self.snapshot_records(&def.schema)?;
                 recs.iter().filter_map(|r| r.half(*half).clone()).collect()
             }
             Kind::Inline => {
@@ -342,19 +354,24 @@ impl Transaction {
                 let mut rows = Vec::new();
                 for prefix in catalog::data_prefixes(def, kind, need_history) {
                     for (_, v) in self.scan(&prefix)? {
-                        rows.push(decode_row(&v)?);
+                        rows.push(decode_row_at(&v)?);
                     }
                 }
-                if let Kind::Versioned { key, begin, .. } = kind {
-                    // Serve versions in the order DuckLake wrote them, as a DuckDB-file catalog
-                    // scans them: by the snapshot that began them, then by key. Readers that
-                    // take "the first row" without ORDER BY then see what they would there.
-                    rows.sort_by_cached_key(|row| {
-                        let key_cells: Vec<Cell> = key.iter().map(|&i| row[i].clone()).collect();
-                        (row[*begin].as_int(), keys::encode_key(&key_cells))
-                    });
-                }
-                rows
+                // Serve rows in the order they were first written, as a DuckDB-file catalog
+                // scans them, so readers that take "the first row" without ORDER BY see what
+                // they would there. Records without a write sequence come first, versions by
+                // the snapshot that began them, then by key.
+                rows.sort_by_cached_key(|(row, seq)| {
+                    let (begin, key_cells): (Option<i64>, Vec<Cell>) = match kind {
+                        Kind::Versioned { key, begin, .. } => (
+                            row[*begin].as_int(),
+                            key.iter().map(|&i| row[i].clone()).collect(),
+                        ),
+                        _ => (None, Vec::new()),
+                    };
+                    (*seq, begin, keys::encode_key(&key_cells))
+                });
+                rows.into_iter().map(|(row, _)| row).collect()
             }
         };
         let rows = Arc::new(rows);
@@ -481,12 +498,52 @@ impl Transaction {
         Ok(())
     }
 
+    /// A row's identity across materializations: its table and every cell.
+    fn identity(schema: &str, table: &str, row: &Row) -> Vec<u8> {
+        keys::current(schema, table, row, None)
+    }
+
+    /// Hold the rows this transaction deletes (or updates), as DuckDB's storage does: a row
+    /// another open transaction of this process already deleted (or updated) is a conflict now,
+    /// not at commit (see `row_locks`). Like DuckDB, deletes conflict with deletes and updates
+    /// with updates; SlateDB catches any other overlap at commit.
+    fn lock_rows(
+        &mut self,
+        schema: &str,
+        table: &str,
+        ids: &[Vec<u8>],
+        delete: bool,
+    ) -> Result<()> {
+        let (tag, what) = if delete {
+            (b'D', "deletion")
+        } else {
+            (b'U', "update")
+        };
+        let held: Vec<Vec<u8>> = ids.iter().map(|id| [&[tag][..], id].concat()).collect();
+        self.store
+            .row_locks
+            .acquire(self.owner, &held, &mut self.locked)
+            .map_err(|_| {
+                Error::Conflict(format!(
+                    "Conflict on tuple {what}: a row of {schema}.{table} was already {} by \
+                     another open transaction; commit or roll back that one first",
+                    if delete { "deleted" } else { "updated" }
+                ))
+            })
+    }
+
     pub fn stage_insert(&mut self, schema: &str, table: &str, rows: Vec<Row>) -> Result<()> {
         let def = self.table_def(schema, table)?;
         for r in &rows {
             Self::check_width(&def, r)?;
         }
         self.invalidate(schema, table);
+        if !self.deleted.is_empty() {
+            // a row inserted again after this transaction deleted it is a new row to delete
+            for r in &rows {
+                self.deleted.remove(&Self::identity(schema, table, r));
+            }
+        }
         self.ops.extend(rows.into_iter().map(|row| Op::Insert {
             schema: schema.to_string(),
             table: table.to_string(),
@@ -514,6 +571,11 @@ impl Transaction {
             let old = self.resolve_for(schema, table, *rowid)?;
             staged.push((*rowid, old));
         }
+        let ids: Vec<Vec<u8>> = staged
+            .iter()
+            .map(|(_, old)| Self::identity(schema, table, old))
+            .collect();
+        self.lock_rows(schema, table, &ids, false)?;
         self.invalidate(schema, table);
         for ((rowid, old), (_, new)) in staged.into_iter().zip(updates) {
             match self.touched.get(&rowid) {
@@ -536,16 +598,22 @@ impl Transaction {
         Ok(())
     }
 
-    /// Stage deletes of the rows the rowids name. Idempotent per rowid.
+    /// Stage deletes of the rows the rowids name. Idempotent per row: a row this transaction
+    /// already deleted, named again by this rowid or through another materialization's (a
+    /// repeated selection), is not deleted twice.
     pub fn stage_delete(&mut self, schema: &str, table: &str, rowids: Vec<i64>) -> Result<()> {
         self.table_def(schema, table)?;
         let mut staged = Vec::with_capacity(rowids.len());
         for rowid in rowids {
-            staged.push((rowid, self.resolve_for(schema, table, rowid)?));
+            let old = self.resolve_for(schema, table, rowid)?;
+            let id = Self::identity(schema, table, &old);
+            staged.push((rowid, old, id));
         }
+        let ids: Vec<Vec<u8>> = staged.iter().map(|(_, _, id)| id.clone()).collect();
+        self.lock_rows(schema, table, &ids, true)?;
         self.invalidate(schema, table);
-        for (rowid, old) in staged {
-            if self.touched.contains_key(&rowid) {
+        for (rowid, old, id) in staged {
+            if self.touched.contains_key(&rowid) || !self.deleted.insert(id) {
                 continue;
             }
             self.touched.insert(rowid, self.ops.len());
@@ -621,6 +689,13 @@ impl Transaction {
     pub fn rollback(self) {}
 }
 
+impl Drop for Transaction {
+    /// Committed, rolled back or abandoned: the rows it held are free again.
+    fn drop(&mut self) {
+        self.store.row_locks.release(self.owner, &self.locked);
+    }
+}
+
 // The FFI shares stores across DuckDB threads and moves transactions between them.
 const _: () = {
     const fn shared<T: Send + Sync>() {}
@@ -630,6 +705,9 @@ const _: () = {
     shared::<Materialized>();
 };
 
+#[cfg(test)]
+#[path = "expiry_tests.rs"]
+mod expiry_tests;
 #[cfg(test)]
 #[path = "txn_tests.rs"]
 mod tests;

@@ -272,12 +272,12 @@ fn lake_creation_commits_tables_snapshot_and_head() {
 fn snapshot_and_changes_rows_are_one_merged_record() {
     let store = new_lake(&mem_url("merged"));
     commit_table(&store, 1, 1, "t1");
-    let recs = raw(&store, &keys::snapshot_prefix());
+    let recs = raw(&store, &keys::snapshot_prefix(M));
     assert_eq!(recs.len(), 2, "one record per snapshot id, not per table");
     let rec1 = SnapshotRecord::decode(&recs[1].1).unwrap();
     assert_eq!(rec1.snapshot, Some(snap(1)));
     assert_eq!(rec1.changes, Some(changes(1, "created_table")));
-    assert_eq!(recs[1].0, keys::snapshot(1));
+    assert_eq!(recs[1].0, keys::snapshot(M, 1));
 
     // expiring snapshot 0: both halves deleted -> the key is gone; head unchanged
     let mut t = store.begin();
@@ -295,7 +295,7 @@ fn snapshot_and_changes_rows_are_one_merged_record() {
     t.stage_delete(M, "ducklake_snapshot_changes", vec![rowid(c.id, c0)])
         .unwrap();
     t.commit().unwrap();
-    assert_eq!(raw(&store, &keys::snapshot_prefix()).len(), 1);
+    assert_eq!(raw(&store, &keys::snapshot_prefix(M)).len(), 1);
     assert_eq!(
         store.head().unwrap(),
         Head {
@@ -310,7 +310,7 @@ fn snapshot_and_changes_rows_are_one_merged_record() {
     t.stage_delete(M, "ducklake_snapshot_changes", vec![rowid(c.id, 0)])
         .unwrap();
     t.commit().unwrap();
-    let rec = SnapshotRecord::decode(&raw(&store, &keys::snapshot_prefix())[0].1).unwrap();
+    let rec = SnapshotRecord::decode(&raw(&store, &keys::snapshot_prefix(M))[0].1).unwrap();
     assert_eq!(
         (rec.snapshot.is_some(), rec.changes.is_none()),
         (true, true)
@@ -355,12 +355,12 @@ fn maintenance_commit_keeps_the_head_snapshot_and_advances_the_batch_count() {
     );
     let gc = raw(
         &store,
-        &keys::current_prefix("ducklake_files_scheduled_for_deletion"),
+        &keys::current_prefix(M, "ducklake_files_scheduled_for_deletion"),
     );
     assert_eq!(gc.len(), 2);
     assert_eq!(
         gc[0].0,
-        keys::current("ducklake_files_scheduled_for_deletion", &[Int(10)], None)
+        keys::current(M, "ducklake_files_scheduled_for_deletion", &[Int(10)], None)
     );
 
     // cleanup forgets: a schedule-row delete removes the key
@@ -386,29 +386,25 @@ fn maintenance_commit_keeps_the_head_snapshot_and_advances_the_batch_count() {
 }
 
 #[test]
-fn a_version_cannot_begin_at_a_snapshot_the_commit_does_not_insert() {
+fn a_commit_minting_snapshots_cannot_carry_a_version_beyond_them() {
     let store = new_lake(&mem_url("nosnap"));
     let before = everything(&store);
     let mut t = store.begin();
-    t.stage_insert(M, "ducklake_table", vec![table_row(1, 1, None, "t1")])
+    t.stage_insert(M, "ducklake_snapshot", vec![snap(1)])
+        .unwrap();
+    t.stage_insert(M, "ducklake_table", vec![table_row(1, 2, None, "t1")])
         .unwrap();
     let e = t.commit().unwrap_err();
     assert!(matches!(e, Error::Constraint(_)), "{e}");
     assert!(
-        e.to_string().contains("ducklake_table") && e.to_string().contains("ducklake_snapshot"),
+        e.to_string().contains("ducklake_table") && e.to_string().contains("snapshot 2"),
         "{e}"
     );
     assert_eq!(everything(&store), before);
-    // RFC 0007: even at or below head, an entity mutation without a snapshot is not maintenance
+    // ... and at the snapshot it mints the same row commits
     let mut t = store.begin();
-    t.stage_insert(M, "ducklake_table", vec![table_row(1, 0, None, "t1")])
+    t.stage_insert(M, "ducklake_snapshot", vec![snap(1)])
         .unwrap();
-    let e = t.commit().unwrap_err();
-    assert!(matches!(e, Error::Constraint(_)), "{e}");
-    assert_eq!(everything(&store), before);
-    // ... and with a snapshot the same row commits
-    let mut t = store.begin();
-    t.stage_insert(M, "ducklake_snapshot", vec![snap(1)]).unwrap();
     t.stage_insert(M, "ducklake_table", vec![table_row(1, 1, None, "t1")])
         .unwrap();
     t.commit().unwrap();
@@ -417,7 +413,11 @@ fn a_version_cannot_begin_at_a_snapshot_the_commit_does_not_insert() {
 fn file_stats_row(data_file_id: i64, column_id: i64) -> Row {
     row(
         "ducklake_file_column_stats",
-        &[("data_file_id", Int(data_file_id)), ("table_id", Int(1)), ("column_id", Int(column_id))],
+        &[
+            ("data_file_id", Int(data_file_id)),
+            ("table_id", Int(1)),
+            ("column_id", Int(column_id)),
+        ],
     )
 }
 
@@ -575,22 +575,22 @@ fn translation_is_one_batch_and_moves_ended_versions_to_history() {
     let rp = t.read.as_ref().unwrap();
     let tables = &t.catalog.as_ref().unwrap().tables;
     let out = block_on(translate::translate(&store, rp, tables, &t.ops)).unwrap();
-    let cur_old = keys::current("ducklake_table", &[Int(1)], Some(&Int(1)));
-    let cur_new = keys::current("ducklake_table", &[Int(1)], Some(&Int(2)));
-    let hist = keys::history("ducklake_table", &[Int(1)], &Int(2), &Int(1));
+    let cur_old = keys::current(M, "ducklake_table", &[Int(1)], Some(&Int(1)));
+    let cur_new = keys::current(M, "ducklake_table", &[Int(1)], Some(&Int(2)));
+    let hist = keys::history(M, "ducklake_table", &[Int(1)], &Int(2), &Int(1));
     assert_eq!(out.writes.get(&cur_old), Some(&None), "current key deleted");
-    assert_eq!(
-        out.writes.get(&hist),
-        Some(&Some(crate::cell::encode_row(&table_row(
-            1,
-            1,
-            Some(2),
-            "t1"
-        ))))
-    );
+    let (moved, seq) = crate::cell::decode_row_at(out.writes[&hist].as_ref().unwrap()).unwrap();
+    assert_eq!(moved, table_row(1, 1, Some(2), "t1"));
+    // the ended version keeps its place: where snapshot 1's commit first wrote it
+    let (_, first_written) = crate::cell::decode_row_at(&raw(&store, &cur_old)[0].1).unwrap();
+    assert_eq!(seq, first_written);
+    assert!(seq.is_some());
     assert!(matches!(out.writes.get(&cur_new), Some(Some(_))));
-    assert!(matches!(out.writes.get(&keys::snapshot(2)), Some(Some(_))));
-    let stats_prefix = keys::current_prefix("ducklake_table_stats");
+    assert!(matches!(
+        out.writes.get(&keys::snapshot(M, 2)),
+        Some(Some(_))
+    ));
+    let stats_prefix = keys::current_prefix(M, "ducklake_table_stats");
     assert_eq!(
         out.writes
             .iter()
@@ -623,12 +623,12 @@ fn translation_is_one_batch_and_moves_ended_versions_to_history() {
             batch_count: 3
         }
     );
-    let current: Vec<_> = raw(&store, &keys::current_prefix("ducklake_table"))
+    let current: Vec<_> = raw(&store, &keys::current_prefix(M, "ducklake_table"))
         .into_iter()
         .map(|(k, _)| k)
         .collect();
     assert_eq!(current, vec![cur_new]);
-    let history: Vec<_> = raw(&store, &keys::history_prefix("ducklake_table"))
+    let history: Vec<_> = raw(&store, &keys::history_prefix(M, "ducklake_table"))
         .into_iter()
         .map(|(k, _)| k)
         .collect();
@@ -671,7 +671,7 @@ fn unversioned_rows_overwrite_by_key() {
     );
     t.commit().unwrap();
     assert_eq!(
-        raw(&store, &keys::current_prefix("ducklake_table_stats")).len(),
+        raw(&store, &keys::current_prefix(M, "ducklake_table_stats")).len(),
         2
     );
     assert_eq!(
@@ -846,7 +846,7 @@ fn loading_at_head_does_not_read_history() {
     let store = new_lake(&mem_url("nohist"));
     commit_table(&store, 1, 1, "t1");
     // a record under history/ that fails to decode: reading it is an error
-    let planted = keys::history("ducklake_table", &[Int(99)], &Int(5), &Int(1));
+    let planted = keys::history(M, "ducklake_table", &[Int(99)], &Int(5), &Int(1));
     store.put_raw(&planted, b"not a row").unwrap();
     let mut t = store.begin();
     let head = t.rows(M, "ducklake_table", false).unwrap();
@@ -1016,11 +1016,9 @@ fn only_ducklake_tables_and_empty_schemas() {
     assert!(t.create_schema("meta", false).is_err());
     t.create_table(fixed_table_def("meta", "ducklake_snapshot").unwrap())
         .unwrap();
-    let e = t
-        .create_table(fixed_table_def(M, "ducklake_snapshot").unwrap())
-        .unwrap_err()
-        .to_string();
-    assert!(e.contains("already exists in schema meta"), "{e}");
+    // a second lake in another schema of the same store holds its own copy
+    t.create_table(fixed_table_def(M, "ducklake_snapshot").unwrap())
+        .unwrap();
     let e = t
         .create_table(TableDef {
             schema: M.into(),
@@ -1779,4 +1777,149 @@ fn a_commit_during_a_retryable_object_store_outage_waits_and_is_stored_iff_ackno
             assert_eq!(table_names(&store), vec![Text("kept".into())], "{msg}");
         }
     }
+}
+
+/// Rows come back in the order they were first written, across commits and whatever their
+/// keys or begin snapshots, and an update keeps the row's place: what a DuckDB-file catalog's
+/// scan without ORDER BY returns (DuckLake's compaction writes a merged file that begins at an
+/// older snapshot after newer files; its suite reads them back unordered).
+#[test]
+fn rows_are_served_in_the_order_they_were_first_written() {
+    let store = new_lake(&mem_url("order"));
+    commit_table(&store, 1, 5, "late_key");
+    let mut t = store.begin();
+    t.stage_insert(M, "ducklake_snapshot", vec![snap(2)])
+        .unwrap();
+    // key 9 then key 3, both beginning at the older snapshot 1
+    t.stage_insert(
+        M,
+        "ducklake_table",
+        vec![
+            table_row(9, 1, None, "nine"),
+            table_row(3, 1, None, "three"),
+        ],
+    )
+    .unwrap();
+    t.commit().unwrap();
+    let names = |store: &Arc<Store>| {
+        col(
+            &rows_of(store, "ducklake_table", false),
+            "ducklake_table",
+            "table_name",
+        )
+    };
+    let expect = vec![
+        Text("late_key".into()),
+        Text("nine".into()),
+        Text("three".into()),
+    ];
+    assert_eq!(names(&store), expect);
+    // an in-place update of the first row does not move it to the end
+    let mut t = store.begin();
+    t.stage_insert(M, "ducklake_snapshot", vec![snap(3)])
+        .unwrap();
+    let m = t.rows(M, "ducklake_table", false).unwrap();
+    let mut new = m.rows[0].clone();
+    new[def("ducklake_table").column_index("path").unwrap()] = Text("elsewhere/".into());
+    t.stage_update(M, "ducklake_table", vec![(rowid(m.id, 0), new)])
+        .unwrap();
+    t.commit().unwrap();
+    assert_eq!(names(&store), expect);
+}
+
+/// DuckDB's storage fails a delete of a row another open transaction already deleted, and an
+/// update of a row another one already updated, at once; moraine does the same for the
+/// transactions of one process, and the row is free again once that transaction ends. As in
+/// DuckDB, an update of a row another transaction deleted is left to commit to decide.
+#[test]
+fn a_row_changed_by_another_open_transaction_is_a_conflict_at_once() {
+    let store = new_lake(&mem_url("rowlock"));
+    commit_table(&store, 1, 1, "t1");
+    let mut a = store.begin();
+    let mut b = store.begin();
+    let ma = a.rows(M, "ducklake_table", false).unwrap();
+    let mb = b.rows(M, "ducklake_table", false).unwrap();
+    a.stage_delete(M, "ducklake_table", vec![rowid(ma.id, 0)])
+        .unwrap();
+    let e = b
+        .stage_delete(M, "ducklake_table", vec![rowid(mb.id, 0)])
+        .unwrap_err();
+    assert!(e.is_conflict(), "{e}");
+    assert!(e.to_string().contains("Conflict on tuple deletion"), "{e}");
+    assert!(!b.has_writes(), "a refused statement stages nothing");
+    let mut new = mb.rows[0].clone();
+    new[def("ducklake_table").column_index("path").unwrap()] = Text("x/".into());
+    b.stage_update(M, "ducklake_table", vec![(rowid(mb.id, 0), new.clone())])
+        .unwrap();
+    let mut c = store.begin();
+    let mc = c.rows(M, "ducklake_table", false).unwrap();
+    let e = c
+        .stage_update(M, "ducklake_table", vec![(rowid(mc.id, 0), new.clone())])
+        .unwrap_err();
+    assert!(e.to_string().contains("Conflict on tuple update"), "{e}");
+    a.rollback();
+    // a's rows are free again: c may delete
+    c.stage_delete(M, "ducklake_table", vec![rowid(mc.id, 0)])
+        .unwrap();
+    drop(b);
+    let mut d = store.begin();
+    let md = d.rows(M, "ducklake_table", false).unwrap();
+    d.stage_update(M, "ducklake_table", vec![(rowid(md.id, 0), new)])
+        .unwrap();
+}
+
+/// One store may hold several lakes, one per schema of the metadata catalog (DuckLake's
+/// METADATA_SCHEMA): each has its own rows, snapshots and head snapshot, and its keys carry
+/// its schema, so neither sees, pins or expires the other's.
+#[test]
+fn lakes_in_two_schemas_of_one_store_are_independent() {
+    let store = new_lake(&mem_url("twolakes"));
+    const S2: &str = "metadata_s2";
+    let mut t = store.begin();
+    t.create_schema(S2, false).unwrap();
+    for name in LAKE_TABLES {
+        t.create_table(fixed_table_def(S2, name).unwrap()).unwrap();
+    }
+    t.commit().unwrap();
+    // the second lake starts at its own snapshot 0 while the first one moves on
+    commit_table(&store, 1, 1, "in_main");
+    let mut t = store.begin();
+    t.stage_insert(S2, "ducklake_snapshot", vec![snap(0)])
+        .unwrap();
+    t.stage_insert(S2, "ducklake_table", vec![table_row(1, 0, None, "in_s2")])
+        .unwrap();
+    t.commit().unwrap();
+    assert_eq!(store.head().unwrap().snapshot_id, Some(1));
+    let mut t = store.begin();
+    assert_eq!(t.head_snapshot(S2).unwrap(), Some(0));
+    assert_eq!(t.head_snapshot(M).unwrap(), Some(1));
+    let names = |t: &mut Transaction, lake: &str| {
+        col(
+            &t.rows(lake, "ducklake_table", true).unwrap().rows,
+            "ducklake_table",
+            "table_name",
+        )
+    };
+    assert_eq!(names(&mut t, M), vec![Text("in_main".into())]);
+    assert_eq!(names(&mut t, S2), vec![Text("in_s2".into())]);
+    let snaps = t.rows(S2, "ducklake_snapshot", true).unwrap();
+    assert_eq!(snaps.rows.len(), 1);
+    // each lake's head snapshot is its own: snapshot 0 is the head of S2, not of main
+    t.stage_delete(S2, "ducklake_snapshot", vec![rowid(snaps.id, 0)])
+        .unwrap();
+    let e = t.commit().unwrap_err();
+    assert!(e.to_string().contains("head snapshot"), "{e}");
+    let mut t = store.begin();
+    let main_snaps = t.rows(M, "ducklake_snapshot", true).unwrap();
+    let zero = main_snaps.rows.iter().position(|r| r[0] == Int(0)).unwrap();
+    t.stage_delete(M, "ducklake_snapshot", vec![rowid(main_snaps.id, zero)])
+        .unwrap();
+    t.commit().unwrap();
+    assert_eq!(raw(&store, &keys::snapshot_prefix(S2)).len(), 1);
+    assert_eq!(rows_of(&store, "ducklake_snapshot", true).len(), 1);
+    assert_eq!(
+        raw(&store, &keys::current_prefix(S2, "ducklake_table")).len(),
+        1
+    );
+    assert_eq!(raw(&store, &keys::lake_head(S2)).len(), 1);
 }
