@@ -7,6 +7,7 @@ pub mod catalog;
 pub mod cell;
 pub mod chunk;
 pub mod error;
+pub mod floor;
 pub mod keys;
 pub mod overlay;
 mod row_locks;

@@ -9,6 +9,7 @@ use crate::catalog::{self, Kind, SnapshotRecord, TableDef};
 use crate::cell::{decode_row, decode_row_at, Cell, Row};
 use crate::chunk::decode_chunk;
 use crate::error::{Error, Result};
+use crate::floor;
 use crate::keys;
 use crate::overlay::{self, RowOp};
 use crate::store::{block_on, Head, ReadPoint, Store};
@@ -52,7 +53,13 @@ pub enum Op {
 pub struct Materialized {
     pub id: u32,
     pub rows: Vec<Row>,
+    /// Rows at and after this index are derived, not stored (the schema-version floor, see
+    /// `floor`): deleting one is a no-op, updating one is refused.
+    pub stored: usize,
 }
+
+const SCHEMA_VERSIONS: &str = "ducklake_schema_versions";
+const DATA_FILE: &str = "ducklake_data_file";
 
 const INDEX_BITS: u32 = 40;
 const MAX_MATERIALIZATION_ID: u32 = (1 << (63 - INDEX_BITS)) - 1;
@@ -225,6 +232,10 @@ impl Transaction {
         let id = (schema.to_string(), table.to_string());
         self.cache.remove(&(id.clone(), false));
         self.cache.remove(&(id, true));
+        if table == DATA_FILE {
+            // the schema-version floor is derived from the data files
+            self.invalidate(schema, SCHEMA_VERSIONS);
+        }
     }
 
     /// Schema names, committed and staged.
@@ -431,6 +442,10 @@ impl Transaction {
             _ => None,
         });
         overlay::apply(&kind, &mut rows, ops, need_history);
+        let stored = rows.len();
+        if table == SCHEMA_VERSIONS {
+            rows.extend(self.schema_version_floors(&def, &rows)?);
+        }
 
         if self.next_id > MAX_MATERIALIZATION_ID {
             return Err(Error::InvalidInput(
@@ -440,11 +455,32 @@ impl Transaction {
         let m = Arc::new(Materialized {
             id: self.next_id,
             rows,
+            stored,
         });
         self.next_id += 1;
         self.registry.insert(m.id, (id.clone(), m.clone()));
         self.cache.insert((id, need_history), m.clone());
         Ok(m)
+    }
+
+    /// The floor rows `ducklake_schema_versions` derives from this transaction's view of the
+    /// lake's data files (RFC 0007); none when the lake has no data-file table.
+    fn schema_version_floors(&mut self, def: &TableDef, versions: &[Row]) -> Result<Vec<Row>> {
+        let schema = def.schema.clone();
+        if !self
+            .table_map()?
+            .contains_key(&(schema.clone(), DATA_FILE.to_string()))
+        {
+            return Ok(Vec::new());
+        }
+        let files = self.rows(&schema, DATA_FILE, true)?;
+        let files_def = self.table_def(&schema, DATA_FILE)?;
+        Ok(floor::schema_version_floors(
+            def,
+            versions,
+            &files_def,
+            &files.rows,
+        ))
     }
 
     /// Resolve a rowid a scan emitted to its materialization and index.
@@ -469,7 +505,8 @@ impl Transaction {
         Ok((m.clone(), index))
     }
 
-    fn resolve_for(&self, schema: &str, table: &str, rowid: i64) -> Result<Row> {
+    /// The row a rowid names in `schema.table`, and whether it is derived (not stored).
+    fn resolve_for(&self, schema: &str, table: &str, rowid: i64) -> Result<(Row, bool)> {
         let (id, _) = split_rowid(rowid);
         let (m, index) = self.resolve(rowid)?;
         let (owner, _) = &self.registry[&id];
@@ -482,7 +519,7 @@ impl Transaction {
                 ),
             });
         }
-        Ok(m.rows[index].clone())
+        Ok((m.rows[index].clone(), index >= m.stored))
     }
 
     fn check_width(def: &TableDef, row: &Row) -> Result<()> {
@@ -568,7 +605,13 @@ impl Transaction {
         let mut staged = Vec::with_capacity(updates.len());
         for (rowid, new) in &updates {
             Self::check_width(&def, new)?;
-            let old = self.resolve_for(schema, table, *rowid)?;
+            let (old, derived) = self.resolve_for(schema, table, *rowid)?;
+            if derived {
+                return Err(Error::InvalidInput(format!(
+                    "cannot update {schema}.{table} row {old:?}: moraine derives it (the \
+                     schema-version floor, RFC 0007); insert the row instead"
+                )));
+            }
             staged.push((*rowid, old));
         }
         let ids: Vec<Vec<u8>> = staged
@@ -605,7 +648,11 @@ impl Transaction {
         self.table_def(schema, table)?;
         let mut staged = Vec::with_capacity(rowids.len());
         for rowid in rowids {
-            let old = self.resolve_for(schema, table, rowid)?;
+            let (old, derived) = self.resolve_for(schema, table, rowid)?;
+            if derived {
+                // a derived row goes when its inputs go: deleting it is a validated no-op
+                continue;
+            }
             let id = Self::identity(schema, table, &old);
             staged.push((rowid, old, id));
         }

@@ -1923,3 +1923,95 @@ fn lakes_in_two_schemas_of_one_store_are_independent() {
     );
     assert_eq!(raw(&store, &keys::lake_head(S2)).len(), 1);
 }
+
+/// RFC 0007's floor rule: a lake that lost the schema-version row its oldest data file was
+/// written under serves a derived row flooring the table at that file, with the oldest version
+/// still known. The row is never written; deleting it is a no-op, updating it is refused, and
+/// it goes when its inputs go (dead-table cleanup deletes the table's rows and files).
+#[test]
+fn a_lost_schema_version_row_is_floored_at_the_oldest_data_file() {
+    let store = new_lake(&mem_url("floor"));
+    let mut t = store.begin();
+    t.create_table(def("ducklake_schema_versions")).unwrap();
+    t.create_table(def("ducklake_data_file")).unwrap();
+    t.commit().unwrap();
+    let file = |id: i64, begin: i64| {
+        row(
+            "ducklake_data_file",
+            &[
+                ("data_file_id", Int(id)),
+                ("table_id", Int(1)),
+                ("begin_snapshot", Int(begin)),
+                ("path", Text(format!("f{id}.parquet"))),
+            ],
+        )
+    };
+    let sv = |begin: i64, version: i64| vec![Int(begin), Int(version), Int(1)];
+    // table 1's files begin at snapshots 1 and 4; only the version row of snapshot 3 survived
+    let mut t = store.begin();
+    for s in 1..=4 {
+        t.stage_insert(M, "ducklake_snapshot", vec![snap(s)])
+            .unwrap();
+    }
+    t.stage_insert(M, "ducklake_data_file", vec![file(10, 1), file(11, 4)])
+        .unwrap();
+    t.stage_insert(M, "ducklake_schema_versions", vec![sv(3, 2)])
+        .unwrap();
+    t.commit().unwrap();
+    let stored_keys = everything(&store);
+
+    let mut t = store.begin();
+    let m = t.rows(M, "ducklake_schema_versions", true).unwrap();
+    assert_eq!(m.rows, vec![sv(3, 2), sv(1, 2)]);
+    assert_eq!(m.stored, 1);
+    // the floor row is not stored, and deleting it changes nothing
+    t.stage_delete(M, "ducklake_schema_versions", vec![rowid(m.id, 1)])
+        .unwrap();
+    assert!(!t.has_writes());
+    let e = t
+        .stage_update(
+            M,
+            "ducklake_schema_versions",
+            vec![(rowid(m.id, 1), sv(0, 2))],
+        )
+        .unwrap_err();
+    assert!(e.to_string().contains("schema-version floor"), "{e}");
+    t.commit().unwrap();
+    assert_eq!(everything(&store), stored_keys);
+
+    // an older file staged in the transaction lowers the floor in the same transaction's view
+    let mut t = store.begin();
+    t.stage_insert(M, "ducklake_snapshot", vec![snap(5)])
+        .unwrap();
+    t.stage_insert(M, "ducklake_data_file", vec![file(9, 0)])
+        .unwrap();
+    assert_eq!(
+        t.rows(M, "ducklake_schema_versions", true).unwrap().rows,
+        vec![sv(3, 2), sv(0, 2)]
+    );
+    t.rollback();
+
+    // dead-table cleanup: the stored row and the files go, and so does the floor
+    let mut t = store.begin();
+    let m = t.rows(M, "ducklake_schema_versions", true).unwrap();
+    t.stage_delete(
+        M,
+        "ducklake_schema_versions",
+        vec![rowid(m.id, 0), rowid(m.id, 1)],
+    )
+    .unwrap();
+    let f = t.rows(M, "ducklake_data_file", true).unwrap();
+    t.stage_delete(
+        M,
+        "ducklake_data_file",
+        vec![rowid(f.id, 0), rowid(f.id, 1)],
+    )
+    .unwrap();
+    assert!(t
+        .rows(M, "ducklake_schema_versions", true)
+        .unwrap()
+        .rows
+        .is_empty());
+    t.commit().unwrap();
+    assert!(rows_of(&store, "ducklake_schema_versions", true).is_empty());
+}
