@@ -238,6 +238,7 @@ TableFunction MoraineTableEntry::GetScanFunction(ClientContext &context, unique_
 	function.dynamic_to_string = MoraineScanDynamicToString;
 	function.serialize = MoraineScanSerialize;
 	function.deserialize = MoraineScanDeserialize;
+	function.verify_serialization = false;
 	return function;
 }
 

@@ -8,21 +8,25 @@
 //! file older than the table's oldest remaining row without a version, and DuckLake's
 //! compaction planner aborts on such a file. The floor closes that gap in the projection: for
 //! each table whose oldest data file begins before its oldest schema-version row, a derived
-//! row begins at that file, carrying the oldest schema version still known for the table.
-//! Nothing is written; the row exists while its inputs say it should.
+//! row begins at that file. It carries the schema version of the snapshot the file began at
+//! when that snapshot still exists (the version the file was written under), else the oldest
+//! schema version still known for the table. Nothing is written; the row exists while its
+//! inputs say it should.
 
 use crate::catalog::TableDef;
 use crate::cell::{Cell, Row};
 use std::collections::BTreeMap;
 
 /// The derived floor rows of `ducklake_schema_versions`, ordered by table id, given that
-/// table's rows and the rows of `ducklake_data_file` (live and ended) in the same view.
-/// Returns nothing when either definition lacks the columns the rule reads.
+/// table's rows, the rows of `ducklake_data_file` (live and ended) and each surviving
+/// snapshot's schema version, all from the same view. Returns nothing when a definition lacks
+/// the columns the rule reads.
 pub fn schema_version_floors(
     versions_def: &TableDef,
     versions: &[Row],
     files_def: &TableDef,
     files: &[Row],
+    snapshot_versions: &BTreeMap<i64, Cell>,
 ) -> Vec<Row> {
     let (Some(v_begin), Some(v_version), Some(v_table)) = (
         versions_def.column_index("begin_snapshot"),
@@ -63,7 +67,10 @@ pub fn schema_version_floors(
             (file < begin).then(|| {
                 let mut row = vec![Cell::Null; versions_def.columns.len()];
                 row[v_begin] = Cell::Int(file);
-                row[v_version] = version;
+                row[v_version] = match snapshot_versions.get(&file) {
+                    Some(v @ Cell::Int(_)) => v.clone(),
+                    _ => version,
+                };
                 row[v_table] = Cell::Int(table);
                 row
             })
@@ -107,11 +114,18 @@ mod tests {
             file(&f, 12, 2, 2), // table 2 is covered from snapshot 2
             file(&f, 13, 3, 1), // table 3 has no known version: nothing to carry
         ];
+        let expired = BTreeMap::new();
         assert_eq!(
-            schema_version_floors(&v, &versions, &f, &files),
+            schema_version_floors(&v, &versions, &f, &files, &expired),
             vec![sv(3, 3, 1)]
         );
+        // while the file's snapshot survives, the floor carries the version it was written under
+        let snapshots = BTreeMap::from([(3, Int(2)), (5, Int(3))]);
+        assert_eq!(
+            schema_version_floors(&v, &versions, &f, &files, &snapshots),
+            vec![sv(3, 2, 1)]
+        );
         // a healthy lake has no floor
-        assert!(schema_version_floors(&v, &[sv(1, 1, 1)], &f, &files[..2]).is_empty());
+        assert!(schema_version_floors(&v, &[sv(1, 1, 1)], &f, &files[..2], &expired).is_empty());
     }
 }

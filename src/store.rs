@@ -21,7 +21,11 @@ use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::Duration;
 
 /// Value of `sys/format`: the moraine store format this build writes and reads.
-pub const STORE_FORMAT: &str = "moraine-store-1";
+pub const STORE_FORMAT: &str = "moraine-store-2";
+
+/// The format before lakes were keyed apart (RFC 0002): read, and upgraded by a writer, when
+/// all its lakes are in schema `main`, where the two layouts coincide.
+const PREVIOUS_FORMAT: &str = "moraine-store-1";
 
 /// The committed head of the lake (`sys/head`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -305,15 +309,7 @@ impl Store {
 
     /// Reader-side prefix scan.
     pub(crate) async fn reader_scan(&self, prefix: &[u8]) -> Result<Vec<(Bytes, Bytes)>> {
-        let mut it = match &self.backend {
-            Backend::Writer(db) => db.scan_prefix(prefix, ..).await?,
-            Backend::Reader(r) => r.scan_prefix(prefix, ..).await?,
-        };
-        let mut out = Vec::new();
-        while let Some(kv) = it.next().await? {
-            out.push((kv.key, kv.value));
-        }
-        Ok(out)
+        scan_backend(&self.backend, prefix).await
     }
 
     /// Test hook: write raw keys outside any transaction (to plant records a load must skip).
@@ -396,7 +392,16 @@ async fn open_backend(
                 _ => Error::from(e),
             })?;
         match reader.get(keys::sys_format()).await? {
-            Some(v) => check_format(&location, &v)?,
+            Some(v) => {
+                let backend = Backend::Reader(Box::new(reader));
+                if let Err(e) = check_format(&location, &backend, &v).await {
+                    if let Backend::Reader(r) = backend {
+                        let _ = r.close().await;
+                    }
+                    return Err(e);
+                }
+                return Ok(backend);
+            }
             None => {
                 let _ = reader.close().await;
                 return Err(not_a_store(
@@ -405,7 +410,6 @@ async fn open_backend(
                 ));
             }
         }
-        return Ok(Backend::Reader(Box::new(reader)));
     }
     let db = Db::builder("", object_store)
         .with_settings(writer_settings())
@@ -413,10 +417,14 @@ async fn open_backend(
         .await?;
     match db.get(keys::sys_format()).await? {
         Some(v) => {
-            if let Err(e) = check_format(&location, &v) {
-                let _ = db.close().await;
+            let backend = Backend::Writer(db);
+            if let Err(e) = check_format(&location, &backend, &v).await {
+                if let Backend::Writer(db) = backend {
+                    let _ = db.close().await;
+                }
                 return Err(e);
             }
+            return Ok(backend);
         }
         None => {
             // A fresh SlateDB database becomes a moraine store; one holding other keys is not.
@@ -444,18 +452,53 @@ async fn open_backend(
     Ok(Backend::Writer(db))
 }
 
-fn check_format(location: &str, value: &[u8]) -> Result<()> {
+async fn scan_backend(backend: &Backend, prefix: &[u8]) -> Result<Vec<(Bytes, Bytes)>> {
+    let mut it = match backend {
+        Backend::Writer(db) => db.scan_prefix(prefix, ..).await?,
+        Backend::Reader(r) => r.scan_prefix(prefix, ..).await?,
+    };
+    let mut out = Vec::new();
+    while let Some(kv) = it.next().await? {
+        out.push((kv.key, kv.value));
+    }
+    Ok(out)
+}
+
+/// Accept the store's `sys/format`: this build's, or the previous one when its layout is this
+/// one's (every lake in schema `main`); a writer then upgrades the marker.
+async fn check_format(location: &str, backend: &Backend, value: &[u8]) -> Result<()> {
     if value == STORE_FORMAT.as_bytes() {
-        Ok(())
-    } else {
-        Err(not_a_store(
+        return Ok(());
+    }
+    if value != PREVIOUS_FORMAT.as_bytes() {
+        return Err(not_a_store(
             location,
             format!(
-                "its sys/format is {:?}; this build reads {STORE_FORMAT:?}",
+                "its sys/format is {:?}; this build reads {STORE_FORMAT:?} (and {PREVIOUS_FORMAT:?})",
                 String::from_utf8_lossy(value)
             ),
-        ))
+        ));
     }
+    for (key, _) in scan_backend(backend, &keys::sys_table_prefix()).await? {
+        if let [_, _, Cell::Text(schema), Cell::Text(name)] = keys::decode_key(&key)?.as_slice() {
+            if schema != keys::DEFAULT_LAKE && crate::tables::fixed_table(name).is_some() {
+                return Err(not_a_store(
+                    location,
+                    format!(
+                        "its sys/format is {PREVIOUS_FORMAT:?} and it holds a lake in schema \
+                         {schema}, whose rows that format kept at the keys of schema main's; \
+                         this build ({STORE_FORMAT:?}) keys lakes apart and cannot read it"
+                    ),
+                ));
+            }
+        }
+    }
+    if let Backend::Writer(db) = backend {
+        let handle = db.put(keys::sys_format(), STORE_FORMAT.as_bytes()).await?;
+        db.flush().await?;
+        handle.await_durable().await?;
+    }
+    Ok(())
 }
 
 // ---- read points -------------------------------------------------------------------------------

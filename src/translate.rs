@@ -441,6 +441,9 @@ pub(crate) async fn translate(
     }
     let final_of = |lake: &str| finals.get(lake).copied().flatten();
     let mut versioned_begins: Vec<(String, String, i64)> = Vec::new();
+    let mut versioned_ends: Vec<(String, String, i64)> = Vec::new();
+    // lakes whose ducklake_snapshot table this commit drops
+    let mut dropped_snapshots: BTreeSet<String> = BTreeSet::new();
     let batch = head.batch_count + 1;
 
     for (position, op) in ops.iter().enumerate() {
@@ -474,6 +477,9 @@ pub(crate) async fn translate(
                         }
                     }
                     Kind::Snapshot(half) => {
+                        if half == SnapshotHalf::Snapshot {
+                            dropped_snapshots.insert(schema.clone());
+                        }
                         for (k, v) in ws.scan(&keys::snapshot_prefix(schema)).await? {
                             let mut rec = SnapshotRecord::decode(&v)?;
                             *rec.half_mut(half) = None;
@@ -589,9 +595,12 @@ pub(crate) async fn translate(
                             return Err(duplicate(&def, row, &kind));
                         }
                         ws.put(key, encode_row_at(row, (batch, position as u64)));
-                        if let Kind::Versioned { begin, .. } = &kind {
+                        if let Kind::Versioned { begin, end, .. } = &kind {
                             if let Some(b) = row[*begin].as_int() {
                                 versioned_begins.push((def.schema.clone(), def.name.clone(), b));
+                            }
+                            if let Some(e) = row[*end].as_int() {
+                                versioned_ends.push((def.schema.clone(), def.name.clone(), e));
                             }
                         }
                     }
@@ -605,9 +614,17 @@ pub(crate) async fn translate(
                             return Err(duplicate(&def, new, &kind));
                         }
                         // an updated row keeps its place (DuckDB updates in place)
-                        let seq = decode_row_at(&stored)?.1.unwrap_or((0, 0));
+                        let value = match decode_row_at(&stored)?.1 {
+                            Some(seq) => encode_row_at(new, seq),
+                            None => encode_row(new), // a record from before write sequences
+                        };
                         ws.del(old_key);
-                        ws.put(new_key, encode_row_at(new, seq));
+                        ws.put(new_key, value);
+                        if let Kind::Versioned { end, .. } = &kind {
+                            if let Some(e) = new[*end].as_int() {
+                                versioned_ends.push((def.schema.clone(), def.name.clone(), e));
+                            }
+                        }
                     }
                     (_, Op::Delete { old, .. }) => {
                         let key = catalog::row_key(&def, &kind, old)?;
@@ -636,17 +653,41 @@ pub(crate) async fn translate(
         }
     }
 
+    // No version may end at a snapshot its lake will not have: a scan at head skips the history
+    // keyspace because every ended version ended at or before head (RFC 0002).
+    for (lake, table, end) in &versioned_ends {
+        let head = final_of(lake);
+        if head.is_none_or(|h| *end > h) {
+            return Err(Error::Constraint(format!(
+                "a row of {table} ends at snapshot {end}, but the lake's head is {} and this \
+                 commit inserts no snapshot {end}",
+                head.map(|h| h.to_string())
+                    .unwrap_or_else(|| "empty".into())
+            )));
+        }
+    }
+
     let mut models: Vec<_> = models.into_values().collect();
     models.sort_by(|a, b| (&a.def.schema, &a.def.name).cmp(&(&b.def.schema, &b.def.name)));
     for m in models {
         m.emit(&mut ws).await?;
     }
 
+    // a lake whose snapshot table this commit drops (and does not refill) has no head any more
+    let dropped = |lake: &str| dropped_snapshots.contains(lake) && !inserted.contains_key(lake);
     let new_head = Head {
-        snapshot_id: final_of(keys::DEFAULT_LAKE),
+        snapshot_id: final_of(keys::DEFAULT_LAKE).filter(|_| !dropped(keys::DEFAULT_LAKE)),
         batch_count: head.batch_count + 1,
     };
     ws.put(keys::sys_head(), new_head.encode());
+    for lake in dropped_snapshots
+        .iter()
+        .filter(|l| *l != keys::DEFAULT_LAKE)
+    {
+        if dropped(lake) {
+            ws.del(keys::lake_head(lake));
+        }
+    }
     for (lake, _) in inserted.iter().filter(|(l, _)| **l != keys::DEFAULT_LAKE) {
         let id = final_of(lake).expect("a lake this commit inserts a snapshot into has a head");
         ws.put(keys::lake_head(lake), encode_row(&[Cell::Int(id)]));

@@ -60,6 +60,7 @@ pub struct Materialized {
 
 const SCHEMA_VERSIONS: &str = "ducklake_schema_versions";
 const DATA_FILE: &str = "ducklake_data_file";
+const SNAPSHOT: &str = "ducklake_snapshot";
 
 const INDEX_BITS: u32 = 40;
 const MAX_MATERIALIZATION_ID: u32 = (1 << (63 - INDEX_BITS)) - 1;
@@ -232,8 +233,8 @@ impl Transaction {
         let id = (schema.to_string(), table.to_string());
         self.cache.remove(&(id.clone(), false));
         self.cache.remove(&(id, true));
-        if table == DATA_FILE {
-            // the schema-version floor is derived from the data files
+        if table == DATA_FILE || table == SNAPSHOT {
+            // the schema-version floor is derived from the data files and snapshots
             self.invalidate(schema, SCHEMA_VERSIONS);
         }
     }
@@ -475,11 +476,31 @@ impl Transaction {
         }
         let files = self.rows(&schema, DATA_FILE, true)?;
         let files_def = self.table_def(&schema, DATA_FILE)?;
+        // each surviving snapshot's schema version: the version a file beginning there was
+        // written under
+        let mut snapshot_versions = BTreeMap::new();
+        if self
+            .table_map()?
+            .contains_key(&(schema.clone(), SNAPSHOT.to_string()))
+        {
+            let snapshot_def = self.table_def(&schema, SNAPSHOT)?;
+            if let (Some(id), Some(version)) = (
+                snapshot_def.column_index("snapshot_id"),
+                snapshot_def.column_index("schema_version"),
+            ) {
+                for r in &self.rows(&schema, SNAPSHOT, true)?.rows {
+                    if let Some(sid) = r[id].as_int() {
+                        snapshot_versions.insert(sid, r[version].clone());
+                    }
+                }
+            }
+        }
         Ok(floor::schema_version_floors(
             def,
             versions,
             &files_def,
             &files.rows,
+            &snapshot_versions,
         ))
     }
 
@@ -620,6 +641,12 @@ impl Transaction {
             .collect();
         self.lock_rows(schema, table, &ids, false)?;
         self.invalidate(schema, table);
+        if !self.deleted.is_empty() {
+            // a row an update makes again is a new row to delete
+            for (_, new) in &updates {
+                self.deleted.remove(&Self::identity(schema, table, new));
+            }
+        }
         for ((rowid, old), (_, new)) in staged.into_iter().zip(updates) {
             match self.touched.get(&rowid) {
                 Some(&i) => {

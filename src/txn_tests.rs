@@ -1962,7 +1962,8 @@ fn a_lost_schema_version_row_is_floored_at_the_oldest_data_file() {
 
     let mut t = store.begin();
     let m = t.rows(M, "ducklake_schema_versions", true).unwrap();
-    assert_eq!(m.rows, vec![sv(3, 2), sv(1, 2)]);
+    // the floor carries the schema version of snapshot 1, which the oldest file began at
+    assert_eq!(m.rows, vec![sv(3, 2), sv(1, 1)]);
     assert_eq!(m.stored, 1);
     // the floor row is not stored, and deleting it changes nothing
     t.stage_delete(M, "ducklake_schema_versions", vec![rowid(m.id, 1)])
@@ -1979,11 +1980,20 @@ fn a_lost_schema_version_row_is_floored_at_the_oldest_data_file() {
     t.commit().unwrap();
     assert_eq!(everything(&store), stored_keys);
 
-    // an older file staged in the transaction lowers the floor in the same transaction's view
+    // the floor follows the transaction's view: an older staged file lowers it (snapshot 0's
+    // version), and once that file's snapshot is expired it carries the oldest known version
     let mut t = store.begin();
     t.stage_insert(M, "ducklake_snapshot", vec![snap(5)])
         .unwrap();
     t.stage_insert(M, "ducklake_data_file", vec![file(9, 0)])
+        .unwrap();
+    assert_eq!(
+        t.rows(M, "ducklake_schema_versions", true).unwrap().rows,
+        vec![sv(3, 2), sv(0, 0)]
+    );
+    let snaps = t.rows(M, "ducklake_snapshot", true).unwrap();
+    let zero = snaps.rows.iter().position(|r| r[0] == Int(0)).unwrap();
+    t.stage_delete(M, "ducklake_snapshot", vec![rowid(snaps.id, zero)])
         .unwrap();
     assert_eq!(
         t.rows(M, "ducklake_schema_versions", true).unwrap().rows,
@@ -2014,4 +2024,153 @@ fn a_lost_schema_version_row_is_floored_at_the_oldest_data_file() {
         .is_empty());
     t.commit().unwrap();
     assert!(rows_of(&store, "ducklake_schema_versions", true).is_empty());
+}
+
+/// DuckLake's own catalogs accept a hand edit of the catalog without a snapshot (its suite
+/// inserts a tag that begins at the next snapshot and clears mapping ids this way); so does
+/// moraine (RFC 0007, "Hand edits"). The head snapshot stays, the batch count advances, and the
+/// row is served as written. No edit may end a version after head, though.
+#[test]
+fn a_hand_edit_naming_only_committed_snapshots_commits_without_a_snapshot() {
+    let store = new_lake(&mem_url("handedit"));
+    commit_table(&store, 1, 1, "t1");
+    let head = store.head().unwrap();
+    let mut t = store.begin();
+    // begins at snapshot 2, which the next DuckLake commit will mint
+    t.stage_insert(M, "ducklake_table", vec![table_row(2, 2, None, "t2")])
+        .unwrap();
+    t.commit().unwrap();
+    assert_eq!(
+        store.head().unwrap(),
+        Head {
+            snapshot_id: head.snapshot_id,
+            batch_count: head.batch_count + 1
+        }
+    );
+    let table = def("ducklake_table");
+    let names = col(
+        &rows_of(&store, "ducklake_table", false),
+        "ducklake_table",
+        "table_name",
+    );
+    assert_eq!(names, vec![Text("t1".into()), Text("t2".into())]);
+    // an update that keeps the version's snapshots is a hand edit too
+    let mut t = store.begin();
+    let m = t.rows(M, "ducklake_table", false).unwrap();
+    let mut new = m.rows[1].clone();
+    new[table.column_index("path").unwrap()] = Text("moved/".into());
+    t.stage_update(M, "ducklake_table", vec![(rowid(m.id, 1), new)])
+        .unwrap();
+    t.commit().unwrap();
+    let paths = col(
+        &rows_of(&store, "ducklake_table", false),
+        "ducklake_table",
+        "path",
+    );
+    assert!(paths.contains(&Text("moved/".into())), "{paths:?}");
+    // but no edit may end a version after head: a scan at head would miss it (it skips history)
+    let before = everything(&store);
+    let mut t = store.begin();
+    let m = t.rows(M, "ducklake_table", false).unwrap();
+    let mut ended = m.rows[0].clone();
+    ended[table.column_index("end_snapshot").unwrap()] = Int(9);
+    t.stage_update(M, "ducklake_table", vec![(rowid(m.id, 0), ended)])
+        .unwrap();
+    let e = t.commit().unwrap_err();
+    assert!(matches!(e, Error::Constraint(_)), "{e}");
+    assert!(e.to_string().contains("ends at snapshot 9"), "{e}");
+    assert_eq!(everything(&store), before);
+}
+
+/// A row an update recreates after the same transaction deleted its twin is a new row: deleting
+/// it again is not skipped as a repeated selection.
+#[test]
+fn a_row_recreated_by_an_update_can_be_deleted_again() {
+    let store = new_lake(&mem_url("recreate"));
+    commit_table(&store, 1, 1, "a");
+    commit_table(&store, 2, 2, "b");
+    let mut t = store.begin();
+    t.stage_insert(M, "ducklake_snapshot", vec![snap(3)])
+        .unwrap();
+    let m = t.rows(M, "ducklake_table", false).unwrap();
+    let a = m.rows[0].clone();
+    t.stage_delete(M, "ducklake_table", vec![rowid(m.id, 0)])
+        .unwrap();
+    // b becomes exactly what a was, then goes too
+    t.stage_update(M, "ducklake_table", vec![(rowid(m.id, 1), a.clone())])
+        .unwrap();
+    let m2 = t.rows(M, "ducklake_table", false).unwrap();
+    assert_eq!(m2.rows, vec![a]);
+    t.stage_delete(M, "ducklake_table", vec![rowid(m2.id, 0)])
+        .unwrap();
+    assert!(t.rows(M, "ducklake_table", false).unwrap().rows.is_empty());
+    t.commit().unwrap();
+    assert!(rows_of(&store, "ducklake_table", false).is_empty());
+}
+
+/// Dropping a lake's snapshot table forgets its head snapshot, in the default lake and in
+/// another one, so a lake created again starts without a stale head.
+#[test]
+fn dropping_the_snapshot_table_forgets_the_head() {
+    let store = new_lake(&mem_url("drophead"));
+    const S2: &str = "lake2";
+    let mut t = store.begin();
+    t.create_schema(S2, false).unwrap();
+    t.create_table(fixed_table_def(S2, "ducklake_snapshot").unwrap())
+        .unwrap();
+    t.stage_insert(S2, "ducklake_snapshot", vec![snap(4)])
+        .unwrap();
+    t.commit().unwrap();
+    let mut t = store.begin();
+    assert_eq!(t.head_snapshot(S2).unwrap(), Some(4));
+    assert_eq!(t.head_snapshot(M).unwrap(), Some(0));
+    t.drop_table(S2, "ducklake_snapshot").unwrap();
+    t.drop_table(M, "ducklake_snapshot").unwrap();
+    t.commit().unwrap();
+    let mut t = store.begin();
+    assert_eq!(t.head_snapshot(S2).unwrap(), None);
+    assert_eq!(t.head_snapshot(M).unwrap(), None);
+    assert!(raw(&store, &keys::lake_head(S2)).is_empty());
+}
+
+/// A store of the previous format (`moraine-store-1`, before lakes were keyed apart) opens when
+/// all its lakes are in schema main, where the layouts coincide, and a writer upgrades its
+/// marker; one holding a lake in another schema is refused by name, never misread.
+#[test]
+fn a_previous_format_store_opens_only_when_its_layout_is_this_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = dir.path().join("lake").to_str().unwrap().to_string();
+    let store = new_lake(&url);
+    commit_table(&store, 1, 1, "t1");
+    store
+        .put_raw(&keys::sys_format(), b"moraine-store-1")
+        .unwrap();
+    drop(store);
+    let store = Store::open(&url, false).unwrap();
+    assert_eq!(
+        rows_of(&store, "ducklake_table", false),
+        vec![table_row(1, 1, None, "t1")]
+    );
+    assert_eq!(
+        raw(&store, &keys::sys_format())[0].1,
+        crate::store::STORE_FORMAT.as_bytes()
+    );
+
+    // the same marker on a store with a lake in schema lakemeta is refused
+    let mut t = store.begin();
+    t.create_schema("lakemeta", false).unwrap();
+    t.create_table(fixed_table_def("lakemeta", "ducklake_snapshot").unwrap())
+        .unwrap();
+    t.commit().unwrap();
+    store
+        .put_raw(&keys::sys_format(), b"moraine-store-1")
+        .unwrap();
+    drop(store);
+    let e = Store::open(&url, false).err().expect("refused").to_string();
+    assert!(
+        e.contains("not a moraine store") && e.contains("schema lakemeta"),
+        "{e}"
+    );
+    let e = Store::open(&url, true).err().expect("refused").to_string();
+    assert!(e.contains("schema lakemeta"), "{e}");
 }
