@@ -216,9 +216,15 @@ def catalog_setup(cat, args, suite, extras):
         if not args.moraine_ext:
             sys.exit("conformance: --catalog moraine needs --moraine-ext (or MORAINE_EXT)")
         cfg = load_config(args.skip_list)
+        # DuckLake's CI has sqlite_scanner only in its sqlite config, so the duckdb column skips
+        # `require sqlite_scanner`. moraine's run loads it on `require`, so the tests that
+        # attach a SQLite-backed lake themselves (passed in the sqlite column) run here too.
+        available = dict(extras)
+        if args.sqlite_ext:
+            available.setdefault("sqlite_scanner", args.sqlite_ext)
         return {"opts": {"catalog_env": {"DUCKLAKE_CONNECTION": MORAINE_CONNECTION},
                          "preload": [ducklake, ("moraine", args.moraine_ext)],
-                         "available": dict(extras), "skip_messages": []},
+                         "available": available, "skip_messages": []},
                 "skips": skip_map(cfg, suite, os.path.relpath(args.skip_list, REPO))}
     sys.exit(f"conformance: unknown catalog {cat!r} (moraine, duckdb, sqlite, all)")
 
