@@ -2,14 +2,13 @@
 //! SlateDB over process-local in-memory object stores (`memory://`). Every test commits through
 //! `Transaction` and checks both what a new transaction serves and the raw keyspace.
 
+use super::tests::{
+    self, col, def, everything, inline_def, mem_url, raw, row, rows_of, snap, table_row, INL, M,
+};
 use super::*;
-use crate::catalog::{fixed_table_def, ColumnDef};
-use crate::cell::Cell::{Blob, Int, Null, Text};
+use crate::cell::Cell::{Int, Text};
 use crate::chunk::decode_chunk;
-use std::sync::atomic::{AtomicUsize, Ordering};
 
-const M: &str = "main";
-const INL: &str = "ducklake_inlined_data_1_0";
 const LAKE_TABLES: &[&str] = &[
     "ducklake_metadata",
     "ducklake_snapshot",
@@ -21,40 +20,6 @@ type Kv = Vec<(Vec<u8>, Vec<u8>)>;
 
 // ---- helpers -----------------------------------------------------------------------------------
 
-fn mem_url(tag: &str) -> String {
-    static N: AtomicUsize = AtomicUsize::new(0);
-    format!(
-        "memory://expiry-test-{tag}-{}",
-        N.fetch_add(1, Ordering::SeqCst)
-    )
-}
-
-fn def(name: &str) -> TableDef {
-    fixed_table_def(M, name).unwrap_or_else(|| panic!("tables.rs has no {name}"))
-}
-
-/// A row of a fixed table by column name; unnamed columns are NULL.
-fn row(table: &str, vals: &[(&str, Cell)]) -> Row {
-    let d = def(table);
-    for (n, _) in vals {
-        assert!(d.column_index(n).is_some(), "{table} has no column {n}");
-    }
-    d.columns
-        .iter()
-        .map(|c| {
-            vals.iter()
-                .find(|(n, _)| *n == c.name)
-                .map(|(_, v)| v.clone())
-                .unwrap_or(Null)
-        })
-        .collect()
-}
-
-fn col(rows: &[Row], table: &str, name: &str) -> Vec<Cell> {
-    let i = def(table).column_index(name).unwrap();
-    rows.iter().map(|r| r[i].clone()).collect()
-}
-
 fn ids(rows: &[Row], table: &str) -> Vec<i64> {
     let mut v: Vec<i64> = col(rows, table, "snapshot_id")
         .iter()
@@ -62,19 +27,6 @@ fn ids(rows: &[Row], table: &str) -> Vec<i64> {
         .collect();
     v.sort();
     v
-}
-
-fn snap(id: i64) -> Row {
-    row(
-        "ducklake_snapshot",
-        &[
-            ("snapshot_id", Int(id)),
-            ("snapshot_time", Blob(vec![id as u8, 7])),
-            ("schema_version", Int(id)),
-            ("next_catalog_id", Int(id + 1)),
-            ("next_file_id", Int(0)),
-        ],
-    )
 }
 
 fn changes(id: i64) -> Row {
@@ -87,43 +39,9 @@ fn changes(id: i64) -> Row {
     )
 }
 
-fn table_row(id: i64, begin: i64, end: Option<i64>, name: &str) -> Row {
-    row(
-        "ducklake_table",
-        &[
-            ("table_id", Int(id)),
-            ("table_uuid", Blob(vec![id as u8; 16])),
-            ("begin_snapshot", Int(begin)),
-            ("end_snapshot", end.map(Int).unwrap_or(Null)),
-            ("schema_id", Int(0)),
-            ("table_name", Text(name.into())),
-            ("path", Text(format!("{name}/"))),
-            ("path_is_relative", Cell::Bool(true)),
-        ],
-    )
-}
-
-fn inline_def() -> TableDef {
-    let c = |n: &str, t: &str| ColumnDef {
-        name: n.into(),
-        type_name: t.into(),
-        type_blob: vec![],
-    };
-    TableDef {
-        schema: M.into(),
-        name: INL.into(),
-        columns: vec![
-            c("row_id", "BIGINT"),
-            c("begin_snapshot", "BIGINT"),
-            c("end_snapshot", "BIGINT"),
-            c("a", "VARCHAR"),
-        ],
-    }
-}
-
 /// Inlined row `row_id`, begun at `begin`, live.
 fn inl(row_id: i64, begin: i64) -> Row {
-    vec![Int(row_id), Int(begin), Null, Text(format!("v{row_id}"))]
+    tests::inl(row_id, begin, None, &format!("v{row_id}"))
 }
 
 /// A lake the way DuckLake creates one: its tables, the inlined table, snapshot 0.
@@ -174,25 +92,8 @@ fn commit_chunks(store: &Arc<Store>, chunks: &[Vec<Row>]) {
     }
 }
 
-fn raw(store: &Arc<Store>, prefix: &[u8]) -> Kv {
-    let mut t = store.begin();
-    t.scan(prefix)
-        .unwrap()
-        .into_iter()
-        .map(|(k, v)| (k.to_vec(), v.to_vec()))
-        .collect()
-}
-
 fn raw_keys(store: &Arc<Store>, prefix: &[u8]) -> Vec<Vec<u8>> {
     raw(store, prefix).into_iter().map(|(k, _)| k).collect()
-}
-
-fn everything(store: &Arc<Store>) -> Kv {
-    raw(store, &[])
-}
-
-fn rows_of(store: &Arc<Store>, table: &str, history: bool) -> Vec<Row> {
-    store.begin().rows(M, table, history).unwrap().rows.clone()
 }
 
 /// Inlined rows served at head, ordered by row id.

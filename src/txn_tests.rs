@@ -7,7 +7,7 @@ use crate::catalog::{fixed_table_def, ColumnDef};
 use crate::cell::Cell::{self, Blob, Int, Null, Text};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-const M: &str = "main";
+pub(super) const M: &str = "main";
 const LAKE_TABLES: &[&str] = &[
     "ducklake_metadata",
     "ducklake_snapshot",
@@ -16,9 +16,9 @@ const LAKE_TABLES: &[&str] = &[
     "ducklake_table_stats",
     "ducklake_files_scheduled_for_deletion",
 ];
-const INL: &str = "ducklake_inlined_data_1_0";
+pub(super) const INL: &str = "ducklake_inlined_data_1_0";
 
-fn mem_url(tag: &str) -> String {
+pub(super) fn mem_url(tag: &str) -> String {
     static N: AtomicUsize = AtomicUsize::new(0);
     format!(
         "memory://txn-test-{tag}-{}",
@@ -26,12 +26,12 @@ fn mem_url(tag: &str) -> String {
     )
 }
 
-fn def(name: &str) -> TableDef {
+pub(super) fn def(name: &str) -> TableDef {
     fixed_table_def(M, name).unwrap_or_else(|| panic!("tables.rs has no {name}"))
 }
 
 /// A row of a fixed table by column name; unnamed columns are NULL.
-fn row(table: &str, vals: &[(&str, Cell)]) -> Row {
+pub(super) fn row(table: &str, vals: &[(&str, Cell)]) -> Row {
     let d = def(table);
     for (n, _) in vals {
         assert!(d.column_index(n).is_some(), "{table} has no column {n}");
@@ -47,12 +47,12 @@ fn row(table: &str, vals: &[(&str, Cell)]) -> Row {
         .collect()
 }
 
-fn col(rows: &[Row], table: &str, name: &str) -> Vec<Cell> {
+pub(super) fn col(rows: &[Row], table: &str, name: &str) -> Vec<Cell> {
     let i = def(table).column_index(name).unwrap();
     rows.iter().map(|r| r[i].clone()).collect()
 }
 
-fn snap(id: i64) -> Row {
+pub(super) fn snap(id: i64) -> Row {
     row(
         "ducklake_snapshot",
         &[
@@ -75,7 +75,7 @@ fn changes(id: i64, what: &str) -> Row {
     )
 }
 
-fn table_row(id: i64, begin: i64, end: Option<i64>, name: &str) -> Row {
+pub(super) fn table_row(id: i64, begin: i64, end: Option<i64>, name: &str) -> Row {
     row(
         "ducklake_table",
         &[
@@ -109,7 +109,7 @@ fn gc_row(file_id: i64) -> Row {
     )
 }
 
-fn inline_def() -> TableDef {
+pub(super) fn inline_def() -> TableDef {
     let c = |n: &str, t: &str| ColumnDef {
         name: n.into(),
         type_name: t.into(),
@@ -128,7 +128,7 @@ fn inline_def() -> TableDef {
     }
 }
 
-fn inl(row_id: i64, begin: i64, end: Option<i64>, a: &str) -> Row {
+pub(super) fn inl(row_id: i64, begin: i64, end: Option<i64>, a: &str) -> Row {
     vec![
         Int(row_id),
         Int(begin),
@@ -193,7 +193,7 @@ fn commit_table(store: &Arc<Store>, id: i64, table_id: i64, name: &str) {
     t.commit().unwrap();
 }
 
-fn raw(store: &Arc<Store>, prefix: &[u8]) -> Vec<(Vec<u8>, Vec<u8>)> {
+pub(super) fn raw(store: &Arc<Store>, prefix: &[u8]) -> Vec<(Vec<u8>, Vec<u8>)> {
     let mut t = store.begin();
     t.scan(prefix)
         .unwrap()
@@ -202,11 +202,11 @@ fn raw(store: &Arc<Store>, prefix: &[u8]) -> Vec<(Vec<u8>, Vec<u8>)> {
         .collect()
 }
 
-fn rows_of(store: &Arc<Store>, table: &str, history: bool) -> Vec<Row> {
+pub(super) fn rows_of(store: &Arc<Store>, table: &str, history: bool) -> Vec<Row> {
     store.begin().rows(M, table, history).unwrap().rows.clone()
 }
 
-fn everything(store: &Arc<Store>) -> Vec<(Vec<u8>, Vec<u8>)> {
+pub(super) fn everything(store: &Arc<Store>) -> Vec<(Vec<u8>, Vec<u8>)> {
     raw(store, &[])
 }
 
