@@ -7,7 +7,7 @@
 //! extension when moraine is among the catalogs, and hands the runner their paths; every other
 //! argument goes to the runner unchanged (`--help` lists them).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use crate::{deps, ext, paths};
@@ -42,6 +42,31 @@ fn catalogs(args: &[String]) -> Vec<String> {
 fn has_flag(args: &[String], flag: &str) -> bool {
     args.iter()
         .any(|a| a == flag || a.starts_with(&format!("{flag}=")))
+}
+
+/// Where DuckLake's suite is read from by default: `shared/ducklake-tests` beside the workspace
+/// or beside one of its ancestors, else beside the repository this clone was made from (a CI
+/// clone elsewhere still finds the suite next to its origin). The runner reports a missing one.
+fn default_suite(root: &Path) -> PathBuf {
+    let beside = |dir: &Path| dir.join("shared").join("ducklake-tests");
+    let found = |p: &PathBuf| p.join("test").join("sql").is_dir();
+    if let Some(p) = root.ancestors().skip(1).map(beside).find(found) {
+        return p;
+    }
+    let origin = Command::new("git")
+        .args(["config", "--get", "remote.origin.url"])
+        .current_dir(root)
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string());
+    if let Some(origin) = origin {
+        let origin = PathBuf::from(origin.strip_prefix("file://").unwrap_or(&origin));
+        if let Some(p) = origin.ancestors().skip(1).map(beside).find(found) {
+            return p;
+        }
+    }
+    root.join("../shared/ducklake-tests")
 }
 
 /// `cargo xtask conformance --selftest`: the runner's own checks (no moraine, no suite).
@@ -85,7 +110,7 @@ pub fn run(args: &[String]) -> Result<bool, String> {
     if !has_flag(args, "--suite") && !selftest {
         let suite = std::env::var_os("MORAINE_DUCKLAKE_TESTS")
             .map(PathBuf::from)
-            .unwrap_or_else(|| root.join("../shared/ducklake-tests"));
+            .unwrap_or_else(|| default_suite(&root));
         cmd.arg("--suite").arg(suite);
     }
     if !has_flag(args, "--out") {
@@ -104,6 +129,17 @@ mod tests {
 
     fn v(s: &[&str]) -> Vec<String> {
         s.iter().map(|x| x.to_string()).collect()
+    }
+
+    #[test]
+    fn the_suite_is_found_beside_an_ancestor_of_the_workspace() {
+        let base = std::env::temp_dir().join(format!("moraine-suite-{}", std::process::id()));
+        let suite = base.join("shared/ducklake-tests");
+        std::fs::create_dir_all(suite.join("test/sql")).unwrap();
+        let workspace = base.join("ci/clones/moraine");
+        std::fs::create_dir_all(&workspace).unwrap();
+        assert_eq!(default_suite(&workspace), suite);
+        std::fs::remove_dir_all(&base).unwrap();
     }
 
     #[test]
