@@ -301,26 +301,43 @@ class TestFile:
         return False
 
     # statements ----------------------------------------------------------------------------
-    def run_statement(self, rec, ctx):
+    def _prepare(self, rec, ctx):
+        """(sql, connection) for a record whose conditions hold, else None."""
         if not self.conditions_hold(rec, ctx):
-            return
+            return None
         sql = self.loop_substitute(rec.sql, ctx.loops) if ctx.loops else rec.sql
         con = self.connection(rec.connection, ctx)
         if not ctx.parallel:
             self.progress(rec.line)
-        err = None
+        return sql, con
+
+    def _attempt(self, run):
+        """(run()'s result, None) or (None, the error message); counts the execution."""
+        result, err = None, None
         try:
-            if self.output_result:
-                self._print_result(rec.line, sql, *self._fetch(con, sql))
-            else:
-                for st in con.extract_statements(sql):
-                    self._drain(con, st)
+            result = run()
         except self.duckdb.Error as e:
             err = str(e)
         except Exception as e:  # noqa: BLE001 - anything the client raises is the result
             err = f"{type(e).__name__}: {e}"
         with self.lock:
             self.executed += 1
+        return result, err
+
+    def run_statement(self, rec, ctx):
+        prepared = self._prepare(rec, ctx)
+        if prepared is None:
+            return
+        sql, con = prepared
+
+        def run():
+            if self.output_result:
+                self._print_result(rec.line, sql, *self._fetch(con, sql))
+            else:
+                for st in con.extract_statements(sql):
+                    self._drain(con, st)
+
+        _, err = self._attempt(run)
         expect = rec.expect
         failed = err is not None
         if expect != "ok":
@@ -402,26 +419,17 @@ class TestFile:
         sys.stderr.flush()
 
     def run_query(self, rec, ctx):
-        if not self.conditions_hold(rec, ctx):
+        prepared = self._prepare(rec, ctx)
+        if prepared is None:
             return
-        sql = self.loop_substitute(rec.sql, ctx.loops) if ctx.loops else rec.sql
-        con = self.connection(rec.connection, ctx)
-        if not ctx.parallel:
-            self.progress(rec.line)
-        try:
-            names, types, vals = self._fetch(con, sql)
-            err = None
-        except self.duckdb.Error as e:
-            err = str(e)
-        except Exception as e:  # noqa: BLE001
-            err = f"{type(e).__name__}: {e}"
-        with self.lock:
-            self.executed += 1
+        sql, con = prepared
+        fetched, err = self._attempt(lambda: self._fetch(con, sql))
         if err is not None:
             if self._mark_skip(err):
                 self.finished = True
                 return
             raise Failure(rec.line, "query failed: " + _first(err), err, sql)
+        names, types, vals = fetched
         if self.output_result:
             self._print_result(rec.line, sql, names, types, vals)
         try:

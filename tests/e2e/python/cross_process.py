@@ -128,6 +128,16 @@ def attach(lake, read_only=False):
     return f"ATTACH 'ducklake:moraine:{lake}/meta' AS lake ({opts})"
 
 
+def writer_on_new_lake(name, proc_name):
+    """A new lake directory and a process attached to it read-write, holding table lake.t."""
+    lake = f"{TEST_DIR}/{name}"
+    os.makedirs(lake)
+    proc = Proc(proc_name)
+    proc.ok(attach(lake))
+    proc.ok("CREATE TABLE lake.t (i INTEGER, who VARCHAR)")
+    return lake, proc
+
+
 def expect_error(name, result, *needles, absent=()):
     if result["ok"]:
         check(name, False, f"no error raised (rows {result['rows']})")
@@ -149,11 +159,7 @@ def rows_of(proc, table="lake.t"):
 
 # ---- (a) a second writer fences the first ------------------------------------------------------
 
-lake = f"{TEST_DIR}/fence"
-os.makedirs(lake)
-A = Proc("A")
-A.ok(attach(lake))
-A.ok("CREATE TABLE lake.t (i INTEGER, who VARCHAR)")
+lake, A = writer_on_new_lake("fence", "A")
 A.ok("INSERT INTO lake.t VALUES (1, 'A')")
 A.ok("INSERT INTO lake.t SELECT i, 'bulk-A' FROM range(1000, 4000) r(i)")  # Parquet, not inlined
 a_snaps = snapshot_ids(A)
@@ -239,11 +245,7 @@ D.close()
 
 # ---- (a, racing) B attaches while A commits in a tight loop ------------------------------------
 
-lake = f"{TEST_DIR}/race"
-os.makedirs(lake)
-A = Proc("A2")
-A.ok(attach(lake))
-A.ok("CREATE TABLE lake.t (i INTEGER, who VARCHAR)")
+lake, A = writer_on_new_lake("race", "A2")
 log = []  # (i, sent_at, acknowledged, error)
 stop = threading.Event()
 
@@ -296,11 +298,7 @@ R.close()
 
 # ---- (b) a read-only reader beside a live writer -----------------------------------------------
 
-lake = f"{TEST_DIR}/reader"
-os.makedirs(lake)
-A = Proc("A3")
-A.ok(attach(lake))
-A.ok("CREATE TABLE lake.t (i INTEGER, who VARCHAR)")
+lake, A = writer_on_new_lake("reader", "A3")
 A.ok("INSERT INTO lake.t VALUES (1, 'A')")
 
 B = Proc("B3")
