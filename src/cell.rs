@@ -109,7 +109,13 @@ const TAG_BLOB: u8 = 5;
 pub fn encode_row(row: &[Cell]) -> Vec<u8> {
     let mut out = Vec::with_capacity(2 + row.len() * 9);
     out.push(ROW_FORMAT_VERSION);
-    put_varint(&mut out, row.len() as u64);
+    put_cells(&mut out, row);
+    out
+}
+
+/// The cell count and the cells, as both row formats end.
+fn put_cells(out: &mut Vec<u8>, row: &[Cell]) {
+    put_varint(out, row.len() as u64);
     for cell in row {
         match cell {
             Cell::Null => out.push(TAG_NULL),
@@ -127,17 +133,16 @@ pub fn encode_row(row: &[Cell]) -> Vec<u8> {
             }
             Cell::Text(v) => {
                 out.push(TAG_TEXT);
-                put_varint(&mut out, v.len() as u64);
+                put_varint(out, v.len() as u64);
                 out.extend_from_slice(v.as_bytes());
             }
             Cell::Blob(v) => {
                 out.push(TAG_BLOB);
-                put_varint(&mut out, v.len() as u64);
+                put_varint(out, v.len() as u64);
                 out.extend_from_slice(v);
             }
         }
     }
-    out
 }
 
 /// Where a stored row was first written: (batch count of the commit, position of its operation
@@ -150,12 +155,11 @@ pub const ROW_FORMAT_SEQUENCED: u8 = 2;
 
 /// Encode a row record that carries where the row was first written.
 pub fn encode_row_at(row: &[Cell], seq: WriteSeq) -> Vec<u8> {
-    let plain = encode_row(row);
-    let mut out = Vec::with_capacity(plain.len() + 6);
+    let mut out = Vec::with_capacity(8 + row.len() * 9);
     out.push(ROW_FORMAT_SEQUENCED);
     put_varint(&mut out, seq.0);
     put_varint(&mut out, seq.1);
-    out.extend_from_slice(&plain[1..]);
+    put_cells(&mut out, row);
     out
 }
 

@@ -104,6 +104,37 @@ pub(crate) enum Backend {
     Reader(Box<DbReader>),
 }
 
+impl Backend {
+    /// A point read of the committed state this handle sees.
+    async fn get(&self, key: &[u8]) -> Result<Option<Bytes>> {
+        Ok(match self {
+            Backend::Writer(db) => db.get(key).await?,
+            Backend::Reader(r) => r.get(key).await?,
+        })
+    }
+
+    /// Every (key, value) under `prefix` in the committed state this handle sees.
+    async fn scan(&self, prefix: &[u8]) -> Result<Vec<(Bytes, Bytes)>> {
+        let mut it = match self {
+            Backend::Writer(db) => db.scan_prefix(prefix, ..).await?,
+            Backend::Reader(r) => r.scan_prefix(prefix, ..).await?,
+        };
+        let mut out = Vec::new();
+        while let Some(kv) = it.next().await? {
+            out.push((kv.key, kv.value));
+        }
+        Ok(out)
+    }
+
+    async fn close(&self) -> Result<()> {
+        match self {
+            Backend::Writer(db) => db.close().await?,
+            Backend::Reader(r) => r.close().await?,
+        }
+        Ok(())
+    }
+}
+
 /// An open lake.
 pub struct Store {
     url: String,
@@ -271,11 +302,7 @@ impl Store {
     }
 
     pub(crate) async fn read_head(&self) -> Result<Head> {
-        let raw = match &self.backend {
-            Backend::Writer(db) => db.get(keys::sys_head()).await?,
-            Backend::Reader(r) => r.get(keys::sys_head()).await?,
-        };
-        match raw {
+        match self.backend.get(&keys::sys_head()).await? {
             Some(v) => Head::decode(&v),
             None => Err(Error::Corrupt(format!(
                 "{} has no sys/head",
@@ -301,15 +328,12 @@ impl Store {
 
     /// Reader-side point read (committed state as the reader currently sees it).
     pub(crate) async fn reader_get(&self, key: &[u8]) -> Result<Option<Bytes>> {
-        match &self.backend {
-            Backend::Writer(db) => Ok(db.get(key).await?),
-            Backend::Reader(r) => Ok(r.get(key).await?),
-        }
+        self.backend.get(key).await
     }
 
     /// Reader-side prefix scan.
     pub(crate) async fn reader_scan(&self, prefix: &[u8]) -> Result<Vec<(Bytes, Bytes)>> {
-        scan_backend(&self.backend, prefix).await
+        self.backend.scan(prefix).await
     }
 
     /// Test hook: write raw keys outside any transaction (to plant records a load must skip).
@@ -356,13 +380,7 @@ impl Store {
         if self.closed.swap(true, std::sync::atomic::Ordering::SeqCst) {
             return Ok(());
         }
-        block_on(async {
-            match &self.backend {
-                Backend::Writer(db) => db.close().await?,
-                Backend::Reader(r) => r.close().await?,
-            }
-            Ok(())
-        })
+        block_on(self.backend.close())
     }
 }
 
@@ -391,25 +409,19 @@ async fn open_backend(
                 }
                 _ => Error::from(e),
             })?;
-        match reader.get(keys::sys_format()).await? {
-            Some(v) => {
-                let backend = Backend::Reader(Box::new(reader));
-                if let Err(e) = check_format(&location, &backend, &v).await {
-                    if let Backend::Reader(r) = backend {
-                        let _ = r.close().await;
-                    }
-                    return Err(e);
-                }
-                return Ok(backend);
-            }
-            None => {
-                let _ = reader.close().await;
-                return Err(not_a_store(
-                    location,
-                    "it holds no moraine sys/format marker",
-                ));
-            }
+        let backend = Backend::Reader(Box::new(reader));
+        let checked = match backend.get(&keys::sys_format()).await? {
+            Some(v) => check_format(&location, &backend, &v).await,
+            None => Err(not_a_store(
+                location,
+                "it holds no moraine sys/format marker",
+            )),
+        };
+        if let Err(e) = checked {
+            let _ = backend.close().await;
+            return Err(e);
         }
+        return Ok(backend);
     }
     let db = Db::builder("", object_store)
         .with_settings(writer_settings())
@@ -419,9 +431,7 @@ async fn open_backend(
         Some(v) => {
             let backend = Backend::Writer(db);
             if let Err(e) = check_format(&location, &backend, &v).await {
-                if let Backend::Writer(db) = backend {
-                    let _ = db.close().await;
-                }
+                let _ = backend.close().await;
                 return Err(e);
             }
             return Ok(backend);
@@ -452,18 +462,6 @@ async fn open_backend(
     Ok(Backend::Writer(db))
 }
 
-async fn scan_backend(backend: &Backend, prefix: &[u8]) -> Result<Vec<(Bytes, Bytes)>> {
-    let mut it = match backend {
-        Backend::Writer(db) => db.scan_prefix(prefix, ..).await?,
-        Backend::Reader(r) => r.scan_prefix(prefix, ..).await?,
-    };
-    let mut out = Vec::new();
-    while let Some(kv) = it.next().await? {
-        out.push((kv.key, kv.value));
-    }
-    Ok(out)
-}
-
 /// Accept the store's `sys/format`: this build's, or the previous one when its layout is this
 /// one's (every lake in schema `main`); a writer then upgrades the marker.
 async fn check_format(location: &str, backend: &Backend, value: &[u8]) -> Result<()> {
@@ -479,7 +477,7 @@ async fn check_format(location: &str, backend: &Backend, value: &[u8]) -> Result
             ),
         ));
     }
-    for (key, _) in scan_backend(backend, &keys::sys_table_prefix()).await? {
+    for (key, _) in backend.scan(&keys::sys_table_prefix()).await? {
         if let [_, _, Cell::Text(schema), Cell::Text(name)] = keys::decode_key(&key)?.as_slice() {
             if schema != keys::DEFAULT_LAKE && crate::tables::fixed_table(name).is_some() {
                 return Err(not_a_store(

@@ -440,8 +440,8 @@ pub(crate) async fn translate(
         finals.insert(lake, committed.max(new));
     }
     let final_of = |lake: &str| finals.get(lake).copied().flatten();
-    let mut versioned_begins: Vec<(String, String, i64)> = Vec::new();
-    let mut versioned_ends: Vec<(String, String, i64)> = Vec::new();
+    // (lake, table, "begins" | "ends", snapshot) of every version this commit writes
+    let mut version_bounds: Vec<(String, String, &str, i64)> = Vec::new();
     // lakes whose ducklake_snapshot table this commit drops
     let mut dropped_snapshots: BTreeSet<String> = BTreeSet::new();
     let batch = head.batch_count + 1;
@@ -596,11 +596,15 @@ pub(crate) async fn translate(
                         }
                         ws.put(key, encode_row_at(row, (batch, position as u64)));
                         if let Kind::Versioned { begin, end, .. } = &kind {
-                            if let Some(b) = row[*begin].as_int() {
-                                versioned_begins.push((def.schema.clone(), def.name.clone(), b));
-                            }
-                            if let Some(e) = row[*end].as_int() {
-                                versioned_ends.push((def.schema.clone(), def.name.clone(), e));
+                            for (bound, i) in [("begins", *begin), ("ends", *end)] {
+                                if let Some(s) = row[i].as_int() {
+                                    version_bounds.push((
+                                        def.schema.clone(),
+                                        def.name.clone(),
+                                        bound,
+                                        s,
+                                    ));
+                                }
                             }
                         }
                     }
@@ -621,8 +625,13 @@ pub(crate) async fn translate(
                         ws.del(old_key);
                         ws.put(new_key, value);
                         if let Kind::Versioned { end, .. } = &kind {
-                            if let Some(e) = new[*end].as_int() {
-                                versioned_ends.push((def.schema.clone(), def.name.clone(), e));
+                            if let Some(s) = new[*end].as_int() {
+                                version_bounds.push((
+                                    def.schema.clone(),
+                                    def.name.clone(),
+                                    "ends",
+                                    s,
+                                ));
                             }
                         }
                     }
@@ -639,28 +648,18 @@ pub(crate) async fn translate(
         }
     }
 
-    // A commit that mints snapshots cannot carry a version beyond them: DuckLake's change and
-    // its snapshot disagree. (A commit minting none is a hand edit, see check_maintenance.)
-    for (lake, table, begin) in &versioned_begins {
-        let head = final_of(lake);
-        if inserted.contains_key(lake.as_str()) && head.is_none_or(|h| *begin > h) {
-            return Err(Error::Constraint(format!(
-                "a row of {table} begins at snapshot {begin}, but the lake's head is {} and this \
-                 commit inserts no snapshot {begin}",
-                head.map(|h| h.to_string())
-                    .unwrap_or_else(|| "empty".into())
-            )));
-        }
-    }
-
     // No version may end at a snapshot its lake will not have: a scan at head skips the history
-    // keyspace because every ended version ended at or before head (RFC 0002).
-    for (lake, table, end) in &versioned_ends {
+    // keyspace because every ended version ended at or before head (RFC 0002). Nor may a commit
+    // that mints snapshots carry a version beginning beyond them: DuckLake's change and its
+    // snapshot disagree. (A commit minting none may begin versions ahead: a hand edit, see
+    // check_maintenance.)
+    for (lake, table, bound, snapshot) in &version_bounds {
         let head = final_of(lake);
-        if head.is_none_or(|h| *end > h) {
+        let checked = *bound == "ends" || inserted.contains_key(lake.as_str());
+        if checked && head.is_none_or(|h| *snapshot > h) {
             return Err(Error::Constraint(format!(
-                "a row of {table} ends at snapshot {end}, but the lake's head is {} and this \
-                 commit inserts no snapshot {end}",
+                "a row of {table} {bound} at snapshot {snapshot}, but the lake's head is {} and \
+                 this commit inserts no snapshot {snapshot}",
                 head.map(|h| h.to_string())
                     .unwrap_or_else(|| "empty".into())
             )));

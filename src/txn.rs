@@ -467,28 +467,25 @@ impl Transaction {
     /// The floor rows `ducklake_schema_versions` derives from this transaction's view of the
     /// lake's data files (RFC 0007); none when the lake has no data-file table.
     fn schema_version_floors(&mut self, def: &TableDef, versions: &[Row]) -> Result<Vec<Row>> {
-        let schema = def.schema.clone();
-        if !self
-            .table_map()?
-            .contains_key(&(schema.clone(), DATA_FILE.to_string()))
-        {
+        let schema = &def.schema;
+        let table = |t: &mut Self, name: &str| -> Result<Option<Arc<TableDef>>> {
+            Ok(t.table_map()?
+                .get(&(schema.clone(), name.to_string()))
+                .cloned())
+        };
+        let Some(files_def) = table(self, DATA_FILE)? else {
             return Ok(Vec::new());
-        }
-        let files = self.rows(&schema, DATA_FILE, true)?;
-        let files_def = self.table_def(&schema, DATA_FILE)?;
+        };
+        let files = self.rows(schema, DATA_FILE, true)?;
         // each surviving snapshot's schema version: the version a file beginning there was
         // written under
         let mut snapshot_versions = BTreeMap::new();
-        if self
-            .table_map()?
-            .contains_key(&(schema.clone(), SNAPSHOT.to_string()))
-        {
-            let snapshot_def = self.table_def(&schema, SNAPSHOT)?;
+        if let Some(snapshot_def) = table(self, SNAPSHOT)? {
             if let (Some(id), Some(version)) = (
                 snapshot_def.column_index("snapshot_id"),
                 snapshot_def.column_index("schema_version"),
             ) {
-                for r in &self.rows(&schema, SNAPSHOT, true)?.rows {
+                for r in &self.rows(schema, SNAPSHOT, true)?.rows {
                     if let Some(sid) = r[id].as_int() {
                         snapshot_versions.insert(sid, r[version].clone());
                     }
