@@ -359,6 +359,70 @@ pub fn data_prefixes(def: &TableDef, kind: &Kind, need_history: bool) -> Vec<Vec
     }
 }
 
+// ---- embedded rows (RFC 0002, RFC 0007) -------------------------------------------------------
+
+/// A table whose rows ride a parent record: they exist while the parent does and go with it.
+/// Both tables lead their key with `id`, so a parent's rows are one key prefix of the child.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Embedded {
+    pub child: &'static str,
+    pub parent: &'static str,
+    pub id: &'static str,
+}
+
+/// Every embedded table DuckLake writes only in the batch that inserts the parent. Column tags
+/// are not among them: DuckLake versions a column's tags on their own (COMMENT ON COLUMN ends one
+/// and begins another while the column lives on), so they stay a versioned kind.
+pub const EMBEDDED: &[Embedded] = &[
+    Embedded {
+        child: "ducklake_file_partition_value",
+        parent: "ducklake_data_file",
+        id: "data_file_id",
+    },
+    Embedded {
+        child: "ducklake_partition_column",
+        parent: "ducklake_partition_info",
+        id: "partition_id",
+    },
+    Embedded {
+        child: "ducklake_sort_expression",
+        parent: "ducklake_sort_info",
+        id: "sort_id",
+    },
+    Embedded {
+        child: "ducklake_name_mapping",
+        parent: "ducklake_column_mapping",
+        id: "mapping_id",
+    },
+    Embedded {
+        child: "ducklake_macro_impl",
+        parent: "ducklake_macro",
+        id: "macro_id",
+    },
+    Embedded {
+        child: "ducklake_macro_parameters",
+        parent: "ducklake_macro",
+        id: "macro_id",
+    },
+];
+
+/// The parent a table's rows ride, if they ride one.
+pub fn embedded_in(table: &str) -> Option<&'static Embedded> {
+    EMBEDDED.iter().find(|e| e.child == table)
+}
+
+/// The tables whose rows ride `table`'s records.
+pub fn embedded_children(table: &str) -> impl Iterator<Item = &'static Embedded> + '_ {
+    EMBEDDED.iter().filter(move |e| e.parent == table)
+}
+
+/// The parent id a row of `def` names in column `id`, when it is an integer.
+pub fn parent_id(def: &TableDef, e: &Embedded, row: &[Cell]) -> Option<i64> {
+    def.column_index(e.id)
+        .and_then(|i| row.get(i))
+        .and_then(Cell::as_int)
+}
+
 // ---- the merged snapshot record -------------------------------------------------------------
 
 /// `snapshot/<id>`: the ducklake_snapshot row and the ducklake_snapshot_changes row of one id.

@@ -231,6 +231,9 @@ fn repeated_selection(select: impl FnOnce(&mut Transaction, &Materialized, &Mate
 
     let mut t = store.begin();
     let m1 = t.rows(M, INL, false).unwrap();
+    // an insert is a catalog change: it comes with its snapshot
+    t.stage_insert(M, "ducklake_snapshot", vec![snap(3)])
+        .unwrap();
     t.stage_insert(M, INL, vec![inl(5, 2)]).unwrap();
     let m2 = t.rows(M, INL, false).unwrap();
     assert_ne!(m1.id, m2.id);
@@ -253,7 +256,7 @@ fn repeated_selection(select: impl FnOnce(&mut Transaction, &Materialized, &Mate
     assert_eq!(
         store.head().unwrap(),
         Head {
-            snapshot_id: head.snapshot_id,
+            snapshot_id: Some(3),
             batch_count: head.batch_count + 1
         }
     );
@@ -279,7 +282,7 @@ fn inline_one_rowid_selected_twice_is_deleted_once() {
         let (v1, v3) = (inl_rowid(m2, 1, 1), inl_rowid(m2, 3, 2));
         t.stage_delete(M, INL, vec![v1, v3, v3]).unwrap();
         t.stage_delete(M, INL, vec![v3, v1]).unwrap();
-        assert_eq!(t.staged().len(), 3, "one insert, two deletes");
+        assert_eq!(t.staged().len(), 4, "a snapshot, one insert, two deletes");
     });
 }
 
@@ -705,5 +708,377 @@ fn deleting_a_versioned_row_prunes_exactly_that_version() {
             snapshot_id: head.snapshot_id,
             batch_count: head.batch_count + 2
         }
+    );
+}
+
+// ---- maintenance, hand edits and the mixed set ------------------------------------------------
+
+/// Maintenance (here: a snapshot delete, an inlined-row delete) and a catalog change (an insert
+/// or update) in one commit without a snapshot insert is a constraint error and writes nothing.
+/// Either alone commits without a snapshot and keeps the head snapshot.
+#[test]
+fn a_mixed_set_without_a_snapshot_is_a_constraint_error() {
+    let store = new_lake("mixed");
+    commit_snapshot(&store, 1, |t| {
+        t.stage_insert(M, "ducklake_table", vec![table_row(1, 1, None, "a")])
+            .unwrap();
+    });
+    commit_chunks(&store, &[vec![inl(0, 2), inl(1, 2)]]);
+    let before = everything(&store);
+    let head = store.head().unwrap();
+
+    let refused = |stage: &dyn Fn(&mut Transaction), what: &str| {
+        let mut t = store.begin();
+        stage(&mut t);
+        let e = t.commit().unwrap_err();
+        assert!(matches!(e, Error::Constraint(_)), "{e}");
+        let msg = e.to_string();
+        assert!(
+            msg.contains(what) && msg.contains("must insert a ducklake_snapshot row"),
+            "{msg}"
+        );
+        assert_eq!(
+            everything(&store),
+            before,
+            "a refused commit writes nothing"
+        );
+    };
+    let delete_snapshot_1 = |t: &mut Transaction| {
+        let m = t.rows(M, "ducklake_snapshot", true).unwrap();
+        let i = find(&m, |r| r[0] == Int(1));
+        t.stage_delete(M, "ducklake_snapshot", vec![rowid(m.id, i)])
+            .unwrap();
+    };
+    let delete_inlined_row_0 = |t: &mut Transaction| {
+        let m = t.rows(M, INL, false).unwrap();
+        t.stage_delete(M, INL, vec![inl_rowid(&m, 0, 2)]).unwrap();
+    };
+    // an expiry carrying a new table version
+    refused(
+        &|t| {
+            delete_snapshot_1(t);
+            t.stage_insert(M, "ducklake_table", vec![table_row(2, 2, None, "b")])
+                .unwrap();
+        },
+        "inserts into ducklake_table and also deletes from ducklake_snapshot",
+    );
+    // a drain carrying an update of a live version
+    refused(
+        &|t| {
+            delete_inlined_row_0(t);
+            let m = t.rows(M, "ducklake_table", false).unwrap();
+            t.stage_update(
+                M,
+                "ducklake_table",
+                vec![(rowid(m.id, 0), table_row(1, 1, None, "renamed"))],
+            )
+            .unwrap();
+        },
+        "updates ducklake_table and also deletes from ducklake_inlined_data_1_0",
+    );
+
+    // maintenance alone: no snapshot record, head snapshot kept, batch count advanced
+    let mut t = store.begin();
+    delete_snapshot_1(&mut t);
+    delete_inlined_row_0(&mut t);
+    t.commit().unwrap();
+    assert_eq!(
+        store.head().unwrap(),
+        Head {
+            snapshot_id: head.snapshot_id,
+            batch_count: head.batch_count + 1
+        }
+    );
+    assert_eq!(
+        ids(
+            &rows_of(&store, "ducklake_snapshot", true),
+            "ducklake_snapshot"
+        ),
+        vec![0, 2],
+        "snapshot 1 is gone and no snapshot was minted"
+    );
+    // a hand edit alone (DuckLake's catalogs accept it; its suite relies on it)
+    let mut t = store.begin();
+    t.stage_insert(M, "ducklake_table", vec![table_row(2, 3, None, "b")])
+        .unwrap();
+    t.commit().unwrap();
+    assert_eq!(store.head().unwrap().snapshot_id, head.snapshot_id);
+}
+
+// ---- embedded rows ---------------------------------------------------------------------------
+
+const EMBEDDING: &[&str] = &[
+    "ducklake_data_file",
+    "ducklake_file_partition_value",
+    "ducklake_column_mapping",
+    "ducklake_name_mapping",
+];
+
+fn data_file(id: i64) -> Row {
+    row(
+        "ducklake_data_file",
+        &[
+            ("data_file_id", Int(id)),
+            ("table_id", Int(1)),
+            ("begin_snapshot", Int(1)),
+            ("path", Text(format!("f{id}.parquet"))),
+        ],
+    )
+}
+
+fn partition_value(file: i64, index: i64, value: &str) -> Row {
+    row(
+        "ducklake_file_partition_value",
+        &[
+            ("data_file_id", Int(file)),
+            ("table_id", Int(1)),
+            ("partition_key_index", Int(index)),
+            ("partition_value", Text(value.into())),
+        ],
+    )
+}
+
+fn column_mapping(id: i64) -> Row {
+    row(
+        "ducklake_column_mapping",
+        &[
+            ("mapping_id", Int(id)),
+            ("table_id", Int(1)),
+            ("type", Text("map_by_name".into())),
+        ],
+    )
+}
+
+fn name_mapping(mapping: i64, column: i64, name: &str) -> Row {
+    row(
+        "ducklake_name_mapping",
+        &[
+            ("mapping_id", Int(mapping)),
+            ("column_id", Int(column)),
+            ("source_name", Text(name.into())),
+        ],
+    )
+}
+
+/// Files 5 and 6 with partition values, mappings 7 and 8 with name rows, all at snapshot 1.
+fn lake_with_embedded_rows(tag: &str) -> Arc<Store> {
+    let store = new_lake(tag);
+    let mut t = store.begin();
+    for name in EMBEDDING {
+        t.create_table(def(name)).unwrap();
+    }
+    t.commit().unwrap();
+    commit_snapshot(&store, 1, |t| {
+        t.stage_insert(M, "ducklake_data_file", vec![data_file(5), data_file(6)])
+            .unwrap();
+        t.stage_insert(
+            M,
+            "ducklake_file_partition_value",
+            vec![
+                partition_value(5, 0, "a"),
+                partition_value(5, 1, "b"),
+                partition_value(6, 0, "c"),
+            ],
+        )
+        .unwrap();
+        t.stage_insert(
+            M,
+            "ducklake_column_mapping",
+            vec![column_mapping(7), column_mapping(8)],
+        )
+        .unwrap();
+        t.stage_insert(
+            M,
+            "ducklake_name_mapping",
+            vec![
+                name_mapping(7, 0, "x"),
+                name_mapping(7, 1, "y"),
+                name_mapping(8, 0, "z"),
+            ],
+        )
+        .unwrap();
+    });
+    store
+}
+
+fn delete_where(t: &mut Transaction, table: &str, f: impl Fn(&Row) -> bool) {
+    let m = t.rows(M, table, true).unwrap();
+    let rowids: Vec<i64> = (0..m.rows.len())
+        .filter(|&i| f(&m.rows[i]))
+        .map(|i| rowid(m.id, i))
+        .collect();
+    t.stage_delete(M, table, rowids).unwrap();
+}
+
+/// DuckLake's expiry deletes a data file's row, then `DELETE FROM ducklake_file_partition_value
+/// WHERE data_file_id IN (...)`; step 5 deletes a column mapping and step 8 sweeps name rows
+/// whose mapping is gone. The embedded rows ride their parent: the transaction stops serving
+/// them once the parent is deleted (so the later deletes find nothing to do), and the parent's
+/// delete removes their keys in the same write.
+#[test]
+fn embedded_rows_ride_their_parents_deletion() {
+    let store = lake_with_embedded_rows("embedded");
+    let pv = |id: i64| keys::current(M, "ducklake_file_partition_value", &[Int(id)], None);
+    let nm = |id: i64| keys::current(M, "ducklake_name_mapping", &[Int(id)], None);
+    assert_eq!(raw_keys(&store, &pv(5)).len(), 2);
+    assert_eq!(raw_keys(&store, &nm(7)).len(), 2);
+    let before = everything(&store);
+    let head = store.head().unwrap();
+
+    let mut t = store.begin();
+    delete_where(&mut t, "ducklake_data_file", |r| r[0] == Int(5));
+    let values = t.rows(M, "ducklake_file_partition_value", true).unwrap();
+    assert_eq!(values.rows, vec![partition_value(6, 0, "c")]);
+    delete_where(&mut t, "ducklake_file_partition_value", |r| r[0] == Int(5));
+    delete_where(&mut t, "ducklake_column_mapping", |r| r[0] == Int(7));
+    // the step 8 sweep: name rows whose mapping is gone
+    let live: Vec<Cell> = t
+        .rows(M, "ducklake_column_mapping", true)
+        .unwrap()
+        .rows
+        .iter()
+        .map(|r| r[0].clone())
+        .collect();
+    assert_eq!(live, vec![Int(8)]);
+    delete_where(&mut t, "ducklake_name_mapping", |r| !live.contains(&r[0]));
+    assert!(
+        t.staged().iter().all(|op| match op {
+            Op::Delete { table, .. } =>
+                table == "ducklake_data_file" || table == "ducklake_column_mapping",
+            _ => false,
+        }),
+        "the embedded deletes found nothing to stage: {:?}",
+        t.staged()
+    );
+    assert_eq!(
+        t.rows(M, "ducklake_name_mapping", true).unwrap().rows,
+        vec![name_mapping(8, 0, "z")]
+    );
+    // outside the transaction the committed rows are still served
+    assert_eq!(
+        rows_of(&store, "ducklake_file_partition_value", true).len(),
+        3
+    );
+    t.commit().unwrap();
+
+    let (removed, written) = diff(&before, &everything(&store));
+    let expected: Vec<Vec<u8>> = before
+        .iter()
+        .map(|(k, _)| k.clone())
+        .filter(|k| {
+            k.starts_with(&pv(5))
+                || k.starts_with(&nm(7))
+                || k.starts_with(&keys::current(M, "ducklake_data_file", &[Int(5)], None))
+                || k.starts_with(&keys::current(
+                    M,
+                    "ducklake_column_mapping",
+                    &[Int(7)],
+                    None,
+                ))
+        })
+        .collect();
+    assert_eq!(
+        expected.len(),
+        6,
+        "file 5, its 2 values, mapping 7, its 2 name rows"
+    );
+    assert_eq!(removed, expected);
+    assert_eq!(written, vec![keys::sys_head()]);
+    assert_eq!(store.head().unwrap().snapshot_id, head.snapshot_id);
+    assert_eq!(
+        rows_of(&store, "ducklake_file_partition_value", true),
+        vec![partition_value(6, 0, "c")]
+    );
+    assert_eq!(
+        rows_of(&store, "ducklake_name_mapping", true),
+        vec![name_mapping(8, 0, "z")]
+    );
+
+    // embedded rows first, then their parent, in one transaction: validated, and gone
+    let mut t = store.begin();
+    delete_where(&mut t, "ducklake_file_partition_value", |r| r[0] == Int(6));
+    delete_where(&mut t, "ducklake_data_file", |r| r[0] == Int(6));
+    t.commit().unwrap();
+    assert!(raw_keys(&store, &pv(6)).is_empty());
+    assert!(rows_of(&store, "ducklake_data_file", true).is_empty());
+}
+
+/// An embedded row goes only with its parent: deleting one whose parent stays is a constraint
+/// error that writes nothing.
+#[test]
+fn an_embedded_row_cannot_be_deleted_while_its_parent_stays() {
+    let store = lake_with_embedded_rows("embedded-alone");
+    let before = everything(&store);
+    for (table, id, parent) in [
+        ("ducklake_file_partition_value", 6, "ducklake_data_file 6"),
+        ("ducklake_name_mapping", 8, "ducklake_column_mapping 8"),
+    ] {
+        let mut t = store.begin();
+        delete_where(&mut t, table, |r| r[0] == Int(id));
+        let e = t.commit().unwrap_err();
+        assert!(matches!(e, Error::Constraint(_)), "{e}");
+        assert!(e.to_string().contains(parent), "{e}");
+        assert_eq!(everything(&store), before);
+    }
+    // a mapping deleted in one transaction takes its name rows; a sweep in a later one is a
+    // no-op
+    let mut t = store.begin();
+    delete_where(&mut t, "ducklake_column_mapping", |r| r[0] == Int(8));
+    t.commit().unwrap();
+    let mut t = store.begin();
+    let live: Vec<Cell> = t
+        .rows(M, "ducklake_column_mapping", true)
+        .unwrap()
+        .rows
+        .iter()
+        .map(|r| r[0].clone())
+        .collect();
+    delete_where(&mut t, "ducklake_name_mapping", |r| !live.contains(&r[0]));
+    assert!(!t.has_writes(), "{:?}", t.staged());
+    assert_eq!(
+        col(
+            &rows_of(&store, "ducklake_name_mapping", true),
+            "ducklake_name_mapping",
+            "mapping_id"
+        ),
+        vec![Int(7), Int(7)]
+    );
+}
+
+/// Many parents in one commit (an expiry of a busy table) are looked up with one scan of each
+/// table instead of one per id; the outcome is the same.
+#[test]
+fn many_parents_take_their_embedded_rows_in_one_commit() {
+    let store = lake_with_embedded_rows("embedded-many");
+    commit_snapshot(&store, 2, |t| {
+        let files: Vec<Row> = (100..200).map(data_file).collect();
+        t.stage_insert(M, "ducklake_data_file", files).unwrap();
+        let values: Vec<Row> = (100..200).map(|f| partition_value(f, 0, "v")).collect();
+        t.stage_insert(M, "ducklake_file_partition_value", values)
+            .unwrap();
+    });
+    let mut t = store.begin();
+    delete_where(&mut t, "ducklake_data_file", |r| {
+        r[0].as_int().is_some_and(|id| (100..180).contains(&id))
+    });
+    t.commit().unwrap();
+    let left: Vec<i64> = col(
+        &rows_of(&store, "ducklake_file_partition_value", true),
+        "ducklake_file_partition_value",
+        "data_file_id",
+    )
+    .iter()
+    .map(|c| c.as_int().unwrap())
+    .collect();
+    let mut expected = vec![5, 5, 6];
+    expected.extend(180..200);
+    assert_eq!(left, expected);
+    assert_eq!(
+        raw_keys(
+            &store,
+            &keys::current_prefix(M, "ducklake_file_partition_value")
+        )
+        .len(),
+        23
     );
 }

@@ -275,6 +275,15 @@ pub fn history_prefix(lake_name: &str, table: &str) -> Vec<u8> {
     lake(lake_name).s("history").s(table).into_bytes()
 }
 
+/// Every ended version of one entity: `[lake/<lake>/]history/<table>/<key cells>`.
+pub fn history_entity_prefix(lake_name: &str, table: &str, key_cells: &[Cell]) -> Vec<u8> {
+    lake(lake_name)
+        .s("history")
+        .s(table)
+        .cells(key_cells)
+        .into_bytes()
+}
+
 /// Everything stored for one inlined table.
 pub fn inline_table_prefix(schema: &str, table: &str) -> Vec<u8> {
     Key::new().s("inline").s(schema).s(table).into_bytes()

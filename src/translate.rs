@@ -347,46 +347,263 @@ impl InlineModel {
     }
 }
 
+// ---- embedded rows (RFC 0007) -----------------------------------------------------------------
+
+/// A staged delete of an embedded row, checked when the commit has been walked.
+struct ChildDelete {
+    lake: String,
+    parent: &'static str,
+    id: Option<i64>,
+    key: Vec<u8>,
+}
+
+/// The parents a commit deletes and the embedded rows it names for deletion.
+#[derive(Default)]
+struct EmbeddedDeletes {
+    /// (lake, parent table, parent id)
+    parents: BTreeSet<(String, &'static str, i64)>,
+    children: Vec<ChildDelete>,
+}
+
+/// Above this many ids, one scan of the whole table beats a scan per id.
+const SCAN_WHOLE_TABLE_ABOVE: usize = 64;
+
+/// The keys (current, and history for a versioned table) of `table` that lead with one of
+/// `ids`, grouped by id. A table the lake does not have holds none.
+async fn keys_by_id(
+    ws: &WriteSet<'_>,
+    tables: &BTreeMap<(String, String), Arc<TableDef>>,
+    lake: &str,
+    table: &str,
+    ids: &BTreeSet<i64>,
+) -> Result<BTreeMap<i64, Vec<Vec<u8>>>> {
+    let mut found: BTreeMap<i64, Vec<Vec<u8>>> = BTreeMap::new();
+    let Some(def) = tables.get(&(lake.to_string(), table.to_string())) else {
+        return Ok(found);
+    };
+    let versioned = matches!(catalog::kind_of(def)?, Kind::Versioned { .. });
+    let whole = ids.len() > SCAN_WHOLE_TABLE_ABOVE;
+    let mut prefixes: Vec<(Vec<u8>, Option<i64>)> = Vec::new();
+    if whole {
+        prefixes.push((keys::current_prefix(lake, table), None));
+        if versioned {
+            prefixes.push((keys::history_prefix(lake, table), None));
+        }
+    } else {
+        for &id in ids {
+            let cells = [Cell::Int(id)];
+            prefixes.push((keys::current(lake, table, &cells, None), Some(id)));
+            if versioned {
+                prefixes.push((keys::history_entity_prefix(lake, table, &cells), Some(id)));
+            }
+        }
+    }
+    for (prefix, id) in prefixes {
+        for (k, _) in ws.scan(&prefix).await? {
+            let id = match id {
+                Some(id) => id,
+                None => match keys::decode_key(&k[prefix.len()..])?.first() {
+                    Some(Cell::Int(id)) if ids.contains(id) => *id,
+                    _ => continue,
+                },
+            };
+            found.entry(id).or_default().push(k);
+        }
+    }
+    Ok(found)
+}
+
+impl EmbeddedDeletes {
+    /// Embedded rows ride their parent: a parent this commit deletes outright (no record of it
+    /// is left) takes every row embedded in it, in the same write. A staged delete of an
+    /// embedded row is validated against that and writes nothing of its own; a row whose parent
+    /// was gone before this commit goes with the delete that names it. An embedded row whose
+    /// parent lives on cannot be deleted.
+    async fn settle(
+        self,
+        ws: &mut WriteSet<'_>,
+        tables: &BTreeMap<(String, String), Arc<TableDef>>,
+    ) -> Result<()> {
+        // (lake, parent table) -> the ids this commit deleted or whose embedded rows it names
+        let mut named: BTreeMap<(String, &'static str), BTreeSet<i64>> = BTreeMap::new();
+        for (lake, parent, id) in &self.parents {
+            named
+                .entry((lake.clone(), *parent))
+                .or_default()
+                .insert(*id);
+        }
+        for c in &self.children {
+            if let Some(id) = c.id {
+                named
+                    .entry((c.lake.clone(), c.parent))
+                    .or_default()
+                    .insert(id);
+            }
+        }
+        let mut gone: BTreeSet<(String, &'static str, i64)> = BTreeSet::new();
+        for ((lake, parent), ids) in &named {
+            let held = keys_by_id(ws, tables, lake, parent, ids).await?;
+            gone.extend(
+                ids.iter()
+                    .filter(|id| !held.contains_key(id))
+                    .map(|id| (lake.clone(), *parent, *id)),
+            );
+        }
+        for child in &self.children {
+            if let Some(id) = child
+                .id
+                .filter(|id| !gone.contains(&(child.lake.clone(), child.parent, *id)))
+            {
+                return Err(Error::Constraint(format!(
+                    "cannot delete a row embedded in {} {id} while that record stays: embedded \
+                     rows go only with their parent's deletion in the same transaction",
+                    child.parent
+                )));
+            }
+        }
+        // the parents this commit deleted take their embedded rows with them
+        let mut carried: BTreeMap<(String, &'static str), BTreeSet<i64>> = BTreeMap::new();
+        for key in self.parents.intersection(&gone) {
+            let (lake, parent, id) = key;
+            for e in catalog::embedded_children(parent) {
+                carried
+                    .entry((lake.clone(), e.child))
+                    .or_default()
+                    .insert(*id);
+            }
+        }
+        for ((lake, child), ids) in &carried {
+            for k in keys_by_id(ws, tables, lake, child, ids)
+                .await?
+                .into_values()
+                .flatten()
+            {
+                ws.del(k);
+            }
+        }
+        for child in self.children {
+            let by_parent = child.id.is_some_and(|id| {
+                self.parents
+                    .contains(&(child.lake.clone(), child.parent, id))
+            });
+            if !by_parent {
+                ws.del(child.key);
+            }
+        }
+        Ok(())
+    }
+}
+
 // ---- maintenance commits (RFC 0007) -----------------------------------------------------------
 
 /// DuckDB's reserved field id for the row-id column: the one file-statistics row a commit that
 /// mints no snapshot may insert (derived from an immutable Parquet file, RFC 0007).
 const ROW_ID_FIELD_ID: i64 = 2147483540;
 
-/// A commit that inserts no `ducklake_snapshot` row is a maintenance commit (expiry, cleanup,
-/// flush drains, options) or a hand edit of the catalog through its tables. It may delete
-/// anything, write bookkeeping, and write versions of entities as the editor states them:
-/// DuckLake's own catalogs accept such edits and its suite relies on them (it inserts a tag that
-/// begins at the next snapshot, it clears a file's mapping id), so refusing them would be policy
-/// DuckLake does not have (RFC 0007, "Hand edits"). The one insert DuckLake only ever writes with
-/// its file's snapshot, an ordinary file-statistics row, is a constraint error without one; the
-/// row-id statistics row of field 2147483540 is maintenance.
-fn check_maintenance(ops: &[Op], tables: &BTreeMap<(String, String), Arc<TableDef>>) -> Result<()> {
-    let mints_snapshot = ops
-        .iter()
-        .any(|op| matches!(op, Op::Insert { table, .. } if table == "ducklake_snapshot"));
-    if mints_snapshot {
-        return Ok(());
+/// What one staged operation is to a lake that the commit mints no snapshot in.
+enum Role {
+    /// Expiry, cleanup, drains, options: deletes of anything, the deletion schedule,
+    /// `ducklake_metadata`, dropping a table, the row-id statistics row.
+    Maintenance,
+    /// A change to what the catalog describes: any other insert or update.
+    Mutation,
+    /// Schema and table creation: neither.
+    Neither,
+}
+
+fn role(op: &Op, tables: &BTreeMap<(String, String), Arc<TableDef>>) -> Result<Role> {
+    const BOOKKEEPING: &[&str] = &["ducklake_files_scheduled_for_deletion", "ducklake_metadata"];
+    let (schema, table, row) = match op {
+        Op::Delete { .. } | Op::DropTable { .. } => return Ok(Role::Maintenance),
+        Op::CreateSchema(_) | Op::DropSchema(_) | Op::CreateTable(_) => return Ok(Role::Neither),
+        Op::Insert { schema, table, row } => (schema, table, Some(row)),
+        Op::Update { schema, table, .. } => (schema, table, None),
+    };
+    if BOOKKEEPING.contains(&table.as_str()) {
+        return Ok(Role::Maintenance);
     }
-    for op in ops {
-        let Op::Insert { schema, table, row } = op else {
-            continue;
-        };
-        if table != "ducklake_file_column_stats" {
-            continue;
-        }
-        let Some(def) = tables.get(&(schema.clone(), table.clone())) else {
-            continue; // translation reports the missing table
-        };
-        let field = def
-            .column_index("column_id")
+    if let (Some(row), "ducklake_file_column_stats") = (row, table.as_str()) {
+        let field = tables
+            .get(&(schema.clone(), table.clone()))
+            .and_then(|def| def.column_index("column_id"))
             .and_then(|i| row.get(i))
             .and_then(Cell::as_int);
-        if field != Some(ROW_ID_FIELD_ID) {
+        if field == Some(ROW_ID_FIELD_ID) {
+            return Ok(Role::Maintenance);
+        }
+        return Err(Error::Constraint(format!(
+            "a commit that inserts into {table} must insert a ducklake_snapshot row (without \
+             one only the row-id statistics of field {ROW_ID_FIELD_ID} are maintenance)"
+        )));
+    }
+    Ok(Role::Mutation)
+}
+
+fn describe(op: &Op) -> String {
+    match op {
+        Op::Insert { table, .. } => format!("inserts into {table}"),
+        Op::Update { table, .. } => format!("updates {table}"),
+        Op::Delete { table, .. } => format!("deletes from {table}"),
+        Op::DropTable { name, .. } => format!("drops {name}"),
+        Op::CreateSchema(n) | Op::DropSchema(n) => format!("changes schema {n}"),
+        Op::CreateTable(d) => format!("creates {}", d.name),
+    }
+}
+
+/// A lake the commit inserts no `ducklake_snapshot` row into takes one of two shapes.
+/// - A maintenance commit (RFC 0007): only maintenance operations. It writes no snapshot
+///   record and keeps the lake's head snapshot.
+/// - A hand edit: only changes to catalog rows, made through the tables as DuckLake's own
+///   catalogs accept them (its suite inserts a tag beginning at the next snapshot and clears a
+///   file's mapping id this way; RFC 0007, "Hand edits").
+///
+/// Both at once, the mixed set, is a constraint error: DuckLake mints a snapshot for every
+/// catalog change it makes, so maintenance carrying an unsnapshotted change is a broken
+/// commit. An ordinary file-statistics insert is refused in either shape: DuckLake only writes
+/// one with its file's snapshot.
+fn check_maintenance(ops: &[Op], tables: &BTreeMap<(String, String), Arc<TableDef>>) -> Result<()> {
+    let lake_of = |op: &Op| match op {
+        Op::Insert { schema, .. } | Op::Update { schema, .. } | Op::Delete { schema, .. } => {
+            Some(schema.clone())
+        }
+        Op::DropTable { schema, .. } => Some(schema.clone()),
+        Op::CreateTable(def) => Some(def.schema.clone()),
+        Op::CreateSchema(_) | Op::DropSchema(_) => None,
+    };
+    let minting: BTreeSet<String> = ops
+        .iter()
+        .filter_map(|op| match op {
+            Op::Insert { schema, table, .. } if table == "ducklake_snapshot" => {
+                Some(schema.clone())
+            }
+            _ => None,
+        })
+        .collect();
+    // per lake without a snapshot insert: its first maintenance and first mutation
+    let mut seen: BTreeMap<String, (Option<&Op>, Option<&Op>)> = BTreeMap::new();
+    for op in ops {
+        let Some(lake) = lake_of(op).filter(|l| !minting.contains(l)) else {
+            continue;
+        };
+        let entry = seen.entry(lake).or_default();
+        match role(op, tables)? {
+            Role::Maintenance => {
+                entry.0.get_or_insert(op);
+            }
+            Role::Mutation => {
+                entry.1.get_or_insert(op);
+            }
+            Role::Neither => {}
+        }
+    }
+    for (lake, (maintenance, mutation)) in seen {
+        if let (Some(m), Some(c)) = (maintenance, mutation) {
             return Err(Error::Constraint(format!(
-                "a commit that inserts into {table} must insert a ducklake_snapshot row \
-                 (without one only the row-id statistics of field {ROW_ID_FIELD_ID} are \
-                 maintenance)"
+                "a commit that {} and also {} in lake {lake} must insert a ducklake_snapshot \
+                 row: maintenance mints no snapshot, and DuckLake mints one for every catalog \
+                 change it makes",
+                describe(c),
+                describe(m)
             )));
         }
     }
@@ -445,6 +662,7 @@ pub(crate) async fn translate(
     // lakes whose ducklake_snapshot table this commit drops
     let mut dropped_snapshots: BTreeSet<String> = BTreeSet::new();
     let batch = head.batch_count + 1;
+    let mut embedded = EmbeddedDeletes::default();
 
     for (position, op) in ops.iter().enumerate() {
         match op {
@@ -640,13 +858,32 @@ pub(crate) async fn translate(
                         if !ws.exists(&key).await? {
                             return Err(vanished(&def, old, &kind));
                         }
-                        ws.del(key);
+                        match catalog::embedded_in(&def.name) {
+                            // validated once the whole commit has been walked
+                            Some(e) => embedded.children.push(ChildDelete {
+                                lake: def.schema.clone(),
+                                parent: e.parent,
+                                id: catalog::parent_id(&def, e, old),
+                                key,
+                            }),
+                            None => {
+                                ws.del(key);
+                                let mut children = catalog::embedded_children(&def.name);
+                                if let Some(e) = children.next() {
+                                    if let Some(id) = catalog::parent_id(&def, e, old) {
+                                        embedded.parents.insert((def.schema.clone(), e.parent, id));
+                                    }
+                                }
+                            }
+                        }
                     }
                     _ => unreachable!(),
                 }
             }
         }
     }
+
+    embedded.settle(&mut ws, &tables).await?;
 
     // No version may end at a snapshot its lake will not have: a scan at head skips the history
     // keyspace because every ended version ended at or before head (RFC 0002). Nor may a commit

@@ -237,6 +237,10 @@ impl Transaction {
             // the schema-version floor is derived from the data files and snapshots
             self.invalidate(schema, SCHEMA_VERSIONS);
         }
+        for e in catalog::embedded_children(table) {
+            // embedded rows are served only while their parent is
+            self.invalidate(schema, e.child);
+        }
     }
 
     /// Schema names, committed and staged.
@@ -443,6 +447,14 @@ impl Transaction {
             _ => None,
         });
         overlay::apply(&kind, &mut rows, ops, need_history);
+        if let Some(e) = catalog::embedded_in(table) {
+            let gone = self.parents_deleted(schema, e)?;
+            if !gone.is_empty() {
+                rows.retain(|r| {
+                    catalog::parent_id(&def, e, r).is_none_or(|id| !gone.contains(&id))
+                });
+            }
+        }
         let stored = rows.len();
         if table == SCHEMA_VERSIONS {
             rows.extend(self.schema_version_floors(&def, &rows)?);
@@ -462,6 +474,38 @@ impl Transaction {
         self.registry.insert(m.id, (id.clone(), m.clone()));
         self.cache.insert((id, need_history), m.clone());
         Ok(m)
+    }
+
+    /// The parents of an embedded table that this transaction deleted outright (no record of
+    /// them is left): their embedded rows go with them, so reads no longer see those rows
+    /// (RFC 0007). Translation removes the same rows at commit.
+    fn parents_deleted(&mut self, schema: &str, e: &catalog::Embedded) -> Result<BTreeSet<i64>> {
+        let deletes: Vec<Row> = self
+            .ops
+            .iter()
+            .filter_map(|op| match op {
+                Op::Delete {
+                    schema: s,
+                    table,
+                    old,
+                } if s == schema && table == e.parent => Some(old.clone()),
+                _ => None,
+            })
+            .collect();
+        if deletes.is_empty() {
+            return Ok(BTreeSet::new());
+        }
+        let parent_def = self.table_def(schema, e.parent)?;
+        let mut ids: BTreeSet<i64> = deletes
+            .iter()
+            .filter_map(|r| catalog::parent_id(&parent_def, e, r))
+            .collect();
+        for r in &self.rows(schema, e.parent, true)?.rows {
+            if let Some(id) = catalog::parent_id(&parent_def, e, r) {
+                ids.remove(&id);
+            }
+        }
+        Ok(ids)
     }
 
     /// The floor rows `ducklake_schema_versions` derives from this transaction's view of the

@@ -785,6 +785,8 @@ fn changing_a_row_that_is_gone_is_a_conflict() {
     let mut t = store.begin();
     let m = t.rows(M, "ducklake_table_stats", false).unwrap();
     let r = rowid(m.id, 0);
+    t.stage_insert(M, "ducklake_snapshot", vec![snap(1)])
+        .unwrap();
     t.stage_delete(M, "ducklake_table_stats", vec![r]).unwrap();
     // an update of the same old row staged after it: the row is already gone when translation
     // reaches it (what a lost race looks like to translation)
@@ -994,6 +996,8 @@ fn inline_table_dropped_and_recreated_in_one_transaction_starts_empty() {
         .unwrap();
     t.commit().unwrap();
     let mut t = store.begin();
+    t.stage_insert(M, "ducklake_snapshot", vec![snap(1)])
+        .unwrap();
     t.drop_table(M, INL).unwrap();
     t.create_table(inline_def()).unwrap();
     assert!(t.rows(M, INL, false).unwrap().rows.is_empty());
@@ -1250,6 +1254,8 @@ fn inline_bulk_deletes_across_chunks_and_tables_without_row_id() {
     assert_eq!(chunk_keys(&store).0.len(), 10);
     // in one transaction: insert a row, update it, and delete every even row (a flush-like sweep)
     let mut t = store.begin();
+    t.stage_insert(M, "ducklake_snapshot", vec![snap(1)])
+        .unwrap();
     t.stage_insert(M, INL, vec![inl(100, 0, None, "new")])
         .unwrap();
     let m = t.rows(M, INL, false).unwrap();
