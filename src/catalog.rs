@@ -372,8 +372,14 @@ pub struct Embedded {
 
 /// Every embedded table DuckLake writes only in the batch that inserts the parent. Column tags
 /// are not among them: DuckLake versions a column's tags on their own (COMMENT ON COLUMN ends one
-/// and begins another while the column lives on), so they stay a versioned kind.
+/// and begins another while the column lives on), so they stay a versioned kind. A snapshot's
+/// changes row rides its snapshot too, inside their merged `snapshot/<id>` record.
 pub const EMBEDDED: &[Embedded] = &[
+    Embedded {
+        child: "ducklake_snapshot_changes",
+        parent: "ducklake_snapshot",
+        id: "snapshot_id",
+    },
     Embedded {
         child: "ducklake_file_partition_value",
         parent: "ducklake_data_file",

@@ -441,7 +441,8 @@ pub const FIXED_TABLES: &[FixedTable] = &[
         lifecycle: Lifecycle::Unversioned,
     },
     // CREATE TABLE ducklake_column_mapping(mapping_id BIGINT, table_id BIGINT, type VARCHAR)
-    // mapping_id comes from next_file_id.
+    // mapping_id comes from next_file_id. Keyed (mapping_id, table_id): dead-table cleanup
+    // deletes it by table_id, the one unversioned kind on that path (RFC 0007).
     FixedTable {
         name: "ducklake_column_mapping",
         columns: &[
@@ -449,7 +450,7 @@ pub const FIXED_TABLES: &[FixedTable] = &[
             c("table_id", BIGINT),
             c("type", VARCHAR),
         ],
-        key: &["mapping_id"],
+        key: &["mapping_id", "table_id"],
         lifecycle: Lifecycle::Unversioned,
     },
     // CREATE TABLE ducklake_name_mapping(mapping_id BIGINT, column_id BIGINT, source_name VARCHAR,

@@ -663,6 +663,10 @@ pub(crate) async fn translate(
     let mut dropped_snapshots: BTreeSet<String> = BTreeSet::new();
     let batch = head.batch_count + 1;
     let mut embedded = EmbeddedDeletes::default();
+    // (lake, snapshot id) of the snapshots this commit deletes, and of the changes rows it
+    // deletes apart from them
+    let mut deleted_snapshots: BTreeSet<(String, i64)> = BTreeSet::new();
+    let mut changes_deletes: Vec<(String, i64)> = Vec::new();
 
     for (position, op) in ops.iter().enumerate() {
         match op {
@@ -794,18 +798,30 @@ pub(crate) async fn translate(
                     }
                     (Kind::Snapshot(half), Op::Delete { old, .. }) => {
                         let sid = snapshot_id(&def, old)?;
-                        if *half == SnapshotHalf::Snapshot && Some(sid) == final_of(&def.schema) {
-                            return Err(Error::Constraint(format!(
-                                "cannot delete snapshot {sid} from {}: it is the lake's head snapshot",
-                                def.name
-                            )));
+                        let lake_sid = (def.schema.clone(), sid);
+                        if *half == SnapshotHalf::Changes && deleted_snapshots.contains(&lake_sid) {
+                            continue; // carried away with its snapshot's record
                         }
-                        let mut rec = ws.snapshot_record(&def.schema, sid).await?;
+                        let rec = ws.snapshot_record(&def.schema, sid).await?;
                         if rec.half(*half).is_none() {
                             return Err(vanished(&def, old, &kind));
                         }
-                        *rec.half_mut(*half) = None;
-                        ws.put_snapshot_record(&def.schema, sid, &rec);
+                        match half {
+                            SnapshotHalf::Snapshot => {
+                                if Some(sid) == final_of(&def.schema) {
+                                    return Err(Error::Constraint(format!(
+                                        "cannot delete snapshot {sid} from {}: it is the lake's \
+                                         head snapshot",
+                                        def.name
+                                    )));
+                                }
+                                // the whole record goes: its changes row rides it
+                                ws.del(keys::snapshot(&def.schema, sid));
+                                deleted_snapshots.insert(lake_sid);
+                            }
+                            // validated once the whole commit has been walked
+                            SnapshotHalf::Changes => changes_deletes.push(lake_sid),
+                        }
                     }
                     (_, Op::Insert { row, .. }) => {
                         let key = catalog::row_key(&def, &kind, row)?;
@@ -884,6 +900,22 @@ pub(crate) async fn translate(
     }
 
     embedded.settle(&mut ws, &tables).await?;
+    // A changes row goes with its snapshot's record; one whose snapshot stays cannot go alone.
+    for (lake, sid) in changes_deletes {
+        if deleted_snapshots.contains(&(lake.clone(), sid)) {
+            continue;
+        }
+        let mut rec = ws.snapshot_record(&lake, sid).await?;
+        if rec.snapshot.is_some() {
+            return Err(Error::Constraint(format!(
+                "cannot delete the ducklake_snapshot_changes row of snapshot {sid} while the \
+                 snapshot stays: it goes only with its snapshot's deletion in the same \
+                 transaction"
+            )));
+        }
+        rec.changes = None;
+        ws.put_snapshot_record(&lake, sid, &rec);
+    }
 
     // No version may end at a snapshot its lake will not have: a scan at head skips the history
     // keyspace because every ended version ended at or before head (RFC 0002). Nor may a commit

@@ -304,17 +304,74 @@ fn snapshot_and_changes_rows_are_one_merged_record() {
         }
     );
 
-    // deleting only the changes half keeps the record with the snapshot half
+    // the changes row cannot go while its snapshot stays: refused, nothing written
+    let before = everything(&store);
     let mut t = store.begin();
     let c = t.rows(M, "ducklake_snapshot_changes", true).unwrap();
     t.stage_delete(M, "ducklake_snapshot_changes", vec![rowid(c.id, 0)])
         .unwrap();
-    t.commit().unwrap();
-    let rec = SnapshotRecord::decode(&raw(&store, &keys::snapshot_prefix(M))[0].1).unwrap();
-    assert_eq!(
-        (rec.snapshot.is_some(), rec.changes.is_none()),
-        (true, true)
+    let e = t.commit().unwrap_err();
+    assert!(matches!(e, Error::Constraint(_)), "{e}");
+    assert!(
+        e.to_string()
+            .contains("snapshot 1 while the snapshot stays"),
+        "{e}"
     );
+    assert_eq!(everything(&store), before);
+}
+
+/// DuckLake's expiry deletes `ducklake_snapshot` rows, then `ducklake_snapshot_changes` rows of
+/// the same ids. The changes row rides its snapshot: deleting the snapshot removes the whole
+/// record, the transaction stops serving the changes row, and the paired delete is a validated
+/// no-op, in either order.
+#[test]
+fn the_paired_snapshot_changes_delete_is_a_validated_no_op() {
+    let store = new_lake(&mem_url("changes-noop"));
+    commit_table(&store, 1, 1, "t1");
+    commit_table(&store, 2, 2, "t2");
+    let before = everything(&store);
+    let mut t = store.begin();
+    let s = t.rows(M, "ducklake_snapshot", true).unwrap();
+    let c = t.rows(M, "ducklake_snapshot_changes", true).unwrap();
+    let at = |m: &Materialized, id: i64| {
+        rowid(m.id, m.rows.iter().position(|r| r[0] == Int(id)).unwrap())
+    };
+    // snapshot 0: snapshot first, then its changes row through the earlier scan
+    t.stage_delete(M, "ducklake_snapshot", vec![at(&s, 0)])
+        .unwrap();
+    let ids: Vec<Cell> = t
+        .rows(M, "ducklake_snapshot_changes", true)
+        .unwrap()
+        .rows
+        .iter()
+        .map(|r| r[0].clone())
+        .collect();
+    assert_eq!(
+        ids,
+        vec![Int(1), Int(2)],
+        "the deleted snapshot's changes row is no longer read"
+    );
+    t.stage_delete(M, "ducklake_snapshot_changes", vec![at(&c, 0)])
+        .unwrap();
+    // snapshot 1: changes row first
+    t.stage_delete(M, "ducklake_snapshot_changes", vec![at(&c, 1)])
+        .unwrap();
+    t.stage_delete(M, "ducklake_snapshot", vec![at(&s, 1)])
+        .unwrap();
+    t.commit().unwrap();
+    let after = everything(&store);
+    let removed: Vec<&Vec<u8>> = before
+        .iter()
+        .map(|(k, _)| k)
+        .filter(|k| !after.iter().any(|(a, _)| a == *k))
+        .collect();
+    assert_eq!(removed, vec![&keys::snapshot(M, 0), &keys::snapshot(M, 1)]);
+    let changed: Vec<&Vec<u8>> = after
+        .iter()
+        .filter(|(k, v)| before.iter().any(|(b, bv)| b == k && bv != v))
+        .map(|(k, _)| k)
+        .collect();
+    assert_eq!(changed, vec![&keys::sys_head()], "nothing else is written");
 }
 
 #[test]
