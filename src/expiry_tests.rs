@@ -3,7 +3,8 @@
 //! `Transaction` and checks both what a new transaction serves and the raw keyspace.
 
 use super::tests::{
-    self, col, def, everything, inline_def, mem_url, raw, row, rows_of, snap, table_row, INL, M,
+    self, col, def, everything, first_cells, inline_def, mem_url, raw, row, rows_of, snap,
+    table_row, INL, M,
 };
 use super::*;
 use crate::cell::Cell::{Int, Text};
@@ -932,13 +933,7 @@ fn embedded_rows_ride_their_parents_deletion() {
     delete_where(&mut t, "ducklake_file_partition_value", |r| r[0] == Int(5));
     delete_where(&mut t, "ducklake_column_mapping", |r| r[0] == Int(7));
     // the step 8 sweep: name rows whose mapping is gone
-    let live: Vec<Cell> = t
-        .rows(M, "ducklake_column_mapping", true)
-        .unwrap()
-        .rows
-        .iter()
-        .map(|r| r[0].clone())
-        .collect();
+    let live = first_cells(&mut t, "ducklake_column_mapping");
     assert_eq!(live, vec![Int(8)]);
     delete_where(&mut t, "ducklake_name_mapping", |r| !live.contains(&r[0]));
     assert!(
@@ -1026,13 +1021,7 @@ fn an_embedded_row_cannot_be_deleted_while_its_parent_stays() {
     delete_where(&mut t, "ducklake_column_mapping", |r| r[0] == Int(8));
     t.commit().unwrap();
     let mut t = store.begin();
-    let live: Vec<Cell> = t
-        .rows(M, "ducklake_column_mapping", true)
-        .unwrap()
-        .rows
-        .iter()
-        .map(|r| r[0].clone())
-        .collect();
+    let live = first_cells(&mut t, "ducklake_column_mapping");
     delete_where(&mut t, "ducklake_name_mapping", |r| !live.contains(&r[0]));
     assert!(!t.has_writes(), "{:?}", t.staged());
     assert_eq!(

@@ -210,6 +210,12 @@ pub(super) fn everything(store: &Arc<Store>) -> Vec<(Vec<u8>, Vec<u8>)> {
     raw(store, &[])
 }
 
+/// The first cell of every row `t` reads from `table` (with history).
+pub(super) fn first_cells(t: &mut Transaction, table: &str) -> Vec<Cell> {
+    let m = t.rows(M, table, true).unwrap();
+    m.rows.iter().map(|r| r[0].clone()).collect()
+}
+
 // ---- store: open, head, markers ---------------------------------------------------------------
 
 #[test]
@@ -339,13 +345,7 @@ fn the_paired_snapshot_changes_delete_is_a_validated_no_op() {
     // snapshot 0: snapshot first, then its changes row through the earlier scan
     t.stage_delete(M, "ducklake_snapshot", vec![at(&s, 0)])
         .unwrap();
-    let ids: Vec<Cell> = t
-        .rows(M, "ducklake_snapshot_changes", true)
-        .unwrap()
-        .rows
-        .iter()
-        .map(|r| r[0].clone())
-        .collect();
+    let ids = first_cells(&mut t, "ducklake_snapshot_changes");
     assert_eq!(
         ids,
         vec![Int(1), Int(2)],
