@@ -1034,8 +1034,8 @@ fn an_embedded_row_cannot_be_deleted_while_its_parent_stays() {
     );
 }
 
-/// Many parents in one commit (an expiry of a busy table) are looked up with one scan of each
-/// table instead of one per id; the outcome is the same.
+/// Many parents in one commit (an expiry of a busy table) each take their own rows, and only
+/// theirs.
 #[test]
 fn many_parents_take_their_embedded_rows_in_one_commit() {
     let store = lake_with_embedded_rows("embedded-many");
@@ -1069,5 +1069,39 @@ fn many_parents_take_their_embedded_rows_in_one_commit() {
         )
         .len(),
         23
+    );
+}
+
+/// An embedded row whose parent was already gone (an orphan a hand edit left) goes with the
+/// delete that names it, at once: the same commit can write the row again.
+#[test]
+fn an_orphaned_embedded_row_goes_with_its_own_delete() {
+    let store = lake_with_embedded_rows("embedded-orphan");
+    let orphan = partition_value(9, 0, "o");
+    let mut t = store.begin();
+    t.stage_insert(M, "ducklake_file_partition_value", vec![orphan.clone()])
+        .unwrap();
+    t.commit().unwrap();
+    // deleted and written again in one commit
+    commit_snapshot(&store, 2, |t| {
+        delete_where(t, "ducklake_file_partition_value", |r| r[0] == Int(9));
+        t.stage_insert(M, "ducklake_file_partition_value", vec![orphan.clone()])
+            .unwrap();
+    });
+    let orphans = |store: &Arc<Store>| {
+        rows_of(store, "ducklake_file_partition_value", true)
+            .into_iter()
+            .filter(|r| r[0] == Int(9))
+            .count()
+    };
+    assert_eq!(orphans(&store), 1);
+    // deleted alone: a maintenance commit
+    let mut t = store.begin();
+    delete_where(&mut t, "ducklake_file_partition_value", |r| r[0] == Int(9));
+    t.commit().unwrap();
+    assert_eq!(orphans(&store), 0);
+    assert_eq!(
+        rows_of(&store, "ducklake_file_partition_value", true).len(),
+        3
     );
 }

@@ -365,11 +365,9 @@ struct EmbeddedDeletes {
     children: Vec<ChildDelete>,
 }
 
-/// Above this many ids, one scan of the whole table beats a scan per id.
-const SCAN_WHOLE_TABLE_ABOVE: usize = 64;
-
 /// The keys (current, and history for a versioned table) of `table` that lead with one of
-/// `ids`, grouped by id. A table the lake does not have holds none.
+/// `ids`, grouped by id: one prefix scan per id, so the cost follows the ids, not the table. A
+/// table the lake does not have holds none.
 async fn keys_by_id(
     ws: &WriteSet<'_>,
     tables: &BTreeMap<(String, String), Arc<TableDef>>,
@@ -382,35 +380,35 @@ async fn keys_by_id(
         return Ok(found);
     };
     let versioned = matches!(catalog::kind_of(def)?, Kind::Versioned { .. });
-    let whole = ids.len() > SCAN_WHOLE_TABLE_ABOVE;
-    let mut prefixes: Vec<(Vec<u8>, Option<i64>)> = Vec::new();
-    if whole {
-        prefixes.push((keys::current_prefix(lake, table), None));
+    for &id in ids {
+        let cells = [Cell::Int(id)];
+        let mut prefixes = vec![keys::current(lake, table, &cells, None)];
         if versioned {
-            prefixes.push((keys::history_prefix(lake, table), None));
+            prefixes.push(keys::history_entity_prefix(lake, table, &cells));
         }
-    } else {
-        for &id in ids {
-            let cells = [Cell::Int(id)];
-            prefixes.push((keys::current(lake, table, &cells, None), Some(id)));
-            if versioned {
-                prefixes.push((keys::history_entity_prefix(lake, table, &cells), Some(id)));
+        for prefix in prefixes {
+            for (k, _) in ws.scan(&prefix).await? {
+                found.entry(id).or_default().push(k);
             }
         }
     }
-    for (prefix, id) in prefixes {
-        for (k, _) in ws.scan(&prefix).await? {
-            let id = match id {
-                Some(id) => id,
-                None => match keys::decode_key(&k[prefix.len()..])?.first() {
-                    Some(Cell::Int(id)) if ids.contains(id) => *id,
-                    _ => continue,
-                },
-            };
-            found.entry(id).or_default().push(k);
-        }
-    }
     Ok(found)
+}
+
+/// Whether no record of parent `id` is left in the write set.
+async fn parent_absent(
+    ws: &WriteSet<'_>,
+    tables: &BTreeMap<(String, String), Arc<TableDef>>,
+    lake: &str,
+    parent: &str,
+    id: Option<i64>,
+) -> Result<bool> {
+    let Some(id) = id else {
+        return Ok(true); // a NULL id names no parent
+    };
+    Ok(keys_by_id(ws, tables, lake, parent, &BTreeSet::from([id]))
+        .await?
+        .is_empty())
 }
 
 impl EmbeddedDeletes {
@@ -875,13 +873,22 @@ pub(crate) async fn translate(
                             return Err(vanished(&def, old, &kind));
                         }
                         match catalog::embedded_in(&def.name) {
-                            // validated once the whole commit has been walked
-                            Some(e) => embedded.children.push(ChildDelete {
-                                lake: def.schema.clone(),
-                                parent: e.parent,
-                                id: catalog::parent_id(&def, e, old),
-                                key,
-                            }),
+                            Some(e) => {
+                                let id = catalog::parent_id(&def, e, old);
+                                if parent_absent(&ws, &tables, &def.schema, e.parent, id).await? {
+                                    // its parent is gone already (deleted earlier in this
+                                    // commit, or an orphan): nothing to wait for
+                                    ws.del(key);
+                                } else {
+                                    // validated once the whole commit has been walked
+                                    embedded.children.push(ChildDelete {
+                                        lake: def.schema.clone(),
+                                        parent: e.parent,
+                                        id,
+                                        key,
+                                    });
+                                }
+                            }
                             None => {
                                 ws.del(key);
                                 let mut children = catalog::embedded_children(&def.name);

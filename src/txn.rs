@@ -495,7 +495,13 @@ impl Transaction {
         if deletes.is_empty() {
             return Ok(BTreeSet::new());
         }
-        let parent_def = self.table_def(schema, e.parent)?;
+        // a parent table dropped since holds no record to keep its rows alive or hide them by
+        let Some(parent_def) = self
+            .table_map()?
+            .remove(&(schema.to_string(), e.parent.to_string()))
+        else {
+            return Ok(BTreeSet::new());
+        };
         let mut ids: BTreeSet<i64> = deletes
             .iter()
             .filter_map(|r| catalog::parent_id(&parent_def, e, r))
