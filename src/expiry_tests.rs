@@ -3,8 +3,8 @@
 //! `Transaction` and checks both what a new transaction serves and the raw keyspace.
 
 use super::tests::{
-    self, col, def, everything, first_cells, inline_def, mem_url, raw, row, rows_of, snap,
-    table_row, INL, M,
+    self, col, column_of, def, everything, first_cells, inline_def, mem_url, raw, row, rows_of,
+    snap, table_row, INL, M,
 };
 use super::*;
 use crate::cell::Cell::{Int, Text};
@@ -1025,11 +1025,7 @@ fn an_embedded_row_cannot_be_deleted_while_its_parent_stays() {
     delete_where(&mut t, "ducklake_name_mapping", |r| !live.contains(&r[0]));
     assert!(!t.has_writes(), "{:?}", t.staged());
     assert_eq!(
-        col(
-            &rows_of(&store, "ducklake_name_mapping", true),
-            "ducklake_name_mapping",
-            "mapping_id"
-        ),
+        column_of(&store, "ducklake_name_mapping", true, "mapping_id"),
         vec![Int(7), Int(7)]
     );
 }
@@ -1051,9 +1047,10 @@ fn many_parents_take_their_embedded_rows_in_one_commit() {
         r[0].as_int().is_some_and(|id| (100..180).contains(&id))
     });
     t.commit().unwrap();
-    let left: Vec<i64> = col(
-        &rows_of(&store, "ducklake_file_partition_value", true),
+    let left: Vec<i64> = column_of(
+        &store,
         "ducklake_file_partition_value",
+        true,
         "data_file_id",
     )
     .iter()

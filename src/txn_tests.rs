@@ -206,6 +206,11 @@ pub(super) fn rows_of(store: &Arc<Store>, table: &str, history: bool) -> Vec<Row
     store.begin().rows(M, table, history).unwrap().rows.clone()
 }
 
+/// One column of the rows a new transaction reads from `table`.
+pub(super) fn column_of(store: &Arc<Store>, table: &str, history: bool, name: &str) -> Vec<Cell> {
+    col(&rows_of(store, table, history), table, name)
+}
+
 pub(super) fn everything(store: &Arc<Store>) -> Vec<(Vec<u8>, Vec<u8>)> {
     raw(store, &[])
 }
@@ -433,9 +438,10 @@ fn maintenance_commit_keeps_the_head_snapshot_and_advances_the_batch_count() {
     .unwrap();
     t.commit().unwrap();
     assert_eq!(
-        col(
-            &rows_of(&store, "ducklake_files_scheduled_for_deletion", false),
+        column_of(
+            &store,
             "ducklake_files_scheduled_for_deletion",
+            false,
             "data_file_id"
         ),
         vec![Int(11)]
@@ -1678,11 +1684,7 @@ fn commit_snapshot_2(store: &Arc<Store>) -> Result<()> {
 }
 
 fn table_names(store: &Arc<Store>) -> Vec<Cell> {
-    col(
-        &rows_of(store, "ducklake_table", false),
-        "ducklake_table",
-        "table_name",
-    )
+    column_of(store, "ducklake_table", false, "table_name")
 }
 
 /// Start `commit_snapshot_2` on a helper thread; its result arrives on the receiver.
@@ -1760,11 +1762,7 @@ fn a_commit_whose_object_store_writes_fail_returns_the_error_and_writes_nothing(
     assert_eq!(everything(&store), before);
     assert_eq!(table_names(&store), vec![Text("kept".into())]);
     assert_eq!(
-        col(
-            &rows_of(&store, "ducklake_snapshot", true),
-            "ducklake_snapshot",
-            "snapshot_id"
-        ),
+        column_of(&store, "ducklake_snapshot", true, "snapshot_id"),
         vec![Int(0), Int(1)]
     );
     assert!(rows_of(&store, "ducklake_table_stats", true).is_empty());
@@ -1864,13 +1862,7 @@ fn rows_are_served_in_the_order_they_were_first_written() {
     )
     .unwrap();
     t.commit().unwrap();
-    let names = |store: &Arc<Store>| {
-        col(
-            &rows_of(store, "ducklake_table", false),
-            "ducklake_table",
-            "table_name",
-        )
-    };
+    let names = |store: &Arc<Store>| column_of(store, "ducklake_table", false, "table_name");
     let expect = vec![
         Text("late_key".into()),
         Text("nine".into()),
@@ -2111,11 +2103,7 @@ fn a_hand_edit_naming_only_committed_snapshots_commits_without_a_snapshot() {
         }
     );
     let table = def("ducklake_table");
-    let names = col(
-        &rows_of(&store, "ducklake_table", false),
-        "ducklake_table",
-        "table_name",
-    );
+    let names = column_of(&store, "ducklake_table", false, "table_name");
     assert_eq!(names, vec![Text("t1".into()), Text("t2".into())]);
     // an update that keeps the version's snapshots is a hand edit too
     let mut t = store.begin();
@@ -2125,11 +2113,7 @@ fn a_hand_edit_naming_only_committed_snapshots_commits_without_a_snapshot() {
     t.stage_update(M, "ducklake_table", vec![(rowid(m.id, 1), new)])
         .unwrap();
     t.commit().unwrap();
-    let paths = col(
-        &rows_of(&store, "ducklake_table", false),
-        "ducklake_table",
-        "path",
-    );
+    let paths = column_of(&store, "ducklake_table", false, "path");
     assert!(paths.contains(&Text("moved/".into())), "{paths:?}");
     // but no edit may end a version after head: a scan at head would miss it (it skips history)
     let before = everything(&store);
