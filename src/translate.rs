@@ -565,8 +565,8 @@ fn check_maintenance(ops: &[Op], tables: &BTreeMap<(String, String), Arc<TableDe
             Some(schema.clone())
         }
         Op::DropTable { schema, .. } => Some(schema.clone()),
-        Op::CreateTable(def) => Some(def.schema.clone()),
-        Op::CreateSchema(_) | Op::DropSchema(_) => None,
+        // neither maintenance nor a change (`role`)
+        Op::CreateTable(_) | Op::CreateSchema(_) | Op::DropSchema(_) => None,
     };
     let minting: BTreeSet<String> = ops
         .iter()
@@ -891,8 +891,8 @@ pub(crate) async fn translate(
                             }
                             None => {
                                 ws.del(key);
-                                let mut children = catalog::embedded_children(&def.name);
-                                if let Some(e) = children.next() {
+                                // every table embedded in a parent names it by the same column
+                                if let Some(e) = catalog::embedded_children(&def.name).next() {
                                     if let Some(id) = catalog::parent_id(&def, e, old) {
                                         embedded.parents.insert((def.schema.clone(), e.parent, id));
                                     }

@@ -480,19 +480,21 @@ impl Transaction {
     /// them is left): their embedded rows go with them, so reads no longer see those rows
     /// (RFC 0007). Translation removes the same rows at commit.
     fn parents_deleted(&mut self, schema: &str, e: &catalog::Embedded) -> Result<BTreeSet<i64>> {
-        let deletes: Vec<Row> = self
-            .ops
-            .iter()
-            .filter_map(|op| match op {
+        fn deleted<'o>(op: &'o Op, schema: &str, parent: &str) -> Option<&'o Row> {
+            match op {
                 Op::Delete {
                     schema: s,
                     table,
                     old,
-                } if s == schema && table == e.parent => Some(old.clone()),
+                } if s == schema && table == parent => Some(old),
                 _ => None,
-            })
-            .collect();
-        if deletes.is_empty() {
+            }
+        }
+        if !self
+            .ops
+            .iter()
+            .any(|op| deleted(op, schema, e.parent).is_some())
+        {
             return Ok(BTreeSet::new());
         }
         // a parent table dropped since holds no record to keep its rows alive or hide them by
@@ -502,9 +504,13 @@ impl Transaction {
         else {
             return Ok(BTreeSet::new());
         };
-        let mut ids: BTreeSet<i64> = deletes
+        let mut ids: BTreeSet<i64> = self
+            .ops
             .iter()
-            .filter_map(|r| catalog::parent_id(&parent_def, e, r))
+            .filter_map(|op| {
+                deleted(op, schema, e.parent)
+                    .and_then(|old| catalog::parent_id(&parent_def, e, old))
+            })
             .collect();
         for r in &self.rows(schema, e.parent, true)?.rows {
             if let Some(id) = catalog::parent_id(&parent_def, e, r) {
