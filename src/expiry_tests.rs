@@ -1102,3 +1102,18 @@ fn an_orphaned_embedded_row_goes_with_its_own_delete() {
         3
     );
 }
+
+/// A parent table dropped after the transaction deleted a parent hides nothing: the embedded
+/// table is still read (its rows are served as stored).
+#[test]
+fn embedded_rows_are_read_after_their_parent_table_is_dropped() {
+    let store = lake_with_embedded_rows("embedded-dropped-parent");
+    let mut t = store.begin();
+    delete_where(&mut t, "ducklake_column_mapping", |r| r[0] == Int(7));
+    assert_eq!(first_cells(&mut t, "ducklake_name_mapping"), vec![Int(8)]);
+    t.drop_table(M, "ducklake_column_mapping").unwrap();
+    assert_eq!(
+        first_cells(&mut t, "ducklake_name_mapping"),
+        vec![Int(7), Int(7), Int(8)]
+    );
+}
