@@ -23,7 +23,8 @@ Files that attach a hard-coded path instead of ${DUCKLAKE_CONNECTION} run unchan
 catalog, as under DuckLake's configs.
 
 Output: one line per failing test (`FAIL <catalog> <test>:<line>: <first mismatch>`), a
-per-directory table, and last one line per catalog: `<catalog>: N passed, N failed, N skipped`.
+per-directory table, where the suite came from (`suite: <dir> (<how found>; commit <sha>)`), and
+last one line per catalog: `<catalog>: N passed, N failed, N skipped`.
 Exit status 0 only if moraine (when it ran; otherwise every catalog that ran) had no failures.
 Details of every failure go to <out>/logs/<catalog>/, all results to <out>/results.json.
 """
@@ -94,7 +95,10 @@ def parse_args(argv):
                    help="moraine, duckdb, sqlite or all; repeatable or comma-separated "
                         "(default: moraine)")
     p.add_argument("--suite", help="DuckLake checkout holding test/sql and data/ "
-                                   "(default: $MORAINE_DUCKLAKE_TESTS or ../shared/ducklake-tests)")
+                                   "(default: $MORAINE_DUCKLAKE_TESTS or ../shared/ducklake-tests; "
+                                   "`cargo xtask conformance` fetches one when neither exists)")
+    p.add_argument("--suite-from", help="how the suite was found, for the summary "
+                                        "(cargo xtask passes it)")
     p.add_argument("-j", "--jobs", type=int, default=2, help="test files run at once (default 2)")
     p.add_argument("--timeout", type=float, default=300.0,
                    help="seconds per *.test file (default 300)")
@@ -123,17 +127,42 @@ def parse_args(argv):
 
 
 def find_suite(arg):
-    cands = [arg, os.environ.get("MORAINE_DUCKLAKE_TESTS"),
-             os.path.join(os.path.dirname(REPO), "shared", "ducklake-tests")]
-    for c in cands:
+    """The suite directory and how it was found."""
+    cands = [(arg, "--suite"), (os.environ.get("MORAINE_DUCKLAKE_TESTS"), "$MORAINE_DUCKLAKE_TESTS"),
+             (os.path.join(os.path.dirname(REPO), "shared", "ducklake-tests"),
+              "shared/ducklake-tests beside the clone")]
+    for c, how in cands:
         if c:
             c = os.path.abspath(c)
             if os.path.isdir(os.path.join(c, "test", "sql")):
-                return c
+                return c, how
             if arg and c == os.path.abspath(arg):
                 sys.exit(f"conformance: {arg} has no test/sql directory")
     sys.exit("conformance: DuckLake test suite not found; pass --suite DIR or set "
-             "MORAINE_DUCKLAKE_TESTS")
+             "MORAINE_DUCKLAKE_TESTS (`cargo xtask conformance` also fetches it)")
+
+
+def suite_commit(suite):
+    """The commit `suite` is checked out at, or None if it is not the top of a git checkout."""
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE")}
+
+    def git(*args):
+        r = subprocess.run(["git", "-C", suite, *args], capture_output=True, text=True,
+                           env=env, timeout=60)
+        return r.stdout.strip() if r.returncode == 0 else None
+
+    try:
+        top = git("rev-parse", "--show-toplevel")
+        if not top or os.path.realpath(top) != os.path.realpath(suite):
+            return None
+        return git("rev-parse", "HEAD")
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def describe_suite(suite, how, commit):
+    return f"{suite} ({how}; commit {commit or 'unknown, not a git checkout'})"
 
 
 def is_test(name, slow):
@@ -396,7 +425,9 @@ def main(argv):
         if not path:
             sys.exit(f"conformance: --ext wants NAME=PATH, got {e!r}")
         extras[name] = os.path.abspath(path)
-    suite = find_suite(args.suite)
+    suite, how = find_suite(args.suite)
+    how = args.suite_from or how
+    commit = suite_commit(suite)
     tests = select_tests(suite, args.paths, args.slow)
     unselected_slow = 0 if args.slow or args.paths else \
         len([t for t in all_tests(suite, True) if t.endswith(".test_slow")])
@@ -428,6 +459,7 @@ def main(argv):
     if moraine_info:
         print(f"conformance: moraine extension {moraine_info['path']} (built "
               f"{moraine_info['mtime']}, sha256 {moraine_info['sha256'][:16]}...)", file=sys.stderr)
+    print(f"conformance: suite {describe_suite(suite, how, commit)}", file=sys.stderr)
     print(f"conformance: {len(tests)} test files from {suite}; catalogs {', '.join(cats)}; "
           f"-j {args.jobs}; timeout {args.timeout:.0f}s ({args.slow_timeout:.0f}s for *.test_slow); "
           f"work dir {work_root}", file=sys.stderr)
@@ -476,7 +508,8 @@ def main(argv):
     fixed = {t for t in tests if not uses_connection_variable(suite, t)}
     table = format_table(cats, tests, results, fixed)
     with open(os.path.join(out_dir, "results.json"), "w") as f:
-        json.dump({"suite": suite, "catalogs": cats, "jobs": args.jobs, "moraine": moraine_info,
+        json.dump({"suite": suite, "suite_from": how, "suite_commit": commit,
+                   "catalogs": cats, "jobs": args.jobs, "moraine": moraine_info,
                    "seconds": {c: round(durations[c], 1) for c in cats},
                    "fixed_catalog": sorted(fixed),
                    "results": results}, f, indent=1, sort_keys=True)
@@ -492,6 +525,7 @@ def main(argv):
         print(f"{c}: ran in {durations[c]:.0f}s with -j {args.jobs}")
     print(f"details: {out_dir}/results.json, failure logs in {out_dir}/logs/")
     print()
+    print(f"suite: {describe_suite(suite, how, commit)}")
     failed = {}
     for c in cats:
         n = {"pass": 0, "fail": 0, "skip": 0}

@@ -37,13 +37,17 @@ commands:
                         in DIR (default ./.moraine-demo); without a terminal on stdin,
                         run the demo script and exit
       --without-moraine same demo on DuckLake's own DuckDB-file catalog
-  test                  deps, cargo test --release --workspace, conformance --selftest,
+  test                  deps, DuckLake's suite (fetched if not found, see conformance),
+                        cargo test --release --workspace, conformance --selftest,
                         e2e --selftest, e2e, conformance --slow (moraine)
   conformance [--catalog moraine|duckdb|sqlite|all] [PATH_OR_GLOB ...]
-                        DuckLake's sqllogictest suite (--suite DIR, default
-                        ../shared/ducklake-tests or $MORAINE_DUCKLAKE_TESTS) on moraine
-                        and/or DuckLake's own catalogs; builds moraine unless
-                        MORAINE_EXTENSION is set; `conformance --help` for the rest
+                        DuckLake's sqllogictest suite on moraine and/or DuckLake's own
+                        catalogs; builds moraine unless MORAINE_EXTENSION is set;
+                        `conformance --help` for the rest. The suite (--suite DIR) is by
+                        default $MORAINE_DUCKLAKE_TESTS, else shared/ducklake-tests beside
+                        the clone (or an ancestor, or the clone's origin), else DuckLake's
+                        repository at the pinned commit d8a1881e, fetched with git once into
+                        $MORAINE_CACHE/ducklake-tests/<commit> and reused
       --selftest        check the runner itself on small files (no moraine, no suite)
 
 environment:
@@ -52,6 +56,8 @@ environment:
   MORAINE_EXTENSION     e2e, conformance: use this moraine.duckdb_extension instead of building one
   MORAINE_E2E_TIMEOUT   per-statement timeout in seconds for e2e (default 120)
   MORAINE_DUCKLAKE_TESTS  conformance: the DuckLake test suite (holding test/sql, data/)
+  MORAINE_DUCKLAKE_GIT  conformance: where to fetch DuckLake from when no suite is found
+                        (default https://github.com/duckdb/ducklake; a mirror's URL or path)
 ";
 
 fn main() -> ExitCode {
@@ -202,6 +208,9 @@ fn cmd_test(args: &[String]) -> Result<bool, String> {
     no_args("test", args)?;
     // deps first, so the tests that exercise the stock CLI run instead of skipping
     ensure_deps()?;
+    // and DuckLake's suite (fetched if need be), so a missing one stops us before the long build
+    let suite = conformance::default_suite()?;
+    eprintln!("xtask test: DuckLake's suite is {}", suite.display());
     let target = paths::target_dir();
     eprintln!(
         "xtask test: cargo test --release --workspace (CARGO_TARGET_DIR={})",

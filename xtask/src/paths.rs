@@ -7,7 +7,8 @@
 //! reuses the compiled DuckDB instead of rebuilding it.
 //!
 //! Third-party binaries (DuckDB CLI, DuckLake extension, ...) are cached under
-//! `$MORAINE_CACHE` (default `$HOME/.cache/moraine`), in `pypi/`.
+//! `$MORAINE_CACHE` (default `$HOME/.cache/moraine`), in `pypi/`, and DuckLake's test suite,
+//! when it has to be fetched, in `ducklake-tests/<commit>`.
 
 use std::env;
 use std::path::{Path, PathBuf};
@@ -81,9 +82,13 @@ pub fn cargo_command() -> std::process::Command {
 
 /// A fresh, empty directory under the system temp dir.
 pub fn fresh_temp_dir(prefix: &str) -> std::io::Result<PathBuf> {
+    fresh_dir_in(&env::temp_dir(), prefix)
+}
+
+/// A fresh, empty directory `<base>/<prefix>-<pid>-<n>-<nanos>` (`base` must exist).
+pub fn fresh_dir_in(base: &Path, prefix: &str) -> std::io::Result<PathBuf> {
     use std::sync::atomic::{AtomicU64, Ordering};
     static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let base = env::temp_dir();
     loop {
         let n = COUNTER.fetch_add(1, Ordering::Relaxed);
         let nanos = std::time::SystemTime::now()
