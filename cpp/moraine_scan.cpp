@@ -32,6 +32,9 @@ struct MoraineScanBindData : public TableFunctionData {
 	optional_idx end_snapshot_floor;
 	//! Set when a pushed-down filter admits only rows with end_snapshot NULL.
 	bool only_live = false;
+	//! Conjuncts `column = constant` / `column IN (constants)` on integer columns: the scan
+	//! emits only rows that can pass them (DuckDB still applies them above the scan).
+	vector<pair<idx_t, vector<int64_t>>> selections;
 };
 
 //! The committed history holds only versions that ended at or before head. A scan whose filter
@@ -96,11 +99,97 @@ static optional_idx EndSnapshotAbove(LogicalGet &get, Expression &expr) {
 	return optional_idx(NumericCast<idx_t>(floor));
 }
 
+//! The table column a bound column reference of this scan names, if it is a plain column.
+static optional_idx ScanColumn(LogicalGet &get, Expression &expr) {
+	if (expr.GetExpressionClass() != ExpressionClass::BOUND_COLUMN_REF) {
+		return optional_idx();
+	}
+	auto &ref = expr.Cast<BoundColumnRefExpression>();
+	auto &column_ids = get.GetColumnIds();
+	if (ref.binding.table_index != get.table_index || ref.binding.column_index >= column_ids.size()) {
+		return optional_idx();
+	}
+	auto &column = column_ids[ref.binding.column_index];
+	if (column.IsVirtualColumn()) {
+		return optional_idx();
+	}
+	return optional_idx(column.GetPrimaryIndex());
+}
+
+//! An integer constant, exactly (no rounding): the only values an index lookup may use.
+static bool IntegerConstant(ClientContext &context, Expression &expr, int64_t &out) {
+	if (expr.GetExpressionClass() != ExpressionClass::BOUND_CONSTANT) {
+		return false;
+	}
+	auto &value = expr.Cast<BoundConstantExpression>().value;
+	if (value.IsNull() || !value.type().IsIntegral()) {
+		return false;
+	}
+	Value cast;
+	string error;
+	if (!value.DefaultTryCastAs(LogicalType::BIGINT, cast, &error, true)) {
+		return false;
+	}
+	out = cast.GetValue<int64_t>();
+	return true;
+}
+
+//! `column = c`, `c = column`, `column IN (c1, c2, ...)` on an integer column of this scan.
+static bool IntegerSelection(ClientContext &context, LogicalGet &get, Expression &expr,
+                             pair<idx_t, vector<int64_t>> &out) {
+	auto table = get.GetTable();
+	if (!table) {
+		return false;
+	}
+	auto integer_column = [&](Expression &e, idx_t &index) {
+		auto column = ScanColumn(get, e);
+		if (!column.IsValid()) {
+			return false;
+		}
+		index = column.GetIndex();
+		auto &type = table->GetColumn(LogicalIndex(index)).Type();
+		return type.IsIntegral();
+	};
+	int64_t value;
+	if (expr.GetExpressionType() == ExpressionType::COMPARE_EQUAL) {
+		auto &cmp = expr.Cast<BoundComparisonExpression>();
+		for (idx_t side = 0; side < 2; side++) {
+			auto &column = side == 0 ? *cmp.left : *cmp.right;
+			auto &constant = side == 0 ? *cmp.right : *cmp.left;
+			if (integer_column(column, out.first) && IntegerConstant(context, constant, value)) {
+				out.second = {value};
+				return true;
+			}
+		}
+		return false;
+	}
+	if (expr.GetExpressionType() == ExpressionType::COMPARE_IN) {
+		auto &op = expr.Cast<BoundOperatorExpression>();
+		if (op.children.size() < 2 || !integer_column(*op.children[0], out.first)) {
+			return false;
+		}
+		out.second.clear();
+		for (idx_t i = 1; i < op.children.size(); i++) {
+			if (!IntegerConstant(context, *op.children[i], value)) {
+				return false;
+			}
+			out.second.push_back(value);
+		}
+		return true;
+	}
+	return false;
+}
+
 static void MoraineScanPushdown(ClientContext &context, LogicalGet &get, FunctionData *bind_data_p,
                                 vector<unique_ptr<Expression>> &filters) {
 	// Only inspects the filters: DuckDB still applies every one of them above the scan.
 	auto &bind_data = bind_data_p->Cast<MoraineScanBindData>();
 	for (auto &filter : filters) {
+		pair<idx_t, vector<int64_t>> selection;
+		if (IntegerSelection(context, get, *filter, selection)) {
+			bind_data.selections.push_back(std::move(selection));
+			continue;
+		}
 		if (IsEndSnapshotNull(get, *filter)) {
 			bind_data.only_live = true;
 			continue;
@@ -149,6 +238,7 @@ struct MoraineScanState : public GlobalTableFunctionState {
 	idx_t position = 0;
 	idx_t length = 0;
 	bool read_history = true;
+	bool selected = false;
 	vector<column_t> column_ids;
 
 	idx_t MaxThreads() const override {
@@ -171,6 +261,10 @@ static unique_ptr<GlobalTableFunctionState> MoraineScanInit(ClientContext &conte
 	if (!result->mat) {
 		MoraineThrow(err);
 	}
+	for (auto &selection : bind_data.selections) {
+		moraine_mat_select(result->mat, selection.first, selection.second.data(), selection.second.size());
+	}
+	result->selected = !bind_data.selections.empty();
 	result->length = moraine_mat_len(result->mat);
 	result->column_ids = input.column_ids;
 	return std::move(result);
@@ -208,7 +302,9 @@ static InsertionOrderPreservingMap<string> MoraineScanDynamicToString(TableFunct
 	InsertionOrderPreservingMap<string> result;
 	result["Table"] = input.bind_data->Cast<MoraineScanBindData>().table.name;
 	if (input.global_state) {
-		result["History read"] = input.global_state->Cast<MoraineScanState>().read_history ? "yes" : "no";
+		auto &state = input.global_state->Cast<MoraineScanState>();
+		result["History read"] = state.read_history ? "yes" : "no";
+		result["Rows"] = to_string(state.length) + (state.selected ? " (by index)" : "");
 	}
 	return result;
 }

@@ -110,6 +110,22 @@ pub enum Kind {
     Inline,
 }
 
+// ---- DuckLake's tables that moraine's commit rules name (RFC 0007) ---------------------------
+
+/// A commit that inserts into it mints a snapshot of its lake (and moves the lake's head).
+pub const SNAPSHOT_TABLE: &str = "ducklake_snapshot";
+
+/// Bookkeeping a maintenance commit (one that mints no snapshot) may write: the deletion
+/// schedule and the lake's options.
+pub const BOOKKEEPING_TABLES: &[&str] = &["ducklake_files_scheduled_for_deletion", "ducklake_metadata"];
+
+/// File statistics: written only with the file's snapshot, except the row-id field's row.
+pub const FILE_COLUMN_STATS_TABLE: &str = "ducklake_file_column_stats";
+
+/// DuckDB's reserved field id for the row-id column: the one file-statistics row a commit that
+/// mints no snapshot may insert (derived from an immutable Parquet file, RFC 0007).
+pub const ROW_ID_FIELD_ID: i64 = 2147483540;
+
 /// Whether `name` is one of the dynamic tables DuckLake creates for inlined data.
 pub fn is_inlined_table_name(name: &str) -> bool {
     fn digits(s: &str) -> bool {
@@ -203,7 +219,7 @@ pub fn fixed_table_def(schema: &str, name: &str) -> Option<TableDef> {
 /// The kind of a table (its definition has passed [`validate_new_table`]).
 pub fn kind_of(def: &TableDef) -> Result<Kind> {
     match def.name.as_str() {
-        "ducklake_snapshot" => return Ok(Kind::Snapshot(SnapshotHalf::Snapshot)),
+        SNAPSHOT_TABLE => return Ok(Kind::Snapshot(SnapshotHalf::Snapshot)),
         "ducklake_snapshot_changes" => return Ok(Kind::Snapshot(SnapshotHalf::Changes)),
         _ => {}
     }

@@ -244,7 +244,7 @@ fn repeated_selection(select: impl FnOnce(&mut Transaction, &Materialized, &Mate
         .iter()
         .filter(|op| matches!(op, Op::Delete { .. }))
         .count();
-    let mut seen = t.rows(M, INL, false).unwrap().rows.clone();
+    let mut seen = t.rows(M, INL, false).unwrap().rows.to_vec();
     seen.sort_by_key(|r| r[0].as_int());
     assert_eq!(seen, vec![inl(0, 1), inl(2, 1), inl(4, 2), inl(5, 2)]);
     t.commit()

@@ -48,7 +48,21 @@ const TAG_BLOB: u8 = 5;
 
 pub struct MoraineStore(Arc<Store>);
 pub struct MoraineTxn(Mutex<Transaction>);
-pub struct MoraineMat(Arc<Materialized>);
+/// A materialization as one scan emits it: all its rows, or the positions a pushed-down filter
+/// selected (ascending), which keep their rowids.
+pub struct MoraineMat {
+    mat: Arc<Materialized>,
+    selection: Option<Vec<u32>>,
+}
+
+impl MoraineMat {
+    fn position(&self, index: usize) -> usize {
+        match &self.selection {
+            Some(sel) => sel.get(index).map_or(usize::MAX, |&p| p as usize),
+            None => index,
+        }
+    }
+}
 pub struct MoraineRows {
     ncols: usize,
     cells: Vec<Cell>,
@@ -458,21 +472,53 @@ pub unsafe extern "C" fn moraine_txn_rows(
             text(name, name_len)?,
             need_history != 0,
         )?;
-        Ok(Box::into_raw(Box::new(MoraineMat(mat))))
+        Ok(Box::into_raw(Box::new(MoraineMat {
+            mat,
+            selection: None,
+        })))
     })
     .unwrap_or(std::ptr::null_mut())
+}
+
+/// Narrow a scan to the rows whose `column` holds one of `values` (a conjunct of the query's
+/// filter: DuckDB still applies the filter itself above the scan, so this only has to keep every
+/// row that can pass). Repeated calls intersect. Served from the rows' index, not a walk.
+#[no_mangle]
+pub unsafe extern "C" fn moraine_mat_select(
+    mat: *mut MoraineMat,
+    column: usize,
+    values: *const i64,
+    count: usize,
+) {
+    let mat = &mut *mat;
+    let values = if count == 0 {
+        &[][..]
+    } else {
+        std::slice::from_raw_parts(values, count)
+    };
+    let chosen = mat.mat.rows.0.positions(column, values);
+    mat.selection = Some(match mat.selection.take() {
+        None => chosen,
+        Some(before) => {
+            let keep: std::collections::HashSet<u32> = chosen.into_iter().collect();
+            before.into_iter().filter(|p| keep.contains(p)).collect()
+        }
+    });
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn moraine_mat_len(mat: *const MoraineMat) -> usize {
     let mat = &*mat;
-    mat.0.rows.len()
+    match &mat.selection {
+        Some(sel) => sel.len(),
+        None => mat.mat.rows.len(),
+    }
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn moraine_mat_rowid(mat: *const MoraineMat, index: usize) -> i64 {
     let mat = &*mat;
-    crate::txn::rowid(mat.0.id, index)
+    crate::txn::rowid(mat.mat.id, mat.position(index))
 }
 
 #[no_mangle]
@@ -484,9 +530,9 @@ pub unsafe extern "C" fn moraine_mat_cell(
 ) {
     let mat = &*mat;
     let cell = mat
-        .0
+        .mat
         .rows
-        .get(row)
+        .get(mat.position(row))
         .and_then(|r| r.get(col))
         .unwrap_or(&Cell::Null);
     *out = cell_to_c(cell);

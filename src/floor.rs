@@ -17,6 +17,12 @@ use crate::catalog::TableDef;
 use crate::cell::{Cell, Row};
 use std::collections::BTreeMap;
 
+/// The table the floor derives rows of.
+pub const DERIVED: &str = "ducklake_schema_versions";
+
+/// The tables it derives them from: a write to either changes the floor.
+pub const INPUTS: [&str; 2] = ["ducklake_data_file", crate::catalog::SNAPSHOT_TABLE];
+
 /// The derived floor rows of `ducklake_schema_versions`, ordered by table id, given that
 /// table's rows, the rows of `ducklake_data_file` (live and ended) and each surviving
 /// snapshot's schema version, all from the same view. Returns nothing when a definition lacks

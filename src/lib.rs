@@ -8,7 +8,10 @@ pub mod cell;
 pub mod chunk;
 pub mod error;
 pub mod floor;
+pub mod image;
 pub mod keys;
+pub(crate) mod kinds;
+pub mod op;
 pub mod overlay;
 mod row_locks;
 pub mod store;
@@ -16,6 +19,7 @@ pub mod tables;
 pub mod translate;
 pub mod txn;
 pub mod url;
+pub(crate) mod write_set;
 
 // The C surface for the C++ catalog glue, and the extension entry point.
 mod ffi;

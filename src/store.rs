@@ -7,18 +7,26 @@
 
 use crate::cell::{decode_row, encode_row, Cell};
 use crate::error::{Error, Result};
+use crate::image::Image;
 use crate::keys;
 use crate::url::{self, StoreUrl};
 use bytes::Bytes;
 use object_store::local::LocalFileSystem;
 use object_store::ObjectStore;
-use slatedb::config::{DbReaderOptions, Settings};
-use slatedb::{Db, DbReader, DbReaderMode, DbTransaction, IsolationLevel, WriteBatch};
-use std::collections::HashMap;
+use slatedb::config::{DbReaderOptions, FlushOptions, FlushType, Settings};
+use slatedb::{Db, DbReader, DbReaderMode, WriteBatch};
+use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
 use std::path::Path;
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::Duration;
+
+/// Every commit flushes one small WAL object, and an open (a writer's, or a reader's) replays
+/// every WAL object written since the last memtable flush. SlateDB flushes the memtable only
+/// after 4096 WAL flushes or 64 MiB, so a lake of small commits would replay thousands of objects
+/// on every attach; a writer flushes its memtable to L0 itself after this many commits (the
+/// in-process compactor merges the L0 tables).
+const COMMITS_PER_MEMTABLE_FLUSH: u64 = 64;
 
 /// Value of `sys/format`: the moraine store format this build writes and reads.
 pub const STORE_FORMAT: &str = "moraine-store-2";
@@ -106,7 +114,7 @@ pub(crate) enum Backend {
 
 impl Backend {
     /// A point read of the committed state this handle sees.
-    async fn get(&self, key: &[u8]) -> Result<Option<Bytes>> {
+    pub(crate) async fn get(&self, key: &[u8]) -> Result<Option<Bytes>> {
         Ok(match self {
             Backend::Writer(db) => db.get(key).await?,
             Backend::Reader(r) => r.get(key).await?,
@@ -114,7 +122,7 @@ impl Backend {
     }
 
     /// Every (key, value) under `prefix` in the committed state this handle sees.
-    async fn scan(&self, prefix: &[u8]) -> Result<Vec<(Bytes, Bytes)>> {
+    pub(crate) async fn scan(&self, prefix: &[u8]) -> Result<Vec<(Bytes, Bytes)>> {
         let mut it = match self {
             Backend::Writer(db) => db.scan_prefix(prefix, ..).await?,
             Backend::Reader(r) => r.scan_prefix(prefix, ..).await?,
@@ -144,6 +152,14 @@ pub struct Store {
     /// Rows deleted or updated by this process's open transactions.
     pub(crate) row_locks: crate::row_locks::RowLocks,
     pub(crate) backend: Backend,
+    /// The committed image transactions pin (RFC 0009); `None` until first needed, and after a
+    /// write whose outcome is unknown (the next pin reads the store afresh).
+    image: Mutex<Option<Arc<Image>>>,
+    /// Held by a commit from its conflict check until its image is installed, and by a reader's
+    /// refresh: one at a time.
+    commit_lock: Mutex<()>,
+    /// Commits since this writer last flushed its memtable.
+    unflushed_commits: std::sync::atomic::AtomicU64,
 }
 
 type Registry = Mutex<HashMap<(String, bool), Weak<Store>>>;
@@ -171,9 +187,20 @@ fn writer_settings() -> Settings {
     }
 }
 
+/// How often a reader polls the writer's manifest and WAL: its freshness (RFC 0009). Default
+/// 200 ms; `MORAINE_READER_POLL_MS` in the reader's environment changes it.
+fn reader_poll_interval() -> Duration {
+    let ms = std::env::var("MORAINE_READER_POLL_MS")
+        .ok()
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .filter(|ms| *ms > 0)
+        .unwrap_or(200);
+    Duration::from_millis(ms)
+}
+
 fn reader_options() -> DbReaderOptions {
     DbReaderOptions {
-        manifest_poll_interval: Duration::from_millis(200),
+        manifest_poll_interval: reader_poll_interval(),
         ..DbReaderOptions::default()
     }
 }
@@ -261,6 +288,9 @@ impl Store {
             closed: std::sync::atomic::AtomicBool::new(false),
             row_locks: Default::default(),
             backend,
+            image: Mutex::new(None),
+            commit_lock: Mutex::new(()),
+            unflushed_commits: Default::default(),
         });
         reg.insert((canonical, read_only), Arc::downgrade(&store));
         Ok(store)
@@ -284,6 +314,9 @@ impl Store {
             closed: std::sync::atomic::AtomicBool::new(false),
             row_locks: Default::default(),
             backend,
+            image: Mutex::new(None),
+            commit_lock: Mutex::new(()),
+            unflushed_commits: Default::default(),
         }))
     }
 
@@ -311,14 +344,7 @@ impl Store {
         }
     }
 
-    /// Begin a writer-side SlateDB transaction (snapshot isolation: write-write conflicts).
-    pub(crate) fn begin_db_txn(&self) -> Result<DbTransaction> {
-        match &self.backend {
-            Backend::Writer(db) => Ok(db.begin(IsolationLevel::Snapshot)?),
-            Backend::Reader(_) => Err(Error::ReadOnly(self.url.clone())),
-        }
-    }
-
+    #[cfg(test)]
     pub(crate) fn db(&self) -> Option<&Db> {
         match &self.backend {
             Backend::Writer(db) => Some(db),
@@ -326,14 +352,145 @@ impl Store {
         }
     }
 
-    /// Reader-side point read (committed state as the reader currently sees it).
-    pub(crate) async fn reader_get(&self, key: &[u8]) -> Result<Option<Bytes>> {
-        self.backend.get(key).await
+    pub(crate) fn current_image(&self) -> Option<Arc<Image>> {
+        self.image.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
-    /// Reader-side prefix scan.
-    pub(crate) async fn reader_scan(&self, prefix: &[u8]) -> Result<Vec<(Bytes, Bytes)>> {
-        self.backend.scan(prefix).await
+    #[cfg(test)]
+    pub(crate) fn install_image_for_test(&self, image: Arc<Image>) {
+        self.install_image(Some(image));
+    }
+
+    fn install_image(&self, image: Option<Arc<Image>>) {
+        *self.image.lock().unwrap_or_else(|p| p.into_inner()) = image;
+    }
+
+    /// The image a transaction beginning now reads (RFC 0009): the current one while the store's
+    /// head is the one it was read at, else one read afresh (a reader following the writer, or
+    /// a writer whose image was dropped). Never changes under a transaction that pinned it.
+    pub(crate) fn pin_image(&self) -> Result<Arc<Image>> {
+        let span = tracing::trace_span!("moraine.pin", store = %self.url);
+        let _enter = span.enter();
+        // a fenced or closed writer fails here, as every read of it did before the image
+        let now = block_on(self.read_head())?;
+        if let Some(image) = self.current_image() {
+            if image.head() == now {
+                return Ok(image);
+            }
+        }
+        let _one_at_a_time = self.commit_lock.lock().unwrap_or_else(|p| p.into_inner());
+        let previous = self.current_image();
+        if let Some(image) = &previous {
+            if image.head() == now {
+                return Ok(image.clone());
+            }
+        }
+        let image = Arc::new(block_on(Image::load(self, previous.as_deref()))?);
+        tracing::debug!(
+            batch = image.head().batch_count,
+            records = image.footprint().0,
+            "moraine: image read from the store"
+        );
+        self.install_image(Some(image.clone()));
+        Ok(image)
+    }
+
+    /// Write `writes` as one SlateDB batch on behalf of a transaction pinned to `base`, and
+    /// advance the image by them. `check` runs under the commit lock first: it is handed the
+    /// store's current image and refuses when `base` is no longer it (a conflict).
+    pub(crate) fn commit_writes<T>(
+        &self,
+        base: &Arc<Image>,
+        translate: impl FnOnce() -> Result<(BTreeMap<Vec<u8>, Option<Vec<u8>>>, Head, T)>,
+    ) -> Result<T> {
+        let span = tracing::debug_span!("moraine.commit", store = %self.url);
+        let _enter = span.enter();
+        let db = match &self.backend {
+            Backend::Writer(db) => db,
+            Backend::Reader(_) => {
+                return Err(Error::ReadOnly(format!(
+                    "cannot commit changes to {}",
+                    self.url
+                )))
+            }
+        };
+        let _commit = self.commit_lock.lock().unwrap_or_else(|p| p.into_inner());
+        let current = self.current_image();
+        if let Some(now) = current.as_ref().filter(|now| now.head() != base.head()) {
+            return Err(Error::Conflict(format!(
+                "write conflict: the lake advanced from batch {} to batch {} since this \
+                 transaction began; retry",
+                base.head().batch_count,
+                now.head().batch_count
+            )));
+        }
+        if current.is_none() {
+            // the image was dropped after a failed write: only the store can say where it is
+            let head = block_on(self.read_head())?;
+            if head != base.head() {
+                return Err(Error::Conflict(format!(
+                    "write conflict: the lake is at batch {} but this transaction began at \
+                     batch {}; retry",
+                    head.batch_count,
+                    base.head().batch_count
+                )));
+            }
+        }
+        let (writes, head, out) = translate()?;
+        let mut batch = WriteBatch::new();
+        for (k, v) in &writes {
+            match v {
+                Some(v) => batch.put(k, v),
+                None => batch.delete(k),
+            }
+        }
+        let written = block_on(async {
+            let handle = db.write(batch).await?;
+            // make the commit durable now rather than at the next flush tick
+            db.flush().await?;
+            handle.await_durable().await?;
+            Ok::<(), Error>(())
+        });
+        if written.is_ok()
+            && self
+                .unflushed_commits
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+                + 1
+                >= COMMITS_PER_MEMTABLE_FLUSH
+        {
+            self.unflushed_commits
+                .store(0, std::sync::atomic::Ordering::Relaxed);
+            let flushed = block_on(db.flush_with_options(FlushOptions {
+                flush_type: FlushType::MemTable,
+            }));
+            if let Err(e) = flushed {
+                // the commit is durable in the WAL; only the next open's replay grows
+                tracing::warn!("moraine: flushing the memtable after a commit failed: {e}");
+            }
+        }
+        if let Err(e) = written {
+            // whether any of it landed is the store's to say: read it afresh next time
+            self.install_image(None);
+            return Err(e);
+        }
+        match db
+            .snapshot()
+            .map_err(Error::from)
+            .and_then(|snap| base.advance(&writes, head, snap))
+        {
+            Ok(next) => self.install_image(Some(Arc::new(next))),
+            Err(e) => {
+                tracing::warn!("moraine: the image could not follow a commit ({e}); rereading");
+                self.install_image(None);
+            }
+        }
+        tracing::debug!(
+            batch = head.batch_count,
+            snapshot = ?head.snapshot_id,
+            keys = writes.len(),
+            "moraine commit"
+        );
+        Ok(out)
     }
 
     /// Test hook: write raw keys outside any transaction (to plant records a load must skip).
@@ -343,8 +500,10 @@ impl Store {
         block_on(async {
             db.put(key, value).await?;
             db.flush().await?;
-            Ok(())
-        })
+            Ok::<(), Error>(())
+        })?;
+        self.install_image(None);
+        Ok(())
     }
 
     /// Close the underlying SlateDB handle (also done when the last `Arc` drops).
@@ -354,8 +513,7 @@ impl Store {
     /// other than the default one names its keyspaces `lake/<schema>/<keyspace>`.
     /// An operator's view of the store; reads everything, so not for hot paths.
     pub fn keyspace_counts(self: &Arc<Self>) -> Result<Vec<(String, String, u64)>> {
-        let read = ReadPoint::pin(self)?;
-        let entries = block_on(read.scan(self, &[]))?;
+        let entries = block_on(self.backend.scan(&[]))?;
         let mut counts: Vec<(String, String, u64)> = Vec::new();
         for (key, _) in entries {
             let segments = keys::decode_key(&key)?;
@@ -497,103 +655,4 @@ async fn check_format(location: &str, backend: &Backend, value: &[u8]) -> Result
         handle.await_durable().await?;
     }
     Ok(())
-}
-
-// ---- read points -------------------------------------------------------------------------------
-
-/// Where one moraine transaction reads committed state from. Pinned lazily, once.
-pub(crate) enum ReadPoint {
-    /// Writer: a SlateDB snapshot-isolation transaction; every read goes through it and the
-    /// commit is its write set.
-    Txn(DbTransaction),
-    /// Read-only: the reader's current state, checked against the head seen at pin time after
-    /// every read; a reader that moved underneath the transaction fails the read instead of
-    /// returning a torn view.
-    Reader { head: Head },
-}
-
-impl ReadPoint {
-    pub(crate) fn pin(store: &Store) -> Result<ReadPoint> {
-        match &store.backend {
-            Backend::Writer(_) => Ok(ReadPoint::Txn(store.begin_db_txn()?)),
-            Backend::Reader(_) => Ok(ReadPoint::Reader {
-                head: block_on(store.read_head())?,
-            }),
-        }
-    }
-
-    async fn check_reader(store: &Store, pinned: &Head) -> Result<()> {
-        let now = store.read_head().await?;
-        if now != *pinned {
-            return Err(Error::Conflict(format!(
-                "the lake advanced from batch {} to batch {} while this read-only transaction was reading; conflict, start a new transaction",
-                pinned.batch_count, now.batch_count
-            )));
-        }
-        Ok(())
-    }
-
-    pub(crate) async fn get(&self, store: &Store, key: &[u8]) -> Result<Option<Bytes>> {
-        match self {
-            ReadPoint::Txn(t) => Ok(t.get(key).await?),
-            ReadPoint::Reader { head } => {
-                let v = store.reader_get(key).await?;
-                Self::check_reader(store, head).await?;
-                Ok(v)
-            }
-        }
-    }
-
-    pub(crate) async fn scan(&self, store: &Store, prefix: &[u8]) -> Result<Vec<(Bytes, Bytes)>> {
-        match self {
-            ReadPoint::Txn(t) => {
-                let mut it = t.scan_prefix(prefix, ..).await?;
-                let mut out = Vec::new();
-                while let Some(kv) = it.next().await? {
-                    out.push((kv.key, kv.value));
-                }
-                Ok(out)
-            }
-            ReadPoint::Reader { head } => {
-                let v = store.reader_scan(prefix).await?;
-                Self::check_reader(store, head).await?;
-                Ok(v)
-            }
-        }
-    }
-
-    /// The head snapshot of one lake of the store, given the store's `head`: the default lake's
-    /// is in `sys/head`, any other lake's in `lake/<lake>/head`. `None` for a lake with no
-    /// snapshot yet.
-    pub(crate) async fn lake_snapshot(
-        &self,
-        store: &Store,
-        head: &Head,
-        lake: &str,
-    ) -> Result<Option<i64>> {
-        if lake == keys::DEFAULT_LAKE {
-            return Ok(head.snapshot_id);
-        }
-        match self.get(store, &keys::lake_head(lake)).await? {
-            None => Ok(None),
-            Some(v) => match decode_row(&v)?.as_slice() {
-                [Cell::Int(id)] => Ok(Some(*id)),
-                _ => Err(Error::Corrupt(format!("lake/{lake}/head is malformed"))),
-            },
-        }
-    }
-
-    /// The committed head as of this read point.
-    pub(crate) async fn head(&self, store: &Store) -> Result<Head> {
-        match self {
-            ReadPoint::Txn(t) => match t.get(keys::sys_head()).await? {
-                Some(v) => Head::decode(&v),
-                None => Err(Error::Corrupt("the store has no sys/head".into())),
-            },
-            ReadPoint::Reader { head } => {
-                Self::check_reader(store, head).await?;
-                Ok(*head)
-            }
-        }
-    }
 }

@@ -5,14 +5,15 @@
 //! transaction (committed rows + overlay), and commits by translating the staged operations into
 //! one SlateDB write.
 
-use crate::catalog::{self, Kind, SnapshotRecord, TableDef};
-use crate::cell::{decode_row, decode_row_at, Cell, Row};
-use crate::chunk::decode_chunk;
+use crate::catalog::{self, Kind, TableDef};
+use crate::cell::{decode_row, Cell, Row};
 use crate::error::{Error, Result};
 use crate::floor;
 use crate::keys;
+use crate::image::{Image, RowSet};
+pub use crate::op::Op;
 use crate::overlay::{self, RowOp};
-use crate::store::{block_on, Head, ReadPoint, Store};
+use crate::store::{block_on, Head, Store};
 use crate::translate;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
@@ -20,47 +21,64 @@ use std::sync::Arc;
 /// The schema every store has; it cannot be dropped.
 pub const DEFAULT_SCHEMA: &str = "main";
 
-/// One staged operation, exactly as DuckDB handed it over (rows are DuckLake's own cells).
-#[derive(Debug, Clone)]
-pub enum Op {
-    Insert {
-        schema: String,
-        table: String,
-        row: Row,
-    },
-    Update {
-        schema: String,
-        table: String,
-        old: Row,
-        new: Row,
-    },
-    Delete {
-        schema: String,
-        table: String,
-        old: Row,
-    },
-    CreateTable(Arc<TableDef>),
-    DropTable {
-        schema: String,
-        name: String,
-    },
-    CreateSchema(String),
-    DropSchema(String),
-}
-
 /// One materialization of one table in one transaction.
 #[derive(Debug)]
 pub struct Materialized {
     pub id: u32,
-    pub rows: Vec<Row>,
+    /// The rows, shared with the committed image when the transaction changed nothing in the
+    /// table.
+    pub rows: Rows,
     /// Rows at and after this index are derived, not stored (the schema-version floor, see
     /// `floor`): deleting one is a no-op, updating one is refused.
     pub stored: usize,
 }
 
-const SCHEMA_VERSIONS: &str = "ducklake_schema_versions";
-const DATA_FILE: &str = "ducklake_data_file";
-const SNAPSHOT: &str = "ducklake_snapshot";
+/// A materialization's rows: a `Vec<Row>` to read, shared by `Arc`.
+#[derive(Clone)]
+pub struct Rows(pub(crate) Arc<RowSet>);
+
+impl std::ops::Deref for Rows {
+    type Target = Vec<Row>;
+    fn deref(&self) -> &Vec<Row> {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for Rows {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        (**self).fmt(f)
+    }
+}
+
+impl<'a> IntoIterator for &'a Rows {
+    type Item = &'a Row;
+    type IntoIter = std::slice::Iter<'a, Row>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.iter()
+    }
+}
+
+impl PartialEq for Rows {
+    fn eq(&self, other: &Rows) -> bool {
+        **self == **other
+    }
+}
+
+impl PartialEq<Vec<Row>> for Rows {
+    fn eq(&self, other: &Vec<Row>) -> bool {
+        **self == *other
+    }
+}
+
+impl PartialEq<Rows> for Vec<Row> {
+    fn eq(&self, other: &Rows) -> bool {
+        *self == **other
+    }
+}
+
+const SCHEMA_VERSIONS: &str = floor::DERIVED;
+const DATA_FILE: &str = floor::INPUTS[0];
+const SNAPSHOT: &str = floor::INPUTS[1];
 
 const INDEX_BITS: u32 = 40;
 const MAX_MATERIALIZATION_ID: u32 = (1 << (63 - INDEX_BITS)) - 1;
@@ -90,14 +108,10 @@ type TableId = (String, String);
 /// A moraine transaction. Not thread-safe by itself; the FFI serializes calls.
 pub struct Transaction {
     store: Arc<Store>,
-    read: Option<ReadPoint>,
+    /// The committed image this transaction reads, pinned on its first read (RFC 0009).
+    image: Option<Arc<Image>>,
     ops: Vec<Op>,
     catalog: Option<CommittedCatalog>,
-    /// Committed rows per (table, need_history): the read point never moves, so a table is
-    /// scanned at most once per variant, whatever the transaction stages.
-    committed: HashMap<(TableId, bool), Arc<Vec<Row>>>,
-    /// The merged snapshot records per lake, read once.
-    snapshot_records: HashMap<String, Arc<Vec<SnapshotRecord>>>,
     /// The current materialization per (table, need_history); dropped when the table is written.
     cache: HashMap<(TableId, bool), Arc<Materialized>>,
     /// Every materialization of this transaction, so any rowid a scan emitted stays resolvable.
@@ -118,11 +132,9 @@ impl Store {
     pub fn begin(self: &Arc<Self>) -> Transaction {
         Transaction {
             store: self.clone(),
-            read: None,
+            image: None,
             ops: Vec::new(),
             catalog: None,
-            committed: HashMap::new(),
-            snapshot_records: HashMap::new(),
             cache: HashMap::new(),
             registry: HashMap::new(),
             touched: HashMap::new(),
@@ -135,38 +147,30 @@ impl Store {
 }
 
 impl Transaction {
-    fn pin(&mut self) -> Result<()> {
-        if self.read.is_none() {
-            self.read = Some(ReadPoint::pin(&self.store)?);
+    /// The image this transaction reads: pinned on first use, then fixed.
+    fn pinned(&mut self) -> Result<Arc<Image>> {
+        if let Some(image) = &self.image {
+            return Ok(image.clone());
         }
-        Ok(())
+        let image = self.store.pin_image()?;
+        self.image = Some(image.clone());
+        Ok(image)
     }
 
     fn scan(&mut self, prefix: &[u8]) -> Result<Vec<(bytes::Bytes, bytes::Bytes)>> {
-        self.pin()?;
-        let rp = self.read.as_ref().expect("pinned");
-        let store = &*self.store;
-        block_on(rp.scan(store, prefix))
+        let image = self.pinned()?;
+        block_on(image.scan(&self.store, prefix))
     }
 
-    /// The committed head as of this transaction's read point.
+    /// The committed head this transaction reads.
     pub fn head(&mut self) -> Result<Head> {
-        self.pin()?;
-        let rp = self.read.as_ref().expect("pinned");
-        let store = &*self.store;
-        block_on(rp.head(store))
+        Ok(self.pinned()?.head())
     }
 
-    /// The committed head snapshot of the lake in schema `lake` as of this transaction's read
-    /// point; `None` before its first snapshot.
+    /// The committed head snapshot of the lake in schema `lake` this transaction reads; `None`
+    /// before its first snapshot.
     pub fn head_snapshot(&mut self, lake: &str) -> Result<Option<i64>> {
-        self.pin()?;
-        let rp = self.read.as_ref().expect("pinned");
-        let store = &*self.store;
-        block_on(async {
-            let head = rp.head(store).await?;
-            rp.lake_snapshot(store, &head, lake).await
-        })
+        self.pinned()?.lake_snapshot(lake)
     }
 
     fn committed_catalog(&mut self) -> Result<&CommittedCatalog> {
@@ -330,69 +334,14 @@ impl Transaction {
         Ok(())
     }
 
-    fn snapshot_records(&mut self, lake: &str) -> Result<Arc<Vec<SnapshotRecord>>> {
-        if let Some(r) = self.snapshot_records.get(lake) {
-            return Ok(r.clone());
-        }
-        let recs = self
-            .scan(&keys::snapshot_prefix(lake))?
-            .iter()
-            .map(|(_, v)| SnapshotRecord::decode(v))
-            .collect::<Result<Vec<_>>>()?;
-        let recs = Arc::new(recs);
-        self.snapshot_records.insert(lake.to_string(), recs.clone());
-        Ok(recs)
-    }
-
     fn committed_rows(
         &mut self,
         def: &TableDef,
         kind: &Kind,
         need_history: bool,
-    ) -> Result<Arc<Vec<Row>>> {
-        let key = ((def.schema.clone(), def.name.clone()), need_history);
-        if let Some(rows) = self.committed.get(&key) {
-            return Ok(rows.clone());
-        }
-        let rows: Vec<Row> = match kind {
-            Kind::Snapshot(half) => {
-                let recs = self.snapshot_records(&def.schema)?;
-                recs.iter().filter_map(|r| r.half(*half).clone()).collect()
-            }
-            Kind::Inline => {
-                let mut rows = Vec::new();
-                for (_, v) in self.scan(&keys::inline_chunk_prefix(&def.schema, &def.name))? {
-                    rows.extend(decode_chunk(&v)?);
-                }
-                rows
-            }
-            Kind::Versioned { .. } | Kind::Unversioned { .. } => {
-                let mut rows = Vec::new();
-                for prefix in catalog::data_prefixes(def, kind, need_history) {
-                    for (_, v) in self.scan(&prefix)? {
-                        rows.push(decode_row_at(&v)?);
-                    }
-                }
-                // Serve rows in the order they were first written, as a DuckDB-file catalog
-                // scans them, so readers that take "the first row" without ORDER BY see what
-                // they would there. Records without a write sequence come first, versions by
-                // the snapshot that began them, then by key.
-                rows.sort_by_cached_key(|(row, seq)| {
-                    let (begin, key_cells): (Option<i64>, Vec<Cell>) = match kind {
-                        Kind::Versioned { key, begin, .. } => (
-                            row[*begin].as_int(),
-                            key.iter().map(|&i| row[i].clone()).collect(),
-                        ),
-                        _ => (None, Vec::new()),
-                    };
-                    (*seq, begin, keys::encode_key(&key_cells))
-                });
-                rows.into_iter().map(|(row, _)| row).collect()
-            }
-        };
-        let rows = Arc::new(rows);
-        self.committed.insert(key, rows.clone());
-        Ok(rows)
+    ) -> Result<Arc<RowSet>> {
+        let image = self.pinned()?;
+        block_on(image.rows(&self.store, def, kind, need_history))
     }
 
     /// The table's rows as this transaction sees them (committed + staged, in stage order).
@@ -418,47 +367,57 @@ impl Transaction {
         let created_at = self.ops.iter().rposition(
             |op| matches!(op, Op::CreateTable(d) if d.schema == schema && d.name == table),
         );
-        let (mut rows, start) = match created_at {
-            Some(i) => (Vec::new(), i + 1),
-            None => (
-                self.committed_rows(&def, &kind, need_history)?
-                    .as_ref()
-                    .clone(),
-                0,
-            ),
+        let (committed, start) = match created_at {
+            Some(i) => (Arc::new(RowSet::new(Vec::new())), i + 1),
+            None => (self.committed_rows(&def, &kind, need_history)?, 0),
         };
-        let ops = self.ops[start..].iter().filter_map(|op| match op {
-            Op::Insert {
-                schema: s,
-                table: t,
-                row,
-            } if s == schema && t == table => Some(RowOp::Insert(row)),
-            Op::Update {
-                schema: s,
-                table: t,
-                old,
-                new,
-            } if s == schema && t == table => Some(RowOp::Update { old, new }),
-            Op::Delete {
-                schema: s,
-                table: t,
-                old,
-            } if s == schema && t == table => Some(RowOp::Delete(old)),
-            _ => None,
-        });
-        overlay::apply(&kind, &mut rows, ops, need_history);
+        let ops: Vec<RowOp> = self.ops[start..]
+            .iter()
+            .filter_map(|op| match op {
+                Op::Insert {
+                    schema: s,
+                    table: t,
+                    row,
+                } if s == schema && t == table => Some(RowOp::Insert(row)),
+                Op::Update {
+                    schema: s,
+                    table: t,
+                    old,
+                    new,
+                } if s == schema && t == table => Some(RowOp::Update { old, new }),
+                Op::Delete {
+                    schema: s,
+                    table: t,
+                    old,
+                } if s == schema && t == table => Some(RowOp::Delete(old)),
+                _ => None,
+            })
+            .collect();
+        let mut rows: Option<Vec<Row>> = None;
+        if !ops.is_empty() {
+            let mut r = committed.to_vec();
+            overlay::apply(&kind, &mut r, ops, need_history);
+            rows = Some(r);
+        }
         if let Some(e) = catalog::embedded_in(table) {
             let gone = self.parents_deleted(schema, e)?;
             if !gone.is_empty() {
-                rows.retain(|r| {
-                    catalog::parent_id(&def, e, r).is_none_or(|id| !gone.contains(&id))
-                });
+                let r = rows.get_or_insert_with(|| committed.to_vec());
+                r.retain(|r| catalog::parent_id(&def, e, r).is_none_or(|id| !gone.contains(&id)));
             }
         }
-        let stored = rows.len();
+        let stored = rows.as_ref().map_or(committed.len(), Vec::len);
         if table == SCHEMA_VERSIONS {
-            rows.extend(self.schema_version_floors(&def, &rows)?);
+            let floors = self.schema_version_floors(&def, rows.as_deref().unwrap_or(&committed))?;
+            if !floors.is_empty() {
+                rows.get_or_insert_with(|| committed.to_vec()).extend(floors);
+            }
         }
+        // unchanged by this transaction: the image's own rows, shared
+        let rows = match rows {
+            Some(r) => Arc::new(RowSet::new(r)),
+            None => committed,
+        };
 
         if self.next_id > MAX_MATERIALIZATION_ID {
             return Err(Error::InvalidInput(
@@ -467,7 +426,7 @@ impl Transaction {
         }
         let m = Arc::new(Materialized {
             id: self.next_id,
-            rows,
+            rows: Rows(rows),
             stored,
         });
         self.next_id += 1;
@@ -774,42 +733,15 @@ impl Transaction {
                 self.store.url()
             )));
         }
-        self.pin()?;
+        let image = self.pinned()?;
         self.committed_catalog()?;
         let store = self.store.clone();
-        let rp = self.read.take().expect("pinned");
         let tables = &self.catalog.as_ref().expect("loaded").tables;
         let ops = &self.ops;
-        let translated = block_on(translate::translate(&store, &rp, tables, ops))?;
-        let ReadPoint::Txn(txn) = rp else {
-            return Err(Error::ReadOnly(format!(
-                "cannot commit changes to {}",
-                store.url()
-            )));
-        };
-        for (k, v) in &translated.writes {
-            match v {
-                Some(v) => txn.put(k, v)?,
-                None => txn.delete(k)?,
-            }
-        }
-        let db = store.db().expect("a writable store has a Db");
-        block_on(async {
-            let handle = txn.commit().await?;
-            if let Some(handle) = handle {
-                // make the commit durable now rather than at the next flush tick
-                db.flush().await?;
-                handle.await_durable().await?;
-            }
-            Ok::<(), Error>(())
-        })?;
-        tracing::debug!(
-            batch = translated.head.batch_count,
-            snapshot = ?translated.head.snapshot_id,
-            keys = translated.writes.len(),
-            "moraine commit"
-        );
-        Ok(())
+        store.commit_writes(&image, || {
+            let t = block_on(translate::translate(&store, &image, tables, ops))?;
+            Ok((t.writes, t.head, ()))
+        })
     }
 
     /// Discard everything staged. Writes nothing.
@@ -838,3 +770,6 @@ mod expiry_tests;
 #[cfg(test)]
 #[path = "txn_tests.rs"]
 mod tests;
+#[cfg(test)]
+#[path = "image_tests.rs"]
+mod image_tests;

@@ -3,7 +3,7 @@
 //! back through a new transaction or the raw keyspace.
 
 use super::*;
-use crate::catalog::{fixed_table_def, ColumnDef};
+use crate::catalog::{fixed_table_def, ColumnDef, SnapshotRecord};
 use crate::cell::Cell::{self, Blob, Int, Null, Text};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -65,7 +65,7 @@ pub(super) fn snap(id: i64) -> Row {
     )
 }
 
-fn changes(id: i64, what: &str) -> Row {
+pub(super) fn changes(id: i64, what: &str) -> Row {
     row(
         "ducklake_snapshot_changes",
         &[
@@ -91,14 +91,14 @@ pub(super) fn table_row(id: i64, begin: i64, end: Option<i64>, name: &str) -> Ro
     )
 }
 
-fn stats_row(table_id: i64, count: i64) -> Row {
+pub(super) fn stats_row(table_id: i64, count: i64) -> Row {
     row(
         "ducklake_table_stats",
         &[("table_id", Int(table_id)), ("record_count", Int(count))],
     )
 }
 
-fn gc_row(file_id: i64) -> Row {
+pub(super) fn gc_row(file_id: i64) -> Row {
     row(
         "ducklake_files_scheduled_for_deletion",
         &[
@@ -139,13 +139,13 @@ pub(super) fn inl(row_id: i64, begin: i64, end: Option<i64>, a: &str) -> Row {
 }
 
 /// A lake the way DuckLake creates one: the tables, snapshot 0 and its changes row.
-fn new_lake(url: &str) -> Arc<Store> {
+pub(super) fn new_lake(url: &str) -> Arc<Store> {
     let store = Store::open(url, false).unwrap();
     init_lake(&store);
     store
 }
 
-fn init_lake(store: &Arc<Store>) {
+pub(super) fn init_lake(store: &Arc<Store>) {
     let mut t = store.begin();
     for name in LAKE_TABLES {
         t.create_table(def(name)).unwrap();
@@ -174,7 +174,7 @@ fn init_lake(store: &Arc<Store>) {
 }
 
 /// Commit snapshot `id` creating table `table_id`.
-fn commit_table(store: &Arc<Store>, id: i64, table_id: i64, name: &str) {
+pub(super) fn commit_table(store: &Arc<Store>, id: i64, table_id: i64, name: &str) {
     let mut t = store.begin();
     t.stage_insert(M, "ducklake_snapshot", vec![snap(id)])
         .unwrap();
@@ -193,9 +193,9 @@ fn commit_table(store: &Arc<Store>, id: i64, table_id: i64, name: &str) {
     t.commit().unwrap();
 }
 
+/// What the store itself holds under `prefix` (history included), read past the image.
 pub(super) fn raw(store: &Arc<Store>, prefix: &[u8]) -> Vec<(Vec<u8>, Vec<u8>)> {
-    let mut t = store.begin();
-    t.scan(prefix)
+    block_on(store.backend.scan(prefix))
         .unwrap()
         .into_iter()
         .map(|(k, v)| (k.to_vec(), v.to_vec()))
@@ -203,7 +203,7 @@ pub(super) fn raw(store: &Arc<Store>, prefix: &[u8]) -> Vec<(Vec<u8>, Vec<u8>)> 
 }
 
 pub(super) fn rows_of(store: &Arc<Store>, table: &str, history: bool) -> Vec<Row> {
-    store.begin().rows(M, table, history).unwrap().rows.clone()
+    store.begin().rows(M, table, history).unwrap().rows.to_vec()
 }
 
 /// One column of the rows a new transaction reads from `table`.
@@ -633,11 +633,10 @@ fn translation_is_one_batch_and_moves_ended_versions_to_history() {
         .unwrap();
 
     // translate exactly what commit will write
-    t.pin().unwrap();
+    let image = t.pinned().unwrap();
     t.committed_catalog().unwrap();
-    let rp = t.read.as_ref().unwrap();
     let tables = &t.catalog.as_ref().unwrap().tables;
-    let out = block_on(translate::translate(&store, rp, tables, &t.ops)).unwrap();
+    let out = block_on(translate::translate(&store, &image, tables, &t.ops)).unwrap();
     let cur_old = keys::current(M, "ducklake_table", &[Int(1)], Some(&Int(1)));
     let cur_new = keys::current(M, "ducklake_table", &[Int(1)], Some(&Int(2)));
     let hist = keys::history(M, "ducklake_table", &[Int(1)], &Int(2), &Int(1));
@@ -1489,7 +1488,7 @@ fn a_rowid_named_twice_is_changed_once() {
 }
 
 #[test]
-fn a_read_only_transaction_fails_rather_than_tear_when_the_lake_moves() {
+fn a_read_only_transaction_reads_its_own_state_when_the_lake_moves() {
     let dir = tempfile::tempdir().unwrap();
     let url = dir.path().join("lake").to_str().unwrap().to_string();
     let writer = new_lake(&url);
@@ -1497,8 +1496,8 @@ fn a_read_only_transaction_fails_rather_than_tear_when_the_lake_moves() {
     let mut t = reader.begin();
     assert!(t.rows(M, "ducklake_table", false).unwrap().rows.is_empty());
     commit_table(&writer, 1, 1, "t1");
-    // the reader follows the writer's WAL on its poll interval; once it has moved, a read of the
-    // old transaction refuses instead of mixing two committed states
+    // the reader follows the writer's WAL on its poll interval; once it has moved, the old
+    // transaction still reads the image it pinned (RFC 0009), never a mix of two states
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
     loop {
         if reader.head().unwrap().batch_count == 2 {
@@ -1510,10 +1509,9 @@ fn a_read_only_transaction_fails_rather_than_tear_when_the_lake_moves() {
         );
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
-    let e = t.rows(M, "ducklake_snapshot", true).unwrap_err();
-    assert!(e.is_conflict(), "{e}");
-    // the cached materialization of the old read point is still served as it was
-    assert!(t.rows(M, "ducklake_table", false).unwrap().rows.is_empty());
+    let snapshots = t.rows(M, "ducklake_snapshot", true).unwrap();
+    assert_eq!(col(&snapshots.rows, "ducklake_snapshot", "snapshot_id"), vec![Int(0)]);
+    assert!(t.rows(M, "ducklake_table", true).unwrap().rows.is_empty());
     // a new transaction sees the new state
     assert_eq!(
         rows_of(&reader, "ducklake_table", false),

@@ -1,0 +1,641 @@
+//! The committed image (RFC 0009): one immutable, shared, in-memory copy of a store's committed
+//! live state, identified by the head it was read at.
+//!
+//! The image holds every key outside the history keyspace, grouped into *spaces*: the records of
+//! one fixed table of one lake (`[lake/<l>/]current/<table>`), one lake's snapshot records
+//! (`[lake/<l>/]snapshot`), one inlined table (`inline/<schema>/<table>`), and the store's `sys/`
+//! and lake-head records. A commit replaces only the spaces it wrote (the others are shared by
+//! `Arc` with the image before it), so advancing the image costs what the commit touched.
+//!
+//! Each space also caches, per table, the rows it serves in scan order ([`RowSet`]), decoded once
+//! per image version and shared by every transaction pinned to that version, together with
+//! integer column indexes built on first use (filter pushdown).
+//!
+//! History (ended versions) is not held: it is read on demand, from the SlateDB snapshot taken
+//! with the image on a writer, or from the reader's state on a read-only store (filtered to the
+//! versions that had ended by the image's head).
+
+use crate::catalog::{Kind, TableDef};
+use crate::cell::{decode_row, decode_row_at, Cell, Row};
+use crate::chunk::decode_chunk;
+use crate::error::{Error, Result};
+use crate::keys;
+use crate::kinds;
+use crate::store::{Backend, Head, Store};
+use bytes::Bytes;
+use slatedb::DbSnapshot;
+use std::collections::{BTreeMap, HashMap};
+use std::ops::Deref;
+use std::sync::{Arc, Mutex, OnceLock};
+
+/// Rows in the order a scan serves them, with integer indexes built on demand.
+pub struct RowSet {
+    rows: Vec<Row>,
+    /// column -> (value -> positions in `rows`, ascending)
+    index: Mutex<HashMap<usize, Arc<HashMap<i64, Vec<u32>>>>>,
+}
+
+impl Deref for RowSet {
+    type Target = Vec<Row>;
+    fn deref(&self) -> &Vec<Row> {
+        &self.rows
+    }
+}
+
+impl std::fmt::Debug for RowSet {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.rows.fmt(f)
+    }
+}
+
+impl RowSet {
+    pub fn new(rows: Vec<Row>) -> RowSet {
+        RowSet {
+            rows,
+            index: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The positions of the rows whose `column` holds one of `values`, ascending. The first call
+    /// for a column walks the rows once and keeps the index; later calls are lookups.
+    pub fn positions(&self, column: usize, values: &[i64]) -> Vec<u32> {
+        let index = {
+            let mut cache = self.index.lock().unwrap_or_else(|p| p.into_inner());
+            cache
+                .entry(column)
+                .or_insert_with(|| {
+                    let mut idx: HashMap<i64, Vec<u32>> = HashMap::new();
+                    for (i, r) in self.rows.iter().enumerate() {
+                        if let Some(v) = r.get(column).and_then(Cell::as_int) {
+                            idx.entry(v).or_default().push(i as u32);
+                        }
+                    }
+                    Arc::new(idx)
+                })
+                .clone()
+        };
+        let mut out: Vec<u32> = Vec::new();
+        for v in values {
+            if let Some(p) = index.get(v) {
+                out.extend_from_slice(p);
+            }
+        }
+        out.sort_unstable();
+        out.dedup();
+        out
+    }
+}
+
+/// One stored record.
+#[derive(Clone)]
+struct Entry {
+    value: Bytes,
+    /// An inlined chunk's decoded rows, decoded once for every image that shares the entry.
+    chunk: Arc<OnceLock<Arc<Vec<Row>>>>,
+}
+
+impl Entry {
+    fn new(value: Bytes) -> Entry {
+        Entry {
+            value,
+            chunk: Arc::new(OnceLock::new()),
+        }
+    }
+
+    fn chunk_rows(&self) -> Result<Arc<Vec<Row>>> {
+        if let Some(rows) = self.chunk.get() {
+            return Ok(rows.clone());
+        }
+        let rows = Arc::new(decode_chunk(&self.value)?);
+        Ok(self.chunk.get_or_init(|| rows).clone())
+    }
+}
+
+/// The records under one space prefix, and the row sets served from them.
+#[derive(Default)]
+struct Space {
+    entries: BTreeMap<Vec<u8>, Entry>,
+    /// (table name, with history) -> rows in scan order
+    served: Mutex<HashMap<(String, bool), Arc<RowSet>>>,
+}
+
+impl Space {
+    fn with_entries(entries: BTreeMap<Vec<u8>, Entry>) -> Space {
+        Space {
+            entries,
+            served: Mutex::new(HashMap::new()),
+        }
+    }
+
+    fn range<'a>(&'a self, prefix: &'a [u8]) -> impl Iterator<Item = (&'a Vec<u8>, &'a Entry)> {
+        self.entries
+            .range(prefix.to_vec()..)
+            .take_while(move |(k, _)| k.starts_with(prefix))
+    }
+}
+
+/// Where an image reads ended versions from.
+enum History {
+    /// A writer's SlateDB snapshot taken at exactly the image's state.
+    Snapshot(Arc<DbSnapshot>),
+    /// A reader's latest state, filtered to versions that had ended by the image's head.
+    Latest,
+}
+
+/// What a key is, by its leading segments.
+enum Place {
+    /// A record the image holds, in the space with this prefix.
+    Space(Vec<u8>),
+    /// An ended version: read on demand. Holds the space of the table's live rows, whose
+    /// cached rows with history it changes.
+    History(Vec<u8>),
+}
+
+fn place_of(key: &[u8]) -> Result<Place> {
+    let segments = keys::decode_key(key)?;
+    let text = |i: usize| match segments.get(i) {
+        Some(Cell::Text(s)) => Some(s.as_str()),
+        _ => None,
+    };
+    let at = if text(0) == Some("lake") { 2 } else { 0 };
+    let depth = match text(at) {
+        Some("sys") | Some("snapshot") | Some("head") => 1,
+        Some("current") => 2,
+        Some("inline") => 3,
+        Some("history") => {
+            let mut live = segments[..at].to_vec();
+            live.push(Cell::Text("current".into()));
+            if let Some(table) = segments.get(at + 1) {
+                live.push(table.clone());
+            }
+            return Ok(Place::History(keys::encode_key(&live)));
+        }
+        _ => {
+            return Err(Error::Corrupt(format!(
+                "key {:?} is outside moraine's keyspace",
+                String::from_utf8_lossy(key)
+            )))
+        }
+    };
+    let end = (at + depth).min(segments.len());
+    Ok(Place::Space(keys::encode_key(&segments[..end])))
+}
+
+/// A consistent committed image of one store.
+pub struct Image {
+    head: Head,
+    spaces: BTreeMap<Vec<u8>, Arc<Space>>,
+    history: History,
+}
+
+impl std::fmt::Debug for Image {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Image")
+            .field("head", &self.head)
+            .field("spaces", &self.spaces.len())
+            .finish()
+    }
+}
+
+/// How often a reader re-reads a store whose head moved during its read before giving up.
+const READER_LOAD_ATTEMPTS: usize = 20;
+
+/// The prefixes a full image read scans: everything but the history keyspace.
+fn live_prefixes(lakes: &[String]) -> Vec<Vec<u8>> {
+    let top = |s: &str| keys::encode_key(&[Cell::Text(s.into())]);
+    let mut out = vec![top("sys"), top("snapshot"), top("current"), top("inline")];
+    for l in lakes.iter().filter(|l| *l != keys::DEFAULT_LAKE) {
+        let lake = |s: &str| {
+            keys::encode_key(&[
+                Cell::Text("lake".into()),
+                Cell::Text(l.clone()),
+                Cell::Text(s.into()),
+            ])
+        };
+        out.extend([lake("head"), lake("snapshot"), lake("current")]);
+    }
+    out
+}
+
+/// The schemas the store's `sys/` records name: every lake has one.
+fn lakes_of(sys: &[(Bytes, Bytes)]) -> Result<Vec<String>> {
+    let mut lakes = Vec::new();
+    for (k, _) in sys {
+        match keys::decode_key(k)?.as_slice() {
+            [_, Cell::Text(kind), Cell::Text(schema), ..] if kind == "schema" || kind == "table" => {
+                if !lakes.contains(schema) {
+                    lakes.push(schema.clone())
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(lakes)
+}
+
+async fn scan_snapshot(snap: &DbSnapshot, prefix: &[u8]) -> Result<Vec<(Bytes, Bytes)>> {
+    let mut it = snap.scan_prefix(prefix, ..).await?;
+    let mut out = Vec::new();
+    while let Some(kv) = it.next().await? {
+        out.push((kv.key, kv.value));
+    }
+    Ok(out)
+}
+
+impl Image {
+    /// Read the image of `store` afresh: one consistent read of everything outside history.
+    ///
+    /// A writer reads through one SlateDB snapshot. A reader has none (SlateDB 0.18's
+    /// `DbReader` scans each see the reader's state of the moment they start), so it reads
+    /// `sys/head` before and after its scans and starts over when the head moved: every commit
+    /// moves the head and a reader's state only moves forward, so an unchanged head proves all
+    /// the scans saw the one state it names.
+    pub(crate) async fn load(store: &Store, previous: Option<&Image>) -> Result<Image> {
+        let span = tracing::debug_span!("moraine.image.load", store = store.url());
+        let _enter = span.enter();
+        match &store.backend {
+            Backend::Writer(db) => {
+                let snap = db.snapshot()?;
+                let sys = scan_snapshot(&snap, &live_prefixes(&[])[0]).await?;
+                let mut all = Vec::new();
+                for p in live_prefixes(&lakes_of(&sys)?).into_iter().skip(1) {
+                    all.extend(scan_snapshot(&snap, &p).await?);
+                }
+                all.extend(sys);
+                Self::assemble(all, History::Snapshot(snap), previous)
+            }
+            Backend::Reader(_) => {
+                for _ in 0..READER_LOAD_ATTEMPTS {
+                    let before = store.read_head().await?;
+                    let sys = store.backend.scan(&live_prefixes(&[])[0]).await?;
+                    let mut all = Vec::new();
+                    for p in live_prefixes(&lakes_of(&sys)?).into_iter().skip(1) {
+                        all.extend(store.backend.scan(&p).await?);
+                    }
+                    all.extend(sys);
+                    if store.read_head().await? == before {
+                        return Self::assemble(all, History::Latest, previous);
+                    }
+                    tracing::debug!("moraine: the lake moved while the image was read; again");
+                }
+                Err(Error::Storage(format!(
+                    "{}: the lake kept moving while this reader read it ({READER_LOAD_ATTEMPTS} \
+                     attempts); try again",
+                    store.url()
+                )))
+            }
+        }
+    }
+
+    fn assemble(
+        records: Vec<(Bytes, Bytes)>,
+        history: History,
+        previous: Option<&Image>,
+    ) -> Result<Image> {
+        let mut grouped: BTreeMap<Vec<u8>, BTreeMap<Vec<u8>, Entry>> = BTreeMap::new();
+        for (k, v) in records {
+            let Place::Space(space) = place_of(&k)? else {
+                continue;
+            };
+            // an unchanged record keeps its decoded form from the image before
+            let entry = match previous.and_then(|p| p.entry(&space, &k)) {
+                Some(e) if e.value == v => e.clone(),
+                _ => Entry::new(v),
+            };
+            grouped.entry(space).or_default().insert(k.to_vec(), entry);
+        }
+        let head_entry = grouped
+            .get(&place_space(&keys::sys_head())?)
+            .and_then(|s| s.get(&keys::sys_head()))
+            .ok_or_else(|| Error::Corrupt("the store has no sys/head".into()))?;
+        let head = Head::decode(&head_entry.value)?;
+        Ok(Image {
+            head,
+            spaces: grouped
+                .into_iter()
+                .map(|(p, e)| (p, Arc::new(Space::with_entries(e))))
+                .collect(),
+            history,
+        })
+    }
+
+    fn entry(&self, space: &[u8], key: &[u8]) -> Option<&Entry> {
+        self.spaces.get(space).and_then(|s| s.entries.get(key))
+    }
+
+    /// The image after a commit of `writes` (the final value of every key it touched; `None`
+    /// deletes) that left `head`. Only the spaces the commit wrote are copied.
+    pub(crate) fn advance(
+        &self,
+        writes: &BTreeMap<Vec<u8>, Option<Vec<u8>>>,
+        head: Head,
+        snapshot: Arc<DbSnapshot>,
+    ) -> Result<Image> {
+        let mut spaces = self.spaces.clone();
+        let mut touched: BTreeMap<Vec<u8>, BTreeMap<Vec<u8>, Entry>> = BTreeMap::new();
+        for (k, v) in writes {
+            let (space, live) = match place_of(k)? {
+                Place::Space(space) => (space, true),
+                // a table's history changed: its cached rows with history are stale
+                Place::History(space) => (space, false),
+            };
+            let entries = touched.entry(space.clone()).or_insert_with(|| {
+                spaces
+                    .get(&space)
+                    .map(|s| s.entries.clone())
+                    .unwrap_or_default()
+            });
+            if !live {
+                continue;
+            }
+            match v {
+                Some(v) => {
+                    entries.insert(k.clone(), Entry::new(Bytes::copy_from_slice(v)));
+                }
+                None => {
+                    entries.remove(k);
+                }
+            }
+        }
+        for (space, entries) in touched {
+            if entries.is_empty() {
+                spaces.remove(&space);
+            } else {
+                spaces.insert(space, Arc::new(Space::with_entries(entries)));
+            }
+        }
+        Ok(Image {
+            head,
+            spaces,
+            history: History::Snapshot(snapshot),
+        })
+    }
+
+    /// Whether two images hold the same head and the same records.
+    #[cfg(test)]
+    pub(crate) fn same_records(&self, other: &Image) -> bool {
+        self.head == other.head
+            && self.spaces.len() == other.spaces.len()
+            && self.spaces.iter().zip(&other.spaces).all(|((p, a), (q, b))| {
+                p == q
+                    && a.entries.len() == b.entries.len()
+                    && a.entries
+                        .iter()
+                        .zip(&b.entries)
+                        .all(|((k, e), (l, f))| k == l && e.value == f.value)
+            })
+    }
+
+    /// The committed `sys/head` this image was read at.
+    pub fn head(&self) -> Head {
+        self.head
+    }
+
+    /// How many records the image holds and their key and value bytes.
+    pub fn footprint(&self) -> (usize, usize) {
+        let mut records = 0;
+        let mut bytes = 0;
+        for s in self.spaces.values() {
+            records += s.entries.len();
+            bytes += s
+                .entries
+                .iter()
+                .map(|(k, e)| k.len() + e.value.len())
+                .sum::<usize>();
+        }
+        (records, bytes)
+    }
+
+    /// The head snapshot of `lake`: the default lake's is in `sys/head`, any other lake's in
+    /// `lake/<lake>/head`. `None` for a lake with no snapshot yet.
+    pub fn lake_snapshot(&self, lake: &str) -> Result<Option<i64>> {
+        if lake == keys::DEFAULT_LAKE {
+            return Ok(self.head.snapshot_id);
+        }
+        let key = keys::lake_head(lake);
+        match self.entry(&place_space(&key)?, &key) {
+            None => Ok(None),
+            Some(e) => match decode_row(&e.value)?.as_slice() {
+                [Cell::Int(id)] => Ok(Some(*id)),
+                _ => Err(Error::Corrupt(format!("lake/{lake}/head is malformed"))),
+            },
+        }
+    }
+
+    /// A point read at this image (history keys read on demand).
+    pub(crate) async fn get(&self, store: &Store, key: &[u8]) -> Result<Option<Bytes>> {
+        match place_of(key)? {
+            Place::Space(space) => Ok(self.entry(&space, key).map(|e| e.value.clone())),
+            Place::History(_) => match &self.history {
+                History::Snapshot(s) => Ok(s.get(key).await?),
+                History::Latest => {
+                    let v = store.backend.get(key).await?;
+                    Ok(v.filter(|v| self.ended_by_head(key, v)))
+                }
+            },
+        }
+    }
+
+    /// Every record under `prefix` at this image, in key order. The prefix lies within one
+    /// space, spans whole spaces, or lies within the history keyspace.
+    pub(crate) async fn scan(&self, store: &Store, prefix: &[u8]) -> Result<Vec<(Bytes, Bytes)>> {
+        if is_history_prefix(prefix)? {
+            let records = match &self.history {
+                History::Snapshot(s) => scan_snapshot(s, prefix).await?,
+                History::Latest => store.backend.scan(prefix).await?,
+            };
+            return Ok(match self.history {
+                History::Snapshot(_) => records,
+                History::Latest => records
+                    .into_iter()
+                    .filter(|(k, v)| self.ended_by_head(k, v))
+                    .collect(),
+            });
+        }
+        let mut out = Vec::new();
+        for (space_prefix, space) in &self.spaces {
+            if prefix.starts_with(space_prefix) {
+                out.extend(
+                    space
+                        .range(prefix)
+                        .map(|(k, e)| (Bytes::copy_from_slice(k), e.value.clone())),
+                );
+            } else if space_prefix.starts_with(prefix) {
+                out.extend(
+                    space
+                        .entries
+                        .iter()
+                        .map(|(k, e)| (Bytes::copy_from_slice(k), e.value.clone())),
+                );
+            }
+        }
+        Ok(out)
+    }
+
+    /// Whether a history record read from a reader's latest state had ended by this image's
+    /// head (a version ended by a later commit is still live here, and served from `current/`).
+    fn ended_by_head(&self, key: &[u8], _value: &[u8]) -> bool {
+        let lake = match keys::decode_key(key).ok().as_deref() {
+            Some([Cell::Text(l), Cell::Text(name), ..]) if l == "lake" => name.clone(),
+            _ => keys::DEFAULT_LAKE.to_string(),
+        };
+        let head = self.lake_snapshot(&lake).ok().flatten();
+        // the end snapshot is the second-to-last key segment (RFC 0002)
+        let end = keys::decode_key(key)
+            .ok()
+            .and_then(|s| s.len().checked_sub(2).map(|i| s[i].clone()))
+            .and_then(|c| c.as_int());
+        match (end, head) {
+            (Some(e), Some(h)) => e <= h,
+            _ => false,
+        }
+    }
+
+    /// The committed rows of `def` in scan order: live rows, and with `need_history` ended
+    /// versions too (versioned kinds only; other kinds have none). Built once per image.
+    pub(crate) async fn rows(
+        &self,
+        store: &Store,
+        def: &TableDef,
+        kind: &Kind,
+        need_history: bool,
+    ) -> Result<Arc<RowSet>> {
+        let need_history = need_history && matches!(kind, Kind::Versioned { .. });
+        let live_prefix = match kind {
+            Kind::Snapshot(_) => keys::snapshot_prefix(&def.schema),
+            Kind::Inline => keys::inline_chunk_prefix(&def.schema, &def.name),
+            _ => keys::current_prefix(&def.schema, &def.name),
+        };
+        let space_prefix = place_space(&live_prefix)?;
+        let Some(space) = self.spaces.get(&space_prefix) else {
+            if !need_history {
+                return Ok(Arc::new(RowSet::new(Vec::new())));
+            }
+            return Ok(Arc::new(RowSet::new(
+                self.serve(store, def, kind, None, true).await?,
+            )));
+        };
+        let cache_key = (def.name.clone(), need_history);
+        if let Some(r) = space
+            .served
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&cache_key)
+        {
+            return Ok(r.clone());
+        }
+        let rows = Arc::new(RowSet::new(
+            self.serve(
+                store,
+                def,
+                kind,
+                Some((space.as_ref(), live_prefix.as_slice())),
+                need_history,
+            )
+                .await?,
+        ));
+        space
+            .served
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(cache_key, rows.clone());
+        Ok(rows)
+    }
+
+    async fn serve(
+        &self,
+        store: &Store,
+        def: &TableDef,
+        kind: &Kind,
+        live: Option<(&Space, &[u8])>,
+        need_history: bool,
+    ) -> Result<Vec<Row>> {
+        let live = live.into_iter().flat_map(|(s, p)| s.range(p));
+        Ok(match kind {
+            Kind::Snapshot(half) => kinds::snapshot::rows(live.map(|(_, e)| &e.value[..]), *half)?,
+            Kind::Inline => {
+                let chunks = live
+                    .map(|(_, e)| e.chunk_rows())
+                    .collect::<Result<Vec<_>>>()?;
+                kinds::inline::rows(chunks.iter().map(|c| c.as_slice()))
+            }
+            Kind::Versioned { .. } | Kind::Unversioned { .. } => {
+                let mut rows = Vec::new();
+                for (_, e) in live {
+                    rows.push(decode_row_at(&e.value)?);
+                }
+                if need_history {
+                    let prefix = keys::history_prefix(&def.schema, &def.name);
+                    for (_, v) in self.scan(store, &prefix).await? {
+                        rows.push(decode_row_at(&v)?);
+                    }
+                }
+                kinds::fixed::serve(rows, kind)
+            }
+        })
+    }
+}
+
+fn place_space(key: &[u8]) -> Result<Vec<u8>> {
+    match place_of(key)? {
+        Place::Space(s) => Ok(s),
+        Place::History(_) => Err(Error::Corrupt("a history key has no space".into())),
+    }
+}
+
+fn is_history_prefix(prefix: &[u8]) -> Result<bool> {
+    let segments = keys::decode_key(prefix)?;
+    let at = match segments.first() {
+        Some(Cell::Text(l)) if l == "lake" => 2,
+        _ => 0,
+    };
+    Ok(matches!(segments.get(at), Some(Cell::Text(s)) if s == "history"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn spaces_are_key_prefixes() {
+        let keys_in = [
+            keys::sys_head(),
+            keys::sys_table("main", "ducklake_snapshot"),
+            keys::lake_head("other"),
+            keys::snapshot("main", 3),
+            keys::snapshot("other", 3),
+            keys::current("main", "ducklake_table", &[Cell::Int(1)], Some(&Cell::Int(2))),
+            keys::current("other", "ducklake_table", &[Cell::Int(1)], None),
+            keys::inline_chunk("main", "ducklake_inlined_data_1_1", 4),
+            keys::inline_locator("main", "ducklake_inlined_data_1_1", &Cell::Int(0), 4),
+        ];
+        for k in keys_in {
+            let Place::Space(s) = place_of(&k).unwrap() else {
+                panic!("not a space")
+            };
+            assert!(k.starts_with(&s), "{k:?} / {s:?}");
+        }
+        let h = keys::history("other", "t", &[Cell::Int(1)], &Cell::Int(3), &Cell::Int(1));
+        let Place::History(live) = place_of(&h).unwrap() else {
+            panic!("not history")
+        };
+        assert_eq!(live, place_space(&keys::current_prefix("other", "t")).unwrap());
+        assert!(is_history_prefix(&keys::history_prefix("main", "t")).unwrap());
+        assert!(!is_history_prefix(&keys::current_prefix("main", "t")).unwrap());
+        // two tables' spaces never nest
+        let a = place_space(&keys::current_prefix("main", "t")).unwrap();
+        let b = place_space(&keys::current_prefix("main", "t2")).unwrap();
+        assert!(!a.starts_with(&b) && !b.starts_with(&a));
+    }
+
+    #[test]
+    fn positions_come_from_an_index() {
+        let rows: Vec<Row> = (0..10)
+            .map(|i| vec![Cell::Int(i % 3), Cell::Int(i)])
+            .collect();
+        let set = RowSet::new(rows);
+        assert_eq!(set.positions(0, &[1]), vec![1, 4, 7]);
+        assert_eq!(set.positions(0, &[2, 0, 2]), vec![0, 2, 3, 5, 6, 8, 9]);
+        assert!(set.positions(0, &[7]).is_empty());
+    }
+}

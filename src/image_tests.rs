@@ -1,0 +1,260 @@
+//! The committed image (RFC 0009): advanced by this process's commits, it is the image a fresh
+//! read of the store gives; a transaction reads the image it pinned and nothing later.
+
+use super::tests::*;
+use super::*;
+use crate::cell::Cell::{Int, Text};
+use crate::image::Image;
+
+/// A small deterministic generator (xorshift64*), so a failing seed can be replayed.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n.max(1) as u64) as usize
+    }
+
+    fn chance(&mut self, percent: u64) -> bool {
+        self.next() % 100 < percent
+    }
+}
+
+fn fresh_image(store: &Arc<Store>) -> Image {
+    block_on(Image::load(store, None)).unwrap()
+}
+
+/// The rowids of the rows of `table` that `keep` picks, as a transaction sees them.
+fn pick(t: &mut Transaction, table: &str, keep: impl Fn(&Row) -> bool) -> Vec<(i64, Row)> {
+    let m = t.rows(M, table, true).unwrap();
+    m.rows
+        .iter()
+        .enumerate()
+        .filter(|(_, r)| keep(r))
+        .map(|(i, r)| (rowid(m.id, i), r.clone()))
+        .collect()
+}
+
+/// One random commit: a snapshot with catalog changes (new tables, renames, statistics,
+/// inlined rows and their ends), or a maintenance commit (expired versions and snapshots,
+/// scheduled files).
+fn random_commit(store: &Arc<Store>, rng: &mut Rng, next_snapshot: &mut i64, next_id: &mut i64) {
+    let mut t = store.begin();
+    let head = t.head_snapshot(M).unwrap().unwrap();
+    if rng.chance(25) {
+        // maintenance: drop ended table versions, a snapshot below head, schedule or unschedule
+        let ended = pick(&mut t, "ducklake_table", |r| !r[3].is_null());
+        let gone: Vec<i64> = ended
+            .iter()
+            .filter(|_| rng.chance(50))
+            .map(|(id, _)| *id)
+            .collect();
+        if !gone.is_empty() {
+            t.stage_delete(M, "ducklake_table", gone).unwrap();
+        }
+        let old = pick(&mut t, "ducklake_snapshot", |r| r[0].as_int() < Some(head));
+        if !old.is_empty() && rng.chance(50) {
+            let (id, _) = old[rng.below(old.len())];
+            t.stage_delete(M, "ducklake_snapshot", vec![id]).unwrap();
+        }
+        if rng.chance(50) {
+            let scheduled = pick(&mut t, "ducklake_files_scheduled_for_deletion", |_| true);
+            if let Some((id, _)) = scheduled.first() {
+                t.stage_delete(M, "ducklake_files_scheduled_for_deletion", vec![*id])
+                    .unwrap();
+            }
+        } else {
+            *next_id += 1;
+            t.stage_insert(
+                M,
+                "ducklake_files_scheduled_for_deletion",
+                vec![gc_row(*next_id)],
+            )
+            .unwrap();
+        }
+        t.commit().unwrap();
+        return;
+    }
+    let s = *next_snapshot;
+    *next_snapshot += 1;
+    t.stage_insert(M, "ducklake_snapshot", vec![snap(s)])
+        .unwrap();
+    t.stage_insert(M, "ducklake_snapshot_changes", vec![changes(s, "random")])
+        .unwrap();
+    for _ in 0..rng.below(3) {
+        *next_id += 1;
+        let name = format!("t{next_id}");
+        t.stage_insert(
+            M,
+            "ducklake_table",
+            vec![table_row(*next_id, s, None, &name)],
+        )
+        .unwrap();
+        t.stage_insert(M, "ducklake_table_stats", vec![stats_row(*next_id, 0)])
+            .unwrap();
+    }
+    let live = pick(&mut t, "ducklake_table", |r| {
+        r[3].is_null() && r[2].as_int() < Some(s)
+    });
+    if !live.is_empty() && rng.chance(40) {
+        // rename: end the live version and begin the next
+        let (id, old) = live[rng.below(live.len())].clone();
+        let mut ended = old.clone();
+        ended[3] = Int(s);
+        t.stage_update(M, "ducklake_table", vec![(id, ended)])
+            .unwrap();
+        let table_id = old[0].as_int().unwrap();
+        t.stage_insert(
+            M,
+            "ducklake_table",
+            vec![table_row(table_id, s, None, &format!("r{s}"))],
+        )
+        .unwrap();
+    }
+    let stats = pick(&mut t, "ducklake_table_stats", |_| true);
+    if !stats.is_empty() && rng.chance(50) {
+        let (id, mut r) = stats[rng.below(stats.len())].clone();
+        r[1] = Int(rng.below(1000) as i64);
+        t.stage_update(M, "ducklake_table_stats", vec![(id, r)])
+            .unwrap();
+    }
+    if rng.chance(50) {
+        let rows: Vec<Row> = (0..1 + rng.below(3))
+            .map(|_| {
+                *next_id += 1;
+                inl(*next_id, s, None, "x")
+            })
+            .collect();
+        t.stage_insert(M, INL, rows).unwrap();
+    }
+    let inlined = pick(&mut t, INL, |r| r[2].is_null() && r[1].as_int() < Some(s));
+    if !inlined.is_empty() && rng.chance(40) {
+        let (id, mut r) = inlined[rng.below(inlined.len())].clone();
+        r[2] = Int(s);
+        t.stage_update(M, INL, vec![(id, r)]).unwrap();
+    }
+    t.commit().unwrap();
+}
+
+#[test]
+fn an_image_advanced_by_commits_is_the_image_read_afresh() {
+    for seed in 1..=12u64 {
+        let store = new_lake(&mem_url("image-prop"));
+        let mut t = store.begin();
+        t.create_table(inline_def()).unwrap();
+        t.stage_insert(M, "ducklake_snapshot", vec![snap(1)])
+            .unwrap();
+        t.stage_insert(M, "ducklake_snapshot_changes", vec![changes(1, "inl")])
+            .unwrap();
+        t.commit().unwrap();
+        let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
+        let (mut next_snapshot, mut next_id) = (2, 100);
+        for step in 0..40 {
+            random_commit(&store, &mut rng, &mut next_snapshot, &mut next_id);
+            let advanced = store.current_image().expect("a commit installs its image");
+            let fresh = fresh_image(&store);
+            assert!(
+                advanced.same_records(&fresh),
+                "seed {seed} step {step}: the advanced image differs from a fresh read\n\
+                 advanced {advanced:?}\nfresh {fresh:?}"
+            );
+            // and what a transaction reads from each is the same, history included
+            for table in ["ducklake_table", "ducklake_snapshot", INL] {
+                let on_advanced = rows_of(&store, table, true);
+                store.install_image_for_test(Arc::new(fresh_image(&store)));
+                assert_eq!(
+                    on_advanced,
+                    rows_of(&store, table, true),
+                    "seed {seed} step {step}: {table}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn a_pinned_transaction_does_not_see_a_later_commit() {
+    let store = new_lake(&mem_url("pinned"));
+    commit_table(&store, 1, 1, "t1");
+    let mut early = store.begin();
+    // pinned by its first read, of another table
+    assert_eq!(early.head_snapshot(M).unwrap(), Some(1));
+    commit_table(&store, 2, 2, "t2");
+    let names = |t: &mut Transaction| col(&t.rows(M, "ducklake_table", false).unwrap().rows, "ducklake_table", "table_name");
+    assert_eq!(names(&mut early), vec![Text("t1".into())]);
+    assert_eq!(early.head().unwrap().snapshot_id, Some(1));
+    let mut late = store.begin();
+    assert_eq!(
+        names(&mut late),
+        vec![Text("t1".into()), Text("t2".into())]
+    );
+    // the early transaction still cannot commit over the later one
+    early
+        .stage_insert(M, "ducklake_table_stats", vec![stats_row(1, 1)])
+        .unwrap();
+    let e = early.commit().unwrap_err();
+    assert!(e.is_conflict() && e.to_string().contains("conflict"), "{e}");
+}
+
+#[test]
+fn a_transaction_unchanged_in_a_table_reads_the_images_rows_themselves() {
+    let store = new_lake(&mem_url("shared-rows"));
+    commit_table(&store, 1, 1, "t1");
+    let mut a = store.begin();
+    let mut b = store.begin();
+    let ma = a.rows(M, "ducklake_table", false).unwrap();
+    let mb = b.rows(M, "ducklake_table", false).unwrap();
+    assert_ne!(ma.id, 0);
+    assert!(Arc::ptr_eq(&ma.rows.0, &mb.rows.0), "one decoded row set, shared");
+    // a staged change makes the transaction its own copy; the other keeps the image's
+    a.stage_insert(M, "ducklake_table", vec![table_row(9, 1, None, "t9")])
+        .unwrap();
+    let ma2 = a.rows(M, "ducklake_table", false).unwrap();
+    assert!(!Arc::ptr_eq(&ma2.rows.0, &mb.rows.0));
+    assert_eq!(ma2.rows.len(), 2);
+    assert_eq!(b.rows(M, "ducklake_table", false).unwrap().rows.len(), 1);
+}
+
+#[test]
+fn a_reader_follows_the_writer_one_whole_commit_at_a_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = dir.path().join("lake").display().to_string();
+    let writer = new_lake(&url);
+    commit_table(&writer, 1, 1, "t1");
+    let reader = Store::open(&url, true).unwrap();
+    let mut pinned = reader.begin();
+    assert_eq!(pinned.head_snapshot(M).unwrap(), Some(1));
+    for s in 2..=6 {
+        commit_table(&writer, s, s, &format!("t{s}"));
+    }
+    // a transaction pinned before the commits reads its own view to the end, without error
+    for _ in 0..3 {
+        let rows = pinned.rows(M, "ducklake_table", false).unwrap();
+        assert_eq!(rows.rows.len(), 1);
+        std::thread::sleep(std::time::Duration::from_millis(150));
+    }
+    assert_eq!(
+        pinned.rows(M, "ducklake_snapshot", false).unwrap().rows.len(),
+        2
+    );
+    // a new transaction sees the writer's commits within the reader's poll interval
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    loop {
+        let mut t = reader.begin();
+        let head = t.head_snapshot(M).unwrap();
+        let tables = t.rows(M, "ducklake_table", false).unwrap().rows.len() as i64;
+        // whatever head it pinned, the rows are exactly that head's
+        assert_eq!(Some(tables), head, "a torn view");
+        if head == Some(6) {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "the reader never saw head 6");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}

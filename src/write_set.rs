@@ -1,0 +1,92 @@
+//! A commit's write set (RFC 0006): the final value of every key the commit touches, over the
+//! committed image it began on.
+
+use crate::catalog::SnapshotRecord;
+use crate::error::Result;
+use crate::image::Image;
+use crate::keys;
+use crate::store::Store;
+use std::collections::BTreeMap;
+
+/// The keys a commit writes, laid over the image it began on: reads see the commit's own
+/// earlier writes first.
+pub(crate) struct WriteSet<'a> {
+    store: &'a Store,
+    image: &'a Image,
+    pending: BTreeMap<Vec<u8>, Option<Vec<u8>>>,
+}
+
+impl<'a> WriteSet<'a> {
+    pub(crate) fn new(store: &'a Store, image: &'a Image) -> Self {
+        WriteSet {
+            store,
+            image,
+            pending: BTreeMap::new(),
+        }
+    }
+
+    /// The final value of every key the commit touches (`None` = delete).
+    pub(crate) fn into_writes(self) -> BTreeMap<Vec<u8>, Option<Vec<u8>>> {
+        self.pending
+    }
+
+    /// Every committed (key, value) under `prefix`, without this commit's writes.
+    pub(crate) async fn committed_scan(&self, prefix: &[u8]) -> Result<Vec<(bytes::Bytes, bytes::Bytes)>> {
+        self.image.scan(self.store, prefix).await
+    }
+
+    pub(crate) async fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        if let Some(v) = self.pending.get(key) {
+            return Ok(v.clone());
+        }
+        Ok(self.image.get(self.store, key).await?.map(|b| b.to_vec()))
+    }
+
+    pub(crate) async fn exists(&self, key: &[u8]) -> Result<bool> {
+        Ok(self.get(key).await?.is_some())
+    }
+
+    pub(crate) fn put(&mut self, key: Vec<u8>, value: Vec<u8>) {
+        self.pending.insert(key, Some(value));
+    }
+
+    pub(crate) fn del(&mut self, key: Vec<u8>) {
+        self.pending.insert(key, None);
+    }
+
+    /// Every live (key, value) under `prefix`, committed and pending merged.
+    pub(crate) async fn scan(&self, prefix: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        let mut merged: BTreeMap<Vec<u8>, Option<Vec<u8>>> = self
+            .image
+            .scan(self.store, prefix)
+            .await?
+            .into_iter()
+            .map(|(k, v)| (k.to_vec(), Some(v.to_vec())))
+            .collect();
+        for (k, v) in self.pending.range(prefix.to_vec()..) {
+            if !k.starts_with(prefix) {
+                break;
+            }
+            merged.insert(k.clone(), v.clone());
+        }
+        Ok(merged
+            .into_iter()
+            .filter_map(|(k, v)| v.map(|v| (k, v)))
+            .collect())
+    }
+
+    pub(crate) async fn snapshot_record(&self, lake: &str, id: i64) -> Result<SnapshotRecord> {
+        match self.get(&keys::snapshot(lake, id)).await? {
+            Some(v) => SnapshotRecord::decode(&v),
+            None => Ok(SnapshotRecord::default()),
+        }
+    }
+
+    pub(crate) fn put_snapshot_record(&mut self, lake: &str, id: i64, rec: &SnapshotRecord) {
+        if rec.is_empty() {
+            self.del(keys::snapshot(lake, id));
+        } else {
+            self.put(keys::snapshot(lake, id), rec.encode());
+        }
+    }
+}
