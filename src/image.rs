@@ -233,8 +233,20 @@ fn lakes_of(sys: &[(Bytes, Bytes)]) -> Result<Vec<String>> {
     Ok(lakes)
 }
 
+/// How a whole-keyspace read fetches: large reads, several at once (the defaults fetch one block
+/// per request, one request at a time).
+pub(crate) fn bulk_scan() -> slatedb::config::ScanOptions {
+    slatedb::config::ScanOptions {
+        read_ahead_bytes: 1 << 20,
+        max_fetch_tasks: 4,
+        ..Default::default()
+    }
+}
+
 async fn scan_snapshot(snap: &DbSnapshot, prefix: &[u8]) -> Result<Vec<(Bytes, Bytes)>> {
-    let mut it = snap.scan_prefix(prefix, ..).await?;
+    let mut it = snap
+        .scan_prefix_with_options(prefix, .., &bulk_scan())
+        .await?;
     let mut out = Vec::new();
     while let Some(kv) = it.next().await? {
         out.push((kv.key, kv.value));

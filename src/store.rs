@@ -123,9 +123,10 @@ impl Backend {
 
     /// Every (key, value) under `prefix` in the committed state this handle sees.
     pub(crate) async fn scan(&self, prefix: &[u8]) -> Result<Vec<(Bytes, Bytes)>> {
+        let options = crate::image::bulk_scan();
         let mut it = match self {
-            Backend::Writer(db) => db.scan_prefix(prefix, ..).await?,
-            Backend::Reader(r) => r.scan_prefix(prefix, ..).await?,
+            Backend::Writer(db) => db.scan_prefix_with_options(prefix, .., &options).await?,
+            Backend::Reader(r) => r.scan_prefix_with_options(prefix, .., &options).await?,
         };
         let mut out = Vec::new();
         while let Some(kv) = it.next().await? {
