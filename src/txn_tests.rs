@@ -2219,3 +2219,38 @@ fn a_previous_format_store_opens_only_when_its_layout_is_this_one() {
     let e = Store::open(&url, true).err().expect("refused").to_string();
     assert!(e.contains("schema lakemeta"), "{e}");
 }
+
+#[test]
+fn many_small_inserts_join_the_last_chunk_once_a_table_has_many() {
+    let store = new_lake(&mem_url("append-chunks"));
+    let mut t = store.begin();
+    t.create_table(inline_def()).unwrap();
+    t.commit().unwrap();
+    let n = 150;
+    for i in 0..n {
+        let mut t = store.begin();
+        t.stage_insert(M, "ducklake_snapshot", vec![snap(i + 1)])
+            .unwrap();
+        t.stage_insert(M, INL, vec![inl(i, i + 1, None, &format!("v{i}"))])
+            .unwrap();
+        t.commit().unwrap();
+    }
+    let chunks = raw(&store, &keys::inline_chunk_prefix(M, INL)).len();
+    assert_eq!(chunks, 64, "64 one-row chunks, then the last one grows");
+    let locators = raw(&store, &keys::inline_locator_prefix(M, INL)).len();
+    assert_eq!(locators, chunks, "one locator per chunk");
+    // served in insertion order, every row once
+    let ids: Vec<Cell> = (0..n).map(Int).collect();
+    let row_ids = |store: &Arc<Store>| -> Vec<Cell> {
+        rows_of(store, INL, false).iter().map(|r| r[0].clone()).collect()
+    };
+    assert_eq!(row_ids(&store), ids);
+    // and a later delete in the grown chunk rewrites it as its runs
+    let mut t = store.begin();
+    let m = t.rows(M, INL, false).unwrap();
+    let i = m.rows.iter().position(|r| r[0] == Int(100)).unwrap();
+    t.stage_delete(M, INL, vec![rowid(m.id, i)]).unwrap();
+    t.commit().unwrap();
+    let left: Vec<Cell> = (0..n).filter(|i| *i != 100).map(Int).collect();
+    assert_eq!(row_ids(&store), left);
+}

@@ -52,6 +52,12 @@ struct LoadedChunk {
     dirty: bool,
 }
 
+/// How many chunks a table holds before new rows join its last chunk.
+const MANY_CHUNKS: usize = 64;
+
+/// The size up to which a table's last chunk takes a commit's new rows.
+const APPEND_BELOW_ROWS: usize = 1024;
+
 /// Where a row of an [`InlineModel`] lives: (chunk seq, index); new rows use seq `NEW`.
 type Slot = (i64, usize);
 const NEW: i64 = i64::MAX;
@@ -149,30 +155,68 @@ impl InlineModel {
             candidates.sort_by(|a, b| b.0.as_int().cmp(&a.0.as_int()).then(a.1.cmp(&b.1)));
         }
         for (min, seq) in candidates {
-            let key = keys::inline_chunk(&self.def.schema, &self.def.name, seq);
-            let body = ws.get(&key).await?.ok_or_else(|| {
-                Error::Corrupt(format!(
-                    "inline chunk {seq} of {} is missing",
-                    self.def.name
-                ))
-            })?;
-            let rows = decode_chunk(&body)?;
-            for (i, r) in rows.iter().enumerate() {
-                self.index.entry(r.clone()).or_default().insert((seq, i));
-            }
-            self.chunks.insert(
-                seq,
-                LoadedChunk {
-                    rows: rows.into_iter().map(Some).collect(),
-                    orig_min: min,
-                    dirty: false,
-                },
-            );
+            self.load_chunk(ws, min, seq).await?;
             if let Some(slot) = self.find(row) {
                 return Ok(Some(slot));
             }
         }
         Ok(None)
+    }
+
+    /// Load committed chunk `seq` (whose locator holds `min`) and index its rows.
+    async fn load_chunk(&mut self, ws: &WriteSet<'_>, min: Cell, seq: i64) -> Result<()> {
+        let key = keys::inline_chunk(&self.def.schema, &self.def.name, seq);
+        let body = ws.get(&key).await?.ok_or_else(|| {
+            Error::Corrupt(format!(
+                "inline chunk {seq} of {} is missing",
+                self.def.name
+            ))
+        })?;
+        let rows = decode_chunk(&body)?;
+        for (i, r) in rows.iter().enumerate() {
+            self.index.entry(r.clone()).or_default().insert((seq, i));
+        }
+        self.chunks.insert(
+            seq,
+            LoadedChunk {
+                rows: rows.into_iter().map(Some).collect(),
+                orig_min: min,
+                dirty: false,
+            },
+        );
+        Ok(())
+    }
+
+    /// Once a table holds many chunks, a commit's new rows join its last chunk while that chunk
+    /// is small and the commit changes no other chunk: a lake of thousands of one-row inserts
+    /// keeps a few dozen chunks (each decoded on a cold read) instead of one per insert. The
+    /// rows are served in the same order either way (the last chunk's rows, then the new ones).
+    /// Returns the rows that did not join it.
+    async fn append_to_last_chunk(
+        &mut self,
+        ws: &WriteSet<'_>,
+        new_rows: Vec<Row>,
+    ) -> Result<Vec<Row>> {
+        if new_rows.is_empty() || self.fresh || self.chunks.values().any(|c| c.dirty) {
+            return Ok(new_rows);
+        }
+        let locators = self.locators(ws).await?;
+        if locators.len() < MANY_CHUNKS {
+            return Ok(new_rows);
+        }
+        let Some((min, last)) = locators.iter().max_by_key(|(_, seq)| *seq).cloned() else {
+            return Ok(new_rows);
+        };
+        if !self.chunks.contains_key(&last) {
+            self.load_chunk(ws, min, last).await?;
+        }
+        let chunk = self.chunks.get_mut(&last).expect("loaded");
+        if chunk.rows.len() + new_rows.len() > APPEND_BELOW_ROWS {
+            return Ok(new_rows);
+        }
+        chunk.rows.extend(new_rows.into_iter().map(Some));
+        chunk.dirty = true;
+        Ok(Vec::new())
     }
 
     /// Apply an update (`new = Some`) or a delete (`new = None`) of the row equal to `old`.
@@ -217,6 +261,7 @@ impl InlineModel {
             .into_iter()
             .flatten()
             .collect();
+        let new_rows = self.append_to_last_chunk(ws, new_rows).await?;
         let this = &self;
         let put_chunk = |ws: &mut WriteSet<'_>, seq: i64, rows: &[Row]| -> Result<()> {
             let min = this.min_row_id(rows.iter());
