@@ -269,11 +269,18 @@ impl Image {
             Backend::Writer(db) => {
                 let snap = db.snapshot()?;
                 let sys = scan_snapshot(&snap, &live_prefixes(&[])[0]).await?;
-                let mut all = Vec::new();
+                // the other keyspaces in parallel, all through the one snapshot
+                let mut scans = tokio::task::JoinSet::new();
                 for p in live_prefixes(&lakes_of(&sys)?).into_iter().skip(1) {
-                    all.extend(scan_snapshot(&snap, &p).await?);
+                    let snap = snap.clone();
+                    scans.spawn(async move { scan_snapshot(&snap, &p).await });
                 }
-                all.extend(sys);
+                let mut all = sys;
+                while let Some(scanned) = scans.join_next().await {
+                    all.extend(scanned.map_err(|e| {
+                        Error::Storage(format!("an image read task failed: {e}"))
+                    })??);
+                }
                 Self::assemble(all, History::Snapshot(snap), previous)
             }
             Backend::Reader(_) => {
