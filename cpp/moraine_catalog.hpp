@@ -28,6 +28,8 @@ string MoraineTakeError(MoraineError &err);
 void MoraineValueToCell(const Value &value, const LogicalType &type, MoraineCell &cell, string &scratch);
 //! Writes one cell into row `row` of a flat vector of type `type`.
 void MoraineWriteCell(Vector &vector, idx_t row, const MoraineCell &cell);
+//! Whether moraine holds values of this type as integer cells (the only columns an index serves).
+bool MoraineHeldAsInteger(const LogicalType &type);
 string MoraineSerializeType(const LogicalType &type);
 LogicalType MoraineDeserializeType(const uint8_t *data, size_t len);
 //! Pushes every row of `chunk` (columns in order) into `rows`.

@@ -54,6 +54,10 @@ static CellKind KindOf(const LogicalType &type) {
 	}
 }
 
+bool MoraineHeldAsInteger(const LogicalType &type) {
+	return KindOf(type) == CellKind::INT;
+}
+
 static string SerializeValue(const Value &value) {
 	MemoryStream stream;
 	BinarySerializer serializer(stream);

@@ -116,13 +116,13 @@ static optional_idx ScanColumn(LogicalGet &get, Expression &expr) {
 	return optional_idx(column.GetPrimaryIndex());
 }
 
-//! An integer constant, exactly (no rounding): the only values an index lookup may use.
+//! An integer constant, exactly (no rounding).
 static bool IntegerConstant(ClientContext &context, Expression &expr, int64_t &out) {
 	if (expr.GetExpressionClass() != ExpressionClass::BOUND_CONSTANT) {
 		return false;
 	}
 	auto &value = expr.Cast<BoundConstantExpression>().value;
-	if (value.IsNull() || !value.type().IsIntegral()) {
+	if (value.IsNull() || !MoraineHeldAsInteger(value.type())) {
 		return false;
 	}
 	Value cast;
@@ -147,8 +147,7 @@ static bool IntegerSelection(ClientContext &context, LogicalGet &get, Expression
 			return false;
 		}
 		index = column.GetIndex();
-		auto &type = table->GetColumn(LogicalIndex(index)).Type();
-		return type.IsIntegral();
+		return MoraineHeldAsInteger(table->GetColumn(LogicalIndex(index)).Type());
 	};
 	int64_t value;
 	if (expr.GetExpressionType() == ExpressionType::COMPARE_EQUAL) {

@@ -117,7 +117,8 @@ pub const SNAPSHOT_TABLE: &str = "ducklake_snapshot";
 
 /// Bookkeeping a maintenance commit (one that mints no snapshot) may write: the deletion
 /// schedule and the lake's options.
-pub const BOOKKEEPING_TABLES: &[&str] = &["ducklake_files_scheduled_for_deletion", "ducklake_metadata"];
+pub const BOOKKEEPING_TABLES: &[&str] =
+    &["ducklake_files_scheduled_for_deletion", "ducklake_metadata"];
 
 /// File statistics: written only with the file's snapshot, except the row-id field's row.
 pub const FILE_COLUMN_STATS_TABLE: &str = "ducklake_file_column_stats";

@@ -32,7 +32,8 @@ use std::sync::{Arc, Mutex, OnceLock};
 pub struct RowSet {
     rows: Vec<Row>,
     /// column -> (value -> positions in `rows`, ascending)
-    index: Mutex<HashMap<usize, Arc<HashMap<i64, Vec<u32>>>>>,
+    /// `None` for a column with cells that are not integers.
+    index: Mutex<HashMap<usize, Option<Arc<HashMap<i64, Vec<u32>>>>>>,
 }
 
 impl Deref for RowSet {
@@ -56,8 +57,9 @@ impl RowSet {
         }
     }
 
-    /// The positions of the rows whose `column` holds one of `values`, ascending. The first call
-    /// for a column walks the rows once and keeps the index; later calls are lookups.
+    /// The positions of the rows whose `column` holds one of `values`, ascending (every position
+    /// when the column holds cells other than integers). The first call for a column walks the
+    /// rows once and keeps the index; later calls are lookups.
     pub fn positions(&self, column: usize, values: &[i64]) -> Vec<u32> {
         let index = {
             let mut cache = self.index.lock().unwrap_or_else(|p| p.into_inner());
@@ -66,13 +68,20 @@ impl RowSet {
                 .or_insert_with(|| {
                     let mut idx: HashMap<i64, Vec<u32>> = HashMap::new();
                     for (i, r) in self.rows.iter().enumerate() {
-                        if let Some(v) = r.get(column).and_then(Cell::as_int) {
-                            idx.entry(v).or_default().push(i as u32);
+                        match r.get(column) {
+                            Some(Cell::Int(v)) => idx.entry(*v).or_default().push(i as u32),
+                            Some(Cell::Null) | None => {}
+                            // a column not held as integers cannot be looked up: no index
+                            Some(_) => return None,
                         }
                     }
-                    Arc::new(idx)
+                    Some(Arc::new(idx))
                 })
                 .clone()
+        };
+        let Some(index) = index else {
+            // every row may pass: DuckDB's own filter decides
+            return (0..self.rows.len() as u32).collect();
         };
         let mut out: Vec<u32> = Vec::new();
         for v in values {
@@ -197,9 +206,6 @@ impl std::fmt::Debug for Image {
     }
 }
 
-/// How often a reader re-reads a store whose head moved during its read before giving up.
-const READER_LOAD_ATTEMPTS: usize = 20;
-
 /// The prefixes a full image read scans: everything but the history keyspace.
 fn live_prefixes(lakes: &[String]) -> Vec<Vec<u8>> {
     let top = |s: &str| keys::encode_key(&[Cell::Text(s.into())]);
@@ -222,7 +228,9 @@ fn lakes_of(sys: &[(Bytes, Bytes)]) -> Result<Vec<String>> {
     let mut lakes = Vec::new();
     for (k, _) in sys {
         match keys::decode_key(k)?.as_slice() {
-            [_, Cell::Text(kind), Cell::Text(schema), ..] if kind == "schema" || kind == "table" => {
+            [_, Cell::Text(kind), Cell::Text(schema), ..]
+                if kind == "schema" || kind == "table" =>
+            {
                 if !lakes.contains(schema) {
                     lakes.push(schema.clone())
                 }
@@ -243,6 +251,33 @@ pub(crate) fn bulk_scan() -> slatedb::config::ScanOptions {
     }
 }
 
+/// The records of one iterator over the whole keyspace, less the history ranges, which it seeks
+/// past (`[lake/<l>/]history/` are contiguous key ranges).
+async fn read_live(mut it: slatedb::DbIterator) -> Result<Vec<(Bytes, Bytes)>> {
+    let mut out = Vec::new();
+    while let Some(kv) = it.next().await? {
+        match place_of(&kv.key)? {
+            Place::Space(_) => out.push((kv.key, kv.value)),
+            Place::History(_) => it.seek(history_range_end(&kv.key)?).await?,
+        }
+    }
+    Ok(out)
+}
+
+/// The first key after the history range that holds `key`.
+fn history_range_end(key: &[u8]) -> Result<Vec<u8>> {
+    let segments = keys::decode_key(key)?;
+    let at = match segments.first() {
+        Some(Cell::Text(l)) if l == "lake" => 2,
+        _ => 0,
+    };
+    let mut end = keys::encode_key(&segments[..=at]);
+    // every text segment ends 0x00 0x01; 0x00 0x02 sorts after every key that continues it
+    let last = end.last_mut().expect("a text segment");
+    *last += 1;
+    Ok(end)
+}
+
 async fn scan_snapshot(snap: &DbSnapshot, prefix: &[u8]) -> Result<Vec<(Bytes, Bytes)>> {
     let mut it = snap
         .scan_prefix_with_options(prefix, .., &bulk_scan())
@@ -257,11 +292,11 @@ async fn scan_snapshot(snap: &DbSnapshot, prefix: &[u8]) -> Result<Vec<(Bytes, B
 impl Image {
     /// Read the image of `store` afresh: one consistent read of everything outside history.
     ///
-    /// A writer reads through one SlateDB snapshot. A reader has none (SlateDB 0.18's
-    /// `DbReader` scans each see the reader's state of the moment they start), so it reads
-    /// `sys/head` before and after its scans and starts over when the head moved: every commit
-    /// moves the head and a reader's state only moves forward, so an unchanged head proves all
-    /// the scans saw the one state it names.
+    /// A writer reads through one SlateDB snapshot. A reader has none: SlateDB 0.18's `DbReader`
+    /// scans each see the reader's state of the moment they start, and a background poll may
+    /// install a newer state between two scans. One iterator is one state, so a reader reads
+    /// the whole keyspace with one iterator, seeking past each history range instead of
+    /// reading it.
     pub(crate) async fn load(store: &Store, previous: Option<&Image>) -> Result<Image> {
         let span = tracing::debug_span!("moraine.image.load", store = store.url());
         let _enter = span.enter();
@@ -283,25 +318,10 @@ impl Image {
                 }
                 Self::assemble(all, History::Snapshot(snap), previous)
             }
-            Backend::Reader(_) => {
-                for _ in 0..READER_LOAD_ATTEMPTS {
-                    let before = store.read_head().await?;
-                    let sys = store.backend.scan(&live_prefixes(&[])[0]).await?;
-                    let mut all = Vec::new();
-                    for p in live_prefixes(&lakes_of(&sys)?).into_iter().skip(1) {
-                        all.extend(store.backend.scan(&p).await?);
-                    }
-                    all.extend(sys);
-                    if store.read_head().await? == before {
-                        return Self::assemble(all, History::Latest, previous);
-                    }
-                    tracing::debug!("moraine: the lake moved while the image was read; again");
-                }
-                Err(Error::Storage(format!(
-                    "{}: the lake kept moving while this reader read it ({READER_LOAD_ATTEMPTS} \
-                     attempts); try again",
-                    store.url()
-                )))
+            Backend::Reader(reader) => {
+                let it = reader.scan_with_options(.., &bulk_scan()).await?;
+                let records = read_live(it).await?;
+                Self::assemble(records, History::Latest, previous)
             }
         }
     }
@@ -395,14 +415,18 @@ impl Image {
     pub(crate) fn same_records(&self, other: &Image) -> bool {
         self.head == other.head
             && self.spaces.len() == other.spaces.len()
-            && self.spaces.iter().zip(&other.spaces).all(|((p, a), (q, b))| {
-                p == q
-                    && a.entries.len() == b.entries.len()
-                    && a.entries
-                        .iter()
-                        .zip(&b.entries)
-                        .all(|((k, e), (l, f))| k == l && e.value == f.value)
-            })
+            && self
+                .spaces
+                .iter()
+                .zip(&other.spaces)
+                .all(|((p, a), (q, b))| {
+                    p == q
+                        && a.entries.len() == b.entries.len()
+                        && a.entries
+                            .iter()
+                            .zip(&b.entries)
+                            .all(|((k, e), (l, f))| k == l && e.value == f.value)
+                })
     }
 
     /// The committed `sys/head` this image was read at.
@@ -472,41 +496,73 @@ impl Image {
             });
         }
         let mut out = Vec::new();
-        for (space_prefix, space) in &self.spaces {
+        // the space holding the prefix, if the prefix lies within one
+        if let Some((space_prefix, space)) = self.spaces.range(..=prefix.to_vec()).next_back() {
             if prefix.starts_with(space_prefix) {
                 out.extend(
                     space
                         .range(prefix)
                         .map(|(k, e)| (Bytes::copy_from_slice(k), e.value.clone())),
                 );
-            } else if space_prefix.starts_with(prefix) {
-                out.extend(
-                    space
-                        .entries
-                        .iter()
-                        .map(|(k, e)| (Bytes::copy_from_slice(k), e.value.clone())),
-                );
+                return Ok(out);
             }
+        }
+        // else every space the prefix spans, in key order
+        for (space_prefix, space) in self.spaces.range(prefix.to_vec()..) {
+            if !space_prefix.starts_with(prefix) {
+                break;
+            }
+            out.extend(
+                space
+                    .entries
+                    .iter()
+                    .map(|(k, e)| (Bytes::copy_from_slice(k), e.value.clone())),
+            );
         }
         Ok(out)
     }
 
-    /// Whether a history record read from a reader's latest state had ended by this image's
-    /// head (a version ended by a later commit is still live here, and served from `current/`).
-    fn ended_by_head(&self, key: &[u8], _value: &[u8]) -> bool {
-        let lake = match keys::decode_key(key).ok().as_deref() {
-            Some([Cell::Text(l), Cell::Text(name), ..]) if l == "lake" => name.clone(),
+    /// Whether a history record read from a reader's latest state belongs to this image: it
+    /// had ended by the image's head (a version ended later is live here, served from
+    /// `current/`), its live version is not in the image (a version ended after the pin without
+    /// a new snapshot), and it was first written by a commit the image holds.
+    fn ended_by_head(&self, key: &[u8], value: &[u8]) -> bool {
+        let Ok(segments) = keys::decode_key(key) else {
+            return false;
+        };
+        let at = match segments.first() {
+            Some(Cell::Text(l)) if l == "lake" => 2,
+            _ => 0,
+        };
+        let lake = match (at, segments.get(1)) {
+            (2, Some(Cell::Text(name))) => name.clone(),
             _ => keys::DEFAULT_LAKE.to_string(),
         };
         let head = self.lake_snapshot(&lake).ok().flatten();
-        // the end snapshot is the second-to-last key segment (RFC 0002)
-        let end = keys::decode_key(key)
+        // [lake/<l>/]history/<table>/<key cells>/<end>/<begin> (RFC 0002)
+        let n = segments.len();
+        if n < at + 4 {
+            return false;
+        }
+        let end = segments[n - 2].as_int();
+        if !matches!((end, head), (Some(e), Some(h)) if e <= h) {
+            return false;
+        }
+        let mut live = segments[..at].to_vec();
+        live.push(Cell::Text("current".into()));
+        live.extend_from_slice(&segments[at + 1..n - 2]);
+        live.push(segments[n - 1].clone());
+        let live = keys::encode_key(&live);
+        if place_space(&live)
             .ok()
-            .and_then(|s| s.len().checked_sub(2).map(|i| s[i].clone()))
-            .and_then(|c| c.as_int());
-        match (end, head) {
-            (Some(e), Some(h)) => e <= h,
-            _ => false,
+            .is_some_and(|space| self.entry(&space, &live).is_some())
+        {
+            return false;
+        }
+        match decode_row_at(value) {
+            Ok((_, Some((batch, _)))) => batch <= self.head.batch_count,
+            Ok((_, None)) => true,
+            Err(_) => false,
         }
     }
 
@@ -551,7 +607,7 @@ impl Image {
                 Some((space.as_ref(), live_prefix.as_slice())),
                 need_history,
             )
-                .await?,
+            .await?,
         ));
         space
             .served
@@ -608,6 +664,12 @@ fn is_history_prefix(prefix: &[u8]) -> Result<bool> {
         Some(Cell::Text(l)) if l == "lake" => 2,
         _ => 0,
     };
+    if segments.len() <= at {
+        return Err(Error::InvalidInput(format!(
+            "a scan of {:?} would span live and ended records; scan the keyspaces apart",
+            String::from_utf8_lossy(prefix)
+        )));
+    }
     Ok(matches!(segments.get(at), Some(Cell::Text(s)) if s == "history"))
 }
 
@@ -623,7 +685,12 @@ mod tests {
             keys::lake_head("other"),
             keys::snapshot("main", 3),
             keys::snapshot("other", 3),
-            keys::current("main", "ducklake_table", &[Cell::Int(1)], Some(&Cell::Int(2))),
+            keys::current(
+                "main",
+                "ducklake_table",
+                &[Cell::Int(1)],
+                Some(&Cell::Int(2)),
+            ),
             keys::current("other", "ducklake_table", &[Cell::Int(1)], None),
             keys::inline_chunk("main", "ducklake_inlined_data_1_1", 4),
             keys::inline_locator("main", "ducklake_inlined_data_1_1", &Cell::Int(0), 4),
@@ -638,9 +705,21 @@ mod tests {
         let Place::History(live) = place_of(&h).unwrap() else {
             panic!("not history")
         };
-        assert_eq!(live, place_space(&keys::current_prefix("other", "t")).unwrap());
+        assert_eq!(
+            live,
+            place_space(&keys::current_prefix("other", "t")).unwrap()
+        );
         assert!(is_history_prefix(&keys::history_prefix("main", "t")).unwrap());
         assert!(!is_history_prefix(&keys::current_prefix("main", "t")).unwrap());
+        assert!(is_history_prefix(&[]).is_err());
+        // the end of a history range sorts after every key in it and before the next keyspace
+        let end = history_range_end(&h).unwrap();
+        assert!(end.as_slice() > h.as_slice());
+        assert!(end.as_slice() < keys::snapshot("other", 0).as_slice());
+        let main_h = keys::history("main", "t", &[Cell::Int(9)], &Cell::Int(3), &Cell::Int(1));
+        let main_end = history_range_end(&main_h).unwrap();
+        assert!(main_end.as_slice() > main_h.as_slice());
+        assert!(main_end.as_slice() < keys::inline_chunk("main", "x", 0).as_slice());
         // two tables' spaces never nest
         let a = place_space(&keys::current_prefix("main", "t")).unwrap();
         let b = place_space(&keys::current_prefix("main", "t2")).unwrap();
@@ -656,5 +735,8 @@ mod tests {
         assert_eq!(set.positions(0, &[1]), vec![1, 4, 7]);
         assert_eq!(set.positions(0, &[2, 0, 2]), vec![0, 2, 3, 5, 6, 8, 9]);
         assert!(set.positions(0, &[7]).is_empty());
+        // a column that is not all integers narrows nothing
+        let mixed = RowSet::new(vec![vec![Cell::Int(1)], vec![Cell::Text("1".into())]]);
+        assert_eq!(mixed.positions(0, &[1]), vec![0, 1]);
     }
 }

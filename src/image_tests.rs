@@ -186,14 +186,17 @@ fn a_pinned_transaction_does_not_see_a_later_commit() {
     // pinned by its first read, of another table
     assert_eq!(early.head_snapshot(M).unwrap(), Some(1));
     commit_table(&store, 2, 2, "t2");
-    let names = |t: &mut Transaction| col(&t.rows(M, "ducklake_table", false).unwrap().rows, "ducklake_table", "table_name");
+    let names = |t: &mut Transaction| {
+        col(
+            &t.rows(M, "ducklake_table", false).unwrap().rows,
+            "ducklake_table",
+            "table_name",
+        )
+    };
     assert_eq!(names(&mut early), vec![Text("t1".into())]);
     assert_eq!(early.head().unwrap().snapshot_id, Some(1));
     let mut late = store.begin();
-    assert_eq!(
-        names(&mut late),
-        vec![Text("t1".into()), Text("t2".into())]
-    );
+    assert_eq!(names(&mut late), vec![Text("t1".into()), Text("t2".into())]);
     // the early transaction still cannot commit over the later one
     early
         .stage_insert(M, "ducklake_table_stats", vec![stats_row(1, 1)])
@@ -211,7 +214,10 @@ fn a_transaction_unchanged_in_a_table_reads_the_images_rows_themselves() {
     let ma = a.rows(M, "ducklake_table", false).unwrap();
     let mb = b.rows(M, "ducklake_table", false).unwrap();
     assert_ne!(ma.id, 0);
-    assert!(Arc::ptr_eq(&ma.rows.0, &mb.rows.0), "one decoded row set, shared");
+    assert!(
+        Arc::ptr_eq(&ma.rows.0, &mb.rows.0),
+        "one decoded row set, shared"
+    );
     // a staged change makes the transaction its own copy; the other keeps the image's
     a.stage_insert(M, "ducklake_table", vec![table_row(9, 1, None, "t9")])
         .unwrap();
@@ -240,7 +246,11 @@ fn a_reader_follows_the_writer_one_whole_commit_at_a_time() {
         std::thread::sleep(std::time::Duration::from_millis(150));
     }
     assert_eq!(
-        pinned.rows(M, "ducklake_snapshot", false).unwrap().rows.len(),
+        pinned
+            .rows(M, "ducklake_snapshot", false)
+            .unwrap()
+            .rows
+            .len(),
         2
     );
     // a new transaction sees the writer's commits within the reader's poll interval
@@ -254,7 +264,70 @@ fn a_reader_follows_the_writer_one_whole_commit_at_a_time() {
         if head == Some(6) {
             break;
         }
-        assert!(std::time::Instant::now() < deadline, "the reader never saw head 6");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the reader never saw head 6"
+        );
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
+}
+
+#[test]
+fn a_commit_checks_the_stores_own_head_not_only_the_image() {
+    let store = new_lake(&mem_url("lost-install"));
+    commit_table(&store, 1, 1, "t1");
+    let stale = store.current_image().unwrap();
+    let mut stale_txn = store.begin();
+    assert_eq!(stale_txn.head_snapshot(M).unwrap(), Some(1));
+    commit_table(&store, 2, 2, "t2");
+    // as if the second commit landed but never installed its image (a panic between the two)
+    store.install_image_for_test(stale);
+    // a commit from the old state is refused: the store's head says another commit landed
+    stale_txn
+        .stage_insert(M, "ducklake_table_stats", vec![stats_row(1, 1)])
+        .unwrap();
+    let e = stale_txn.commit().unwrap_err();
+    assert!(e.is_conflict() && e.to_string().contains("conflict"), "{e}");
+    // and a new transaction rereads the store instead of trusting the stale image
+    let mut t = store.begin();
+    assert_eq!(t.head_snapshot(M).unwrap(), Some(2));
+}
+
+#[test]
+fn a_reader_never_serves_a_version_twice_when_the_writer_ends_it_after_the_pin() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = dir.path().join("lake").display().to_string();
+    let writer = new_lake(&url);
+    commit_table(&writer, 1, 1, "t1");
+    let reader = Store::open(&url, true).unwrap();
+    let mut pinned = reader.begin();
+    assert_eq!(pinned.head_snapshot(M).unwrap(), Some(1));
+    // a hand edit: end t1's version at the head snapshot, minting none
+    let mut t = writer.begin();
+    let m = t.rows(M, "ducklake_table", false).unwrap();
+    t.stage_update(
+        M,
+        "ducklake_table",
+        vec![(rowid(m.id, 0), table_row(1, 1, Some(1), "t1"))],
+    )
+    .unwrap();
+    t.commit().unwrap();
+    // wait until the reader process state has the edit
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while reader.head().unwrap().batch_count < writer.head().unwrap().batch_count {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the reader never moved"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    // the pinned transaction's history read finds the ended version in the reader's latest
+    // state; it must not add it beside the live version its image holds
+    let rows = pinned.rows(M, "ducklake_table", true).unwrap();
+    assert_eq!(rows.rows, vec![table_row(1, 1, None, "t1")]);
+    // a new transaction sees the edit
+    assert_eq!(
+        rows_of(&reader, "ducklake_table", true),
+        vec![table_row(1, 1, Some(1), "t1")]
+    );
 }

@@ -177,7 +177,7 @@ fn not_a_store(location: impl Into<String>, reason: impl Into<String>) -> Error 
     }
 }
 
-/// Writer settings: commits flush the WAL themselves (see `Transaction::commit`), so the
+/// Writer settings: commits flush the WAL themselves (see `Store::commit_writes`), so the
 /// background flush interval only bounds stray writes; the manifest is polled often enough to
 /// notice a fencing writer promptly.
 fn writer_settings() -> Settings {
@@ -374,17 +374,16 @@ impl Store {
         let _enter = span.enter();
         // a fenced or closed writer fails here, as every read of it did before the image
         let now = block_on(self.read_head())?;
-        if let Some(image) = self.current_image() {
-            if image.head() == now {
-                return Ok(image);
-            }
+        // an image at or past the head just read is current: a writer's moves only under the
+        // commit lock, and a reader's state only moves forward
+        let current = |image: &Arc<Image>| image.head().batch_count >= now.batch_count;
+        if let Some(image) = self.current_image().filter(current) {
+            return Ok(image);
         }
         let _one_at_a_time = self.commit_lock.lock().unwrap_or_else(|p| p.into_inner());
         let previous = self.current_image();
-        if let Some(image) = &previous {
-            if image.head() == now {
-                return Ok(image.clone());
-            }
+        if let Some(image) = previous.as_ref().filter(|i| current(i)) {
+            return Ok(image.clone());
         }
         let image = Arc::new(block_on(Image::load(self, previous.as_deref()))?);
         tracing::debug!(
@@ -396,9 +395,9 @@ impl Store {
         Ok(image)
     }
 
-    /// Write `writes` as one SlateDB batch on behalf of a transaction pinned to `base`, and
-    /// advance the image by them. `check` runs under the commit lock first: it is handed the
-    /// store's current image and refuses when `base` is no longer it (a conflict).
+    /// Write what `translate` returns as one SlateDB batch on behalf of a transaction pinned to
+    /// `base`, and advance the image by it. Under the commit lock, a store whose head is no
+    /// longer `base`'s refuses first (a conflict), before anything is translated.
     pub(crate) fn commit_writes<T>(
         &self,
         base: &Arc<Image>,
@@ -416,26 +415,16 @@ impl Store {
             }
         };
         let _commit = self.commit_lock.lock().unwrap_or_else(|p| p.into_inner());
-        let current = self.current_image();
-        if let Some(now) = current.as_ref().filter(|now| now.head() != base.head()) {
+        // the store's own head, not the image: a commit that landed but never installed its
+        // image (a panic between the two) must still be seen
+        let head_now = block_on(self.read_head())?;
+        if head_now != base.head() {
             return Err(Error::Conflict(format!(
                 "write conflict: the lake advanced from batch {} to batch {} since this \
                  transaction began; retry",
                 base.head().batch_count,
-                now.head().batch_count
+                head_now.batch_count
             )));
-        }
-        if current.is_none() {
-            // the image was dropped after a failed write: only the store can say where it is
-            let head = block_on(self.read_head())?;
-            if head != base.head() {
-                return Err(Error::Conflict(format!(
-                    "write conflict: the lake is at batch {} but this transaction began at \
-                     batch {}; retry",
-                    head.batch_count,
-                    base.head().batch_count
-                )));
-            }
         }
         let (writes, head, out) = translate()?;
         let mut batch = WriteBatch::new();
@@ -452,23 +441,6 @@ impl Store {
             handle.await_durable().await?;
             Ok::<(), Error>(())
         });
-        if written.is_ok()
-            && self
-                .unflushed_commits
-                .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
-                + 1
-                >= COMMITS_PER_MEMTABLE_FLUSH
-        {
-            self.unflushed_commits
-                .store(0, std::sync::atomic::Ordering::Relaxed);
-            let flushed = block_on(db.flush_with_options(FlushOptions {
-                flush_type: FlushType::MemTable,
-            }));
-            if let Err(e) = flushed {
-                // the commit is durable in the WAL; only the next open's replay grows
-                tracing::warn!("moraine: flushing the memtable after a commit failed: {e}");
-            }
-        }
         if let Err(e) = written {
             // whether any of it landed is the store's to say: read it afresh next time
             self.install_image(None);
@@ -483,6 +455,24 @@ impl Store {
             Err(e) => {
                 tracing::warn!("moraine: the image could not follow a commit ({e}); rereading");
                 self.install_image(None);
+            }
+        }
+        // the commit is installed: pins and commits need not wait for the flush below
+        drop(_commit);
+        if self
+            .unflushed_commits
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+            + 1
+            >= COMMITS_PER_MEMTABLE_FLUSH
+        {
+            self.unflushed_commits
+                .store(0, std::sync::atomic::Ordering::Relaxed);
+            let flushed = block_on(db.flush_with_options(FlushOptions {
+                flush_type: FlushType::MemTable,
+            }));
+            if let Err(e) = flushed {
+                // the commit is durable in the WAL; only the next open's replay grows
+                tracing::warn!("moraine: flushing the memtable after a commit failed: {e}");
             }
         }
         tracing::debug!(

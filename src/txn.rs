@@ -9,8 +9,8 @@ use crate::catalog::{self, Kind, TableDef};
 use crate::cell::{decode_row, Cell, Row};
 use crate::error::{Error, Result};
 use crate::floor;
-use crate::keys;
 use crate::image::{Image, RowSet};
+use crate::keys;
 pub use crate::op::Op;
 use crate::overlay::{self, RowOp};
 use crate::store::{block_on, Head, Store};
@@ -410,7 +410,8 @@ impl Transaction {
         if table == SCHEMA_VERSIONS {
             let floors = self.schema_version_floors(&def, rows.as_deref().unwrap_or(&committed))?;
             if !floors.is_empty() {
-                rows.get_or_insert_with(|| committed.to_vec()).extend(floors);
+                rows.get_or_insert_with(|| committed.to_vec())
+                    .extend(floors);
             }
         }
         // unchanged by this transaction: the image's own rows, shared
@@ -721,7 +722,7 @@ impl Transaction {
         &self.ops
     }
 
-    /// Commit: translate the staged operations and write them as ONE SlateDB transaction.
+    /// Commit: translate the staged operations and write them as ONE SlateDB write batch.
     /// Nothing is written on error. A transaction without writes commits trivially.
     pub fn commit(mut self) -> Result<()> {
         if self.ops.is_empty() {
@@ -768,8 +769,8 @@ const _: () = {
 #[path = "expiry_tests.rs"]
 mod expiry_tests;
 #[cfg(test)]
-#[path = "txn_tests.rs"]
-mod tests;
-#[cfg(test)]
 #[path = "image_tests.rs"]
 mod image_tests;
+#[cfg(test)]
+#[path = "txn_tests.rs"]
+mod tests;

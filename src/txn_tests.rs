@@ -1510,7 +1510,10 @@ fn a_read_only_transaction_reads_its_own_state_when_the_lake_moves() {
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
     let snapshots = t.rows(M, "ducklake_snapshot", true).unwrap();
-    assert_eq!(col(&snapshots.rows, "ducklake_snapshot", "snapshot_id"), vec![Int(0)]);
+    assert_eq!(
+        col(&snapshots.rows, "ducklake_snapshot", "snapshot_id"),
+        vec![Int(0)]
+    );
     assert!(t.rows(M, "ducklake_table", true).unwrap().rows.is_empty());
     // a new transaction sees the new state
     assert_eq!(
@@ -2242,7 +2245,10 @@ fn many_small_inserts_join_the_last_chunk_once_a_table_has_many() {
     // served in insertion order, every row once
     let ids: Vec<Cell> = (0..n).map(Int).collect();
     let row_ids = |store: &Arc<Store>| -> Vec<Cell> {
-        rows_of(store, INL, false).iter().map(|r| r[0].clone()).collect()
+        rows_of(store, INL, false)
+            .iter()
+            .map(|r| r[0].clone())
+            .collect()
     };
     assert_eq!(row_ids(&store), ids);
     // and a later delete in the grown chunk rewrites it as its runs

@@ -31,7 +31,10 @@ impl<'a> WriteSet<'a> {
     }
 
     /// Every committed (key, value) under `prefix`, without this commit's writes.
-    pub(crate) async fn committed_scan(&self, prefix: &[u8]) -> Result<Vec<(bytes::Bytes, bytes::Bytes)>> {
+    pub(crate) async fn committed_scan(
+        &self,
+        prefix: &[u8],
+    ) -> Result<Vec<(bytes::Bytes, bytes::Bytes)>> {
         self.image.scan(self.store, prefix).await
     }
 

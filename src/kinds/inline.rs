@@ -220,7 +220,12 @@ impl InlineModel {
     }
 
     /// Apply an update (`new = Some`) or a delete (`new = None`) of the row equal to `old`.
-    pub(crate) async fn change(&mut self, ws: &WriteSet<'_>, old: &Row, new: Option<&Row>) -> Result<()> {
+    pub(crate) async fn change(
+        &mut self,
+        ws: &WriteSet<'_>,
+        old: &Row,
+        new: Option<&Row>,
+    ) -> Result<()> {
         let slot = match self.find(old) {
             Some(s) => s,
             None => match self.load_for(ws, old).await? {

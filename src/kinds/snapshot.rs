@@ -15,7 +15,10 @@ use crate::write_set::WriteSet;
 use std::collections::BTreeSet;
 
 /// The rows one half serves from the lake's records, in id order.
-pub(crate) fn rows<'r>(records: impl Iterator<Item = &'r [u8]>, half: SnapshotHalf) -> Result<Vec<Row>> {
+pub(crate) fn rows<'r>(
+    records: impl Iterator<Item = &'r [u8]>,
+    half: SnapshotHalf,
+) -> Result<Vec<Row>> {
     let mut rows = Vec::new();
     for v in records {
         if let Some(r) = SnapshotRecord::decode(v)?.half(half) {
@@ -39,7 +42,12 @@ pub(crate) fn snapshot_id(def: &TableDef, row: &Row) -> Result<i64> {
     }
 }
 
-pub(crate) async fn insert(ws: &mut WriteSet<'_>, def: &TableDef, half: SnapshotHalf, row: &Row) -> Result<()> {
+pub(crate) async fn insert(
+    ws: &mut WriteSet<'_>,
+    def: &TableDef,
+    half: SnapshotHalf,
+    row: &Row,
+) -> Result<()> {
     let sid = snapshot_id(def, row)?;
     let mut rec = ws.snapshot_record(&def.schema, sid).await?;
     if rec.half(half).is_some() {
@@ -147,7 +155,11 @@ impl Deletes {
 }
 
 /// Dropping one half's table empties that half of every record of the lake.
-pub(crate) async fn drop_table(ws: &mut WriteSet<'_>, def: &TableDef, half: SnapshotHalf) -> Result<()> {
+pub(crate) async fn drop_table(
+    ws: &mut WriteSet<'_>,
+    def: &TableDef,
+    half: SnapshotHalf,
+) -> Result<()> {
     for (k, v) in ws.scan(&keys::snapshot_prefix(&def.schema)).await? {
         let mut rec = SnapshotRecord::decode(&v)?;
         *rec.half_mut(half) = None;

@@ -115,7 +115,9 @@ impl<'o> Heads<'o> {
             }
         }
         for lake in self.inserted.keys().filter(|l| **l != keys::DEFAULT_LAKE) {
-            let id = self.of(lake).expect("a lake this commit inserts a snapshot into has a head");
+            let id = self
+                .of(lake)
+                .expect("a lake this commit inserts a snapshot into has a head");
             ws.put(keys::lake_head(lake), encode_row(&[Cell::Int(id)]));
         }
         head

@@ -34,4 +34,12 @@ check("head sees only the live version", names == ["j"], str(names))
 # the same holds through DuckLake itself
 check("time travel through DuckLake", [d[0] for d in db.execute("DESCRIBE SELECT * FROM lake.t AT (VERSION => 2)").fetchall()] == ["i", "j"])
 
+# an equality on an integer column is served from the index (RFC 0009): the scan emits only the
+# matching rows, and says so
+by_table = f"SELECT * FROM {columns} WHERE table_id = 1"
+check("an equality filter is served by index", "(by index)" in plan(db, by_table), plan(db, by_table))
+rows = db.execute(by_table).fetchall()
+check("... and returns every matching row", len(rows) == 2, str(rows))
+check("no filter: no index", "(by index)" not in plan(db, unfiltered))
+
 finish("history_at_head")
