@@ -298,7 +298,7 @@ mod tests {
 /// `pip install --target <tmp>` of pinned wheels (no dependencies, binaries only) into a fresh
 /// scratch directory `tmp`, destined for `dir`. On failure the scratch directory is removed and
 /// the error says what failed (the caller names which install it was).
-fn pip_install_scratch(tmp: &Path, dir: &Path, reqs: &[&str]) -> Result<(), String> {
+pub(crate) fn pip_install_scratch(tmp: &Path, dir: &Path, reqs: &[&str]) -> Result<(), String> {
     let _ = std::fs::remove_dir_all(tmp);
     eprintln!(
         "xtask deps: installing {} into {}",
@@ -328,7 +328,7 @@ fn pip_install_scratch(tmp: &Path, dir: &Path, reqs: &[&str]) -> Result<(), Stri
 }
 
 /// Replaces `dir` with the completed scratch directory `tmp`.
-fn move_into_place(tmp: &Path, dir: &Path) -> Result<(), String> {
+pub(crate) fn move_into_place(tmp: &Path, dir: &Path) -> Result<(), String> {
     if dir.exists() {
         std::fs::remove_dir_all(dir).map_err(|e| format!("remove stale {}: {e}", dir.display()))?;
     }

@@ -6,6 +6,7 @@
 //! machine, not once per clone. Third-party binaries are cached in
 //! `$MORAINE_CACHE/pypi` (default `$HOME/.cache/moraine/pypi`).
 
+mod bench;
 mod cli_host;
 mod conformance;
 mod demo;
@@ -49,11 +50,16 @@ commands:
                         repository at the pinned commit d8a1881e, fetched with git once into
                         $MORAINE_CACHE/ducklake-tests/<commit> and reused
       --selftest        check the runner itself on small files (no moraine, no suite)
+  bench [--quick] [--postgres CONNSTR] [--only NAME,...] [--out FILE]
+                        the same DuckLake workloads on moraine, the DuckDB-file and SQLite
+                        catalogs (and Postgres); prints a markdown table with moraine's ratio
+                        to the DuckDB-file catalog; asserts nothing about timing;
+                        builds moraine unless MORAINE_EXTENSION is set; `bench --help`
 
 environment:
   CARGO_TARGET_DIR      cargo target dir (default ~/.cache/moraine/target)
   MORAINE_CACHE         cache root (default ~/.cache/moraine)
-  MORAINE_EXTENSION     e2e, conformance: use this moraine.duckdb_extension instead of building one
+  MORAINE_EXTENSION     e2e, conformance, bench: use this moraine.duckdb_extension instead of building one
   MORAINE_E2E_TIMEOUT   per-statement timeout in seconds for e2e (default 120)
   MORAINE_DUCKLAKE_TESTS  conformance: the DuckLake test suite (holding test/sql, data/)
   MORAINE_DUCKLAKE_GIT  conformance: where to fetch DuckLake from when no suite is found
@@ -70,6 +76,7 @@ fn main() -> ExitCode {
         Some("demo") => cmd_demo(&args[1..]),
         Some("test") => cmd_test(&args[1..]),
         Some("conformance") => conformance::run(&args[1..]),
+        Some("bench") => bench::run(&args[1..]),
         Some("help") | Some("-h") | Some("--help") => {
             print!("{USAGE}");
             Ok(true)

@@ -1,0 +1,824 @@
+#!/usr/bin/env python3
+"""One DuckLake workload on one catalog, timed: the driver behind `cargo xtask bench`.
+
+    bench.py --catalog moraine|duckdb|sqlite|postgres --dir DIR --workload NAME [sizes]
+
+Host: the pinned `duckdb==1.5.5` Python package (PYTHONPATH from `cargo xtask deps`). The
+extensions are LOADed by path from DUCKLAKE_EXT, MORAINE_EXT (moraine), SQLITE_EXT (sqlite) and
+POSTGRES_EXT (postgres); autoload and autoinstall are off, so nothing is downloaded.
+
+Every figure is one JSON line on stdout:
+
+    {"workload": "history", "figure": "N=100: warm query", "unit": "ms", "value": 1.23}
+    {"workload": "readers", "figure": "reader attach", "text": "ok"}
+    {"workload": "files", "figure": "...", "error": "IOException: ..."}
+
+Progress goes to stderr. Nothing here asserts anything about timing. Workloads:
+
+  commit   one-row INSERT (inlined) and 10-row INSERT (one Parquet file) into an existing table,
+           each an explicit transaction: the whole transaction and its COMMIT alone
+  history  N one-row commits (N grows on one lake); at each N: attach + first query in a fresh
+           process, a warm query, then on a copy of the lake: expire all but the last 10
+           snapshots, cleanup_old_files, and the same two figures again
+  files    a lake of F data files over T partitioned tables (no inlining): a count(*) of one
+           table warm and in a fresh process, peak RSS, live catalog rows
+  readers  READ_ONLY reader processes beside one writer process committing R times a second
+
+The same file is also the child process of those workloads (`--role probe|writer|reader`):
+children talk one JSON line at a time on stdin/stdout and exit when stdin closes.
+"""
+import argparse
+import bisect
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import threading
+import time
+import uuid
+
+import duckdb
+
+THIS = os.path.abspath(__file__)
+
+# DuckLake 1.5.5's fixed catalog tables (spec 1.0) and whether each has end_snapshot. The
+# per-table inlined data tables (ducklake_inlined_data_<table>_<version>) come on top; their
+# names are in ducklake_inlined_data_tables. DuckDB hides the metadata database from
+# duckdb_tables(), so the list is spelled out here.
+CATALOG_TABLES = {
+    "ducklake_column": True,
+    "ducklake_column_mapping": False,
+    "ducklake_column_tag": True,
+    "ducklake_data_file": True,
+    "ducklake_delete_file": True,
+    "ducklake_file_column_stats": False,
+    "ducklake_file_partition_value": False,
+    "ducklake_file_variant_stats": False,
+    "ducklake_files_scheduled_for_deletion": False,
+    "ducklake_inlined_data_tables": False,
+    "ducklake_macro": True,
+    "ducklake_macro_impl": False,
+    "ducklake_macro_parameters": False,
+    "ducklake_metadata": False,
+    "ducklake_name_mapping": False,
+    "ducklake_partition_column": False,
+    "ducklake_partition_info": True,
+    "ducklake_schema": True,
+    "ducklake_schema_versions": False,
+    "ducklake_snapshot": False,
+    "ducklake_snapshot_changes": False,
+    "ducklake_sort_expression": False,
+    "ducklake_sort_info": True,
+    "ducklake_table": True,
+    "ducklake_table_column_stats": False,
+    "ducklake_table_stats": False,
+    "ducklake_tag": True,
+    "ducklake_view": True,
+}
+
+
+# ---- small helpers ----------------------------------------------------------------------------
+
+T_START = time.perf_counter()
+
+
+def log(msg):
+    print(f"bench.py [{time.perf_counter() - T_START:6.1f}s]: {msg}", file=sys.stderr, flush=True)
+
+
+def lit(s):
+    """A single-quoted SQL string literal."""
+    return "'" + str(s).replace("'", "''") + "'"
+
+
+def ident(s):
+    return '"' + str(s).replace('"', '""') + '"'
+
+
+def err_text(e):
+    text = f"{type(e).__name__}: {e}"
+    return " ".join(text.split())
+
+
+def proc_status_kb(field):
+    """A `kB` field of /proc/self/status (VmHWM: peak resident set, VmRSS: current)."""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    return None
+
+
+def median(xs):
+    return statistics.median(xs) if xs else None
+
+
+def percentile(xs, p):
+    """Nearest-rank percentile (p in 0..100) of a non-empty list."""
+    s = sorted(xs)
+    k = max(0, min(len(s) - 1, int(round(p / 100.0 * len(s) + 0.5)) - 1))
+    return s[k]
+
+
+def ms(seconds):
+    return seconds * 1000.0
+
+
+class Out:
+    """Writes the figure lines of one workload."""
+
+    def __init__(self, workload):
+        self.workload = workload
+
+    def _emit(self, **kv):
+        print(json.dumps({"workload": self.workload, **kv}), flush=True)
+
+    def value(self, figure, value, unit):
+        if value is None:
+            self._emit(figure=figure, error="no measurement")
+        else:
+            self._emit(figure=figure, unit=unit, value=value)
+        log(f"{self.workload}: {figure} = {value} {unit}")
+
+    def text(self, figure, text):
+        self._emit(figure=figure, text=text)
+        log(f"{self.workload}: {figure} = {text}")
+
+    def error(self, figure, e):
+        msg = e if isinstance(e, str) else err_text(e)
+        self._emit(figure=figure, error=msg)
+        log(f"{self.workload}: {figure}: ERROR {msg}")
+
+
+# ---- connections and lakes --------------------------------------------------------------------
+
+def connect(catalog, ext_dir):
+    """A fresh in-memory DuckDB with DuckLake (and the catalog's extension) LOADed by path."""
+    db = duckdb.connect(config={
+        "allow_unsigned_extensions": "true",
+        "autoinstall_known_extensions": "false",
+        "autoload_known_extensions": "false",
+        "extension_directory": ext_dir,
+    })
+    db.execute(f"LOAD {lit(os.environ['DUCKLAKE_EXT'])}")
+    if catalog == "moraine":
+        db.execute(f"LOAD {lit(os.environ['MORAINE_EXT'])}")
+    elif catalog == "sqlite":
+        db.execute(f"LOAD {lit(os.environ['SQLITE_EXT'])}")
+    elif catalog == "postgres":
+        db.execute(f"LOAD {lit(os.environ['POSTGRES_EXT'])}")
+    return db
+
+
+class Lake:
+    """Where one lake's catalog and data files live, and how to ATTACH it."""
+
+    def __init__(self, catalog, root, postgres=None, pg_schema=None, copied=False):
+        self.catalog = catalog
+        self.root = root
+        self.postgres = postgres
+        self.pg_schema = pg_schema
+        self.copied = copied  # a copy: its catalog still names the original DATA_PATH
+        self.data = os.path.join(root, "data") + "/"
+        os.makedirs(self.data, exist_ok=True)
+
+    def url(self):
+        if self.catalog == "moraine":
+            return f"ducklake:moraine:{self.root}/meta"
+        if self.catalog == "duckdb":
+            return f"ducklake:{self.root}/meta.ducklake"
+        if self.catalog == "sqlite":
+            return f"ducklake:sqlite:{self.root}/meta.sqlite"
+        if self.catalog == "postgres":
+            return f"ducklake:postgres:{self.postgres}"
+        raise ValueError(self.catalog)
+
+    def attach_sql(self, alias="lake", read_only=False, options=()):
+        opts = []
+        if read_only:
+            opts.append("READ_ONLY")
+        else:
+            opts.append(f"DATA_PATH {lit(self.data)}")
+            if self.copied:
+                opts.append("OVERRIDE_DATA_PATH true")
+        if self.pg_schema:
+            opts.append(f"METADATA_SCHEMA {lit(self.pg_schema)}")
+        opts.extend(options)
+        return f"ATTACH {lit(self.url())} AS {alias} ({', '.join(opts)})"
+
+    def metadata_schema(self):
+        return self.pg_schema or "main"
+
+    def copy_to(self, root, db):
+        """Copies the whole lake (catalog and data files) while nobody has it attached."""
+        if os.path.exists(root):
+            shutil.rmtree(root)
+        shutil.copytree(self.root, root)
+        schema = None
+        if self.catalog == "postgres":
+            schema = f"{self.pg_schema}_copy"
+            pg_copy_schema(db, self.postgres, self.pg_schema, schema)
+        return Lake(self.catalog, root, self.postgres, schema, copied=True)
+
+    def remove(self, db, files=True):
+        """Drops the lake. `files=False` leaves its directory to the caller (xtask removes the
+        work directory after the run: on this kind of disk every unlink of a written file costs
+        milliseconds, which is not worth spending between measurements)."""
+        if self.catalog == "postgres" and self.pg_schema:
+            try:
+                pg_execute(db, self.postgres, f"DROP SCHEMA IF EXISTS {ident(self.pg_schema)} CASCADE")
+            except Exception as e:  # leave it; report
+                log(f"could not drop Postgres schema {self.pg_schema}: {err_text(e)}")
+        if files:
+            shutil.rmtree(self.root, ignore_errors=True)
+
+
+def pg_execute(db, connstr, sql):
+    """Runs `sql` on the Postgres server itself (postgres_scanner's postgres_execute)."""
+    names = [r[0] for r in db.execute("SELECT database_name FROM duckdb_databases()").fetchall()]
+    if "bench_pg" not in names:
+        db.execute(f"ATTACH {lit(connstr)} AS bench_pg (TYPE postgres)")
+    db.execute(f"CALL postgres_execute('bench_pg', {lit(sql)})")
+
+
+def pg_copy_schema(db, connstr, src, dst):
+    """Copies every table of Postgres schema `src` (a DuckLake catalog) into a new schema."""
+    sql = f"""
+DO $bench$
+DECLARE r record;
+BEGIN
+  EXECUTE format('DROP SCHEMA IF EXISTS %I CASCADE', {lit(dst)});
+  EXECUTE format('CREATE SCHEMA %I', {lit(dst)});
+  FOR r IN SELECT tablename FROM pg_tables WHERE schemaname = {lit(src)} LOOP
+    EXECUTE format('CREATE TABLE %I.%I (LIKE %I.%I INCLUDING ALL)', {lit(dst)}, r.tablename, {lit(src)}, r.tablename);
+    EXECUTE format('INSERT INTO %I.%I SELECT * FROM %I.%I', {lit(dst)}, r.tablename, {lit(src)}, r.tablename);
+  END LOOP;
+END
+$bench$"""
+    pg_execute(db, connstr, sql)
+
+
+def new_lake(args, name):
+    root = os.path.join(args.dir, name)
+    os.makedirs(root, exist_ok=True)
+    schema = None
+    if args.catalog == "postgres":
+        # a fresh lake: a schema of its own, created first (DuckLake then fills it)
+        schema = f"moraine_bench_{uuid.uuid4().hex[:12]}_{name}".replace("-", "_")
+    return Lake(args.catalog, root, args.postgres, schema)
+
+
+def prepare_lake(db, lake):
+    if lake.catalog == "postgres":
+        pg_execute(db, lake.postgres, f"CREATE SCHEMA IF NOT EXISTS {ident(lake.pg_schema)}")
+
+
+# ---- fresh-process probes ---------------------------------------------------------------------
+
+def spawn(args, role, extra):
+    cmd = [sys.executable, THIS, "--role", role, "--catalog", args.catalog, "--dir", args.dir]
+    return subprocess.Popen(cmd + extra, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            text=True, bufsize=1)
+
+
+def ask(p, msg=None):
+    """Sends one JSON line (if any) and reads one JSON line back."""
+    if msg is not None:
+        p.stdin.write(json.dumps(msg) + "\n")
+        p.stdin.flush()
+    line = p.stdout.readline()
+    if not line:
+        p.wait()
+        raise RuntimeError(f"child process exited ({p.returncode}) without an answer")
+    return json.loads(line)
+
+
+def run_probes(args, attach_sql, query, n):
+    """n fresh processes, one after another, each timing ATTACH + `query` (nothing else).
+
+    They are started (and load their extensions) together before any is timed; only one is
+    ever attached, and each has exited before the next one attaches."""
+    procs = [spawn(args, "probe", ["--attach-sql", attach_sql, "--query", query]) for _ in range(n)]
+    results = []
+    try:
+        ready = [ask(p) for p in procs]
+        for p, r in zip(procs, ready):
+            if not r.get("ok"):
+                raise RuntimeError(r.get("error"))
+            res = ask(p, {"go": True})
+            p.stdin.close()
+            p.wait()
+            if not res.get("ok"):
+                raise RuntimeError(res.get("error"))
+            res["rss_before_kb"] = r.get("rss_kb")
+            results.append(res)
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    return results
+
+
+def role_probe(args):
+    try:
+        db = connect(args.catalog, os.path.join(args.dir, f"ext-{os.getpid()}"))
+    except Exception as e:
+        print(json.dumps({"ok": False, "error": err_text(e)}), flush=True)
+        return
+    print(json.dumps({"ok": True, "rss_kb": proc_status_kb("VmRSS")}), flush=True)
+    if not sys.stdin.readline():
+        return
+    try:
+        t0 = time.perf_counter()
+        db.execute(args.attach_sql)
+        row = db.execute(args.query).fetchall()[0]
+        t1 = time.perf_counter()
+        out = {"ok": True, "ms": ms(t1 - t0), "hwm_kb": proc_status_kb("VmHWM"), "row": list(row)}
+    except Exception as e:
+        out = {"ok": False, "error": err_text(e)}
+    print(json.dumps(out, default=str), flush=True)
+    db.close()
+
+
+# ---- workload: commit -------------------------------------------------------------------------
+
+def w_commit(args, out):
+    lake = new_lake(args, "lake")
+    db = connect(args.catalog, os.path.join(args.dir, "ext"))
+    try:
+        prepare_lake(db, lake)
+        db.execute(lake.attach_sql())
+        db.execute("CREATE TABLE lake.t1 (id BIGINT, v VARCHAR)")
+        db.execute("CREATE TABLE lake.t10 (id BIGINT, v VARCHAR)")
+        db.execute("CALL lake.set_option('data_inlining_row_limit', 0, table_name => 't10')")
+
+        def measure(figure, stmt, params):
+            total, commit = [], []
+            warmup = 3
+            for k in range(warmup + args.reps):
+                db.execute("BEGIN")
+                t0 = time.perf_counter()
+                db.execute(stmt, params(k)).fetchall()
+                t1 = time.perf_counter()
+                db.execute("COMMIT")
+                t2 = time.perf_counter()
+                if k >= warmup:
+                    total.append(ms(t2 - t0))
+                    commit.append(ms(t2 - t1))
+            out.value(f"{figure}: INSERT + COMMIT", median(total), "ms")
+            out.value(f"{figure}: COMMIT alone", median(commit), "ms")
+
+        for figure, stmt, params in [
+            ("one-row INSERT (inlined)", "INSERT INTO lake.t1 VALUES (?, 'x')", lambda k: [k]),
+            ("10-row INSERT (one Parquet file)",
+             "INSERT INTO lake.t10 SELECT i, 'x' FROM range(?, ? + 10) r(i)",
+             lambda k: [10 * k, 10 * k]),
+        ]:
+            try:
+                measure(figure, stmt, params)
+            except Exception as e:
+                out.error(f"{figure}: INSERT + COMMIT", e)
+                try:
+                    db.execute("ROLLBACK")
+                except Exception:
+                    pass
+        # sanity: the 10-row inserts did write files, the one-row inserts did not
+        files = db.execute("SELECT count(*) FROM ducklake_list_files('lake', 't10')").fetchall()[0][0]
+        inlined = db.execute("SELECT count(*) FROM ducklake_list_files('lake', 't1')").fetchall()[0][0]
+        log(f"commit: t10 has {files} data files, t1 has {inlined}")
+        if files == 0 or inlined != 0:
+            out.text("note", f"unexpected data files: t10 {files}, t1 {inlined}")
+        db.execute("DETACH lake")
+    finally:
+        lake.remove(db, files=False)
+        db.close()
+
+
+# ---- workload: history (and expiry) -----------------------------------------------------------
+
+def warm_query(db, query, reps, expect=None):
+    """Median of `reps` autocommit runs of `query`, after one untimed run."""
+    first = db.execute(query).fetchall()[0]
+    if expect is not None and first[0] != expect:
+        raise RuntimeError(f"{query} returned {first[0]}, want {expect}")
+    times = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        db.execute(query).fetchall()[0]
+        times.append(ms(time.perf_counter() - t0))
+    return median(times)
+
+
+def probe_figures(args, out, label, attach_sql, query, expect):
+    try:
+        res = run_probes(args, attach_sql, query, args.probe_reps)
+        bad = [r["row"] for r in res if r["row"][0] != expect]
+        if bad:
+            raise RuntimeError(f"fresh process counted {bad[0][0]}, want {expect}")
+        out.value(label, median([r["ms"] for r in res]), "ms")
+        return res
+    except Exception as e:
+        out.error(label, e)
+        return None
+
+
+def w_history(args, out):
+    ns = sorted(int(x) for x in args.commits.split(","))
+    lake = new_lake(args, "lake")
+    db = connect(args.catalog, os.path.join(args.dir, "ext"))
+    query = "SELECT count(*) FROM lake.t"
+    try:
+        prepare_lake(db, lake)
+        db.execute(lake.attach_sql())
+        db.execute("CREATE TABLE lake.t (i BIGINT)")
+        done, commit_ms = 0, []
+        for n in ns:
+            log(f"history: {args.catalog}: committing up to N={n}")
+            t_build = time.perf_counter()
+            while done < n:
+                t0 = time.perf_counter()
+                db.execute("INSERT INTO lake.t VALUES (?)", [done]).fetchall()
+                commit_ms.append(ms(time.perf_counter() - t0))
+                done += 1
+            log(f"history: {done} commits in {time.perf_counter() - t_build:.1f} s")
+            last = commit_ms[-min(50, len(commit_ms)):]
+            out.value(f"N={n}: one-row commit (median of last {len(last)})", median(last), "ms")
+            try:
+                out.value(f"N={n}: warm query", warm_query(db, query, args.warm_reps, n), "ms")
+            except Exception as e:
+                out.error(f"N={n}: warm query", e)
+            db.execute("DETACH lake")
+            probe_figures(args, out, f"N={n}: attach + first query (fresh process)",
+                          lake.attach_sql(), query, n)
+
+            # expiry on a copy, so the next N continues on the unexpired lake
+            copy = lake.copy_to(os.path.join(args.dir, "copy"), db)
+            try:
+                db.execute(copy.attach_sql())
+                ids = [r[0] for r in db.execute(
+                    "SELECT snapshot_id FROM lake.snapshots() ORDER BY snapshot_id").fetchall()]
+                expire = ids[:-10]
+                t0 = time.perf_counter()
+                db.execute("SELECT count(*) FROM ducklake_expire_snapshots('lake', versions => "
+                           f"[{', '.join(str(i) for i in expire)}])").fetchall()[0]
+                out.value(f"N={n}: expire all but the last 10 snapshots",
+                          ms(time.perf_counter() - t0), "ms")
+                t0 = time.perf_counter()
+                db.execute("SELECT count(*) FROM "
+                           "ducklake_cleanup_old_files('lake', cleanup_all => true)").fetchall()[0]
+                out.value(f"N={n}: cleanup_old_files after it", ms(time.perf_counter() - t0), "ms")
+                left = db.execute("SELECT count(*) FROM lake.snapshots()").fetchall()[0][0]
+                if left != 10:
+                    out.text(f"N={n}: note", f"{left} snapshots left after expiry, want 10")
+                out.value(f"N={n}: after expiry: warm query",
+                          warm_query(db, query, args.warm_reps, n), "ms")
+                db.execute("DETACH lake")
+                probe_figures(args, out, f"N={n}: after expiry: attach + first query (fresh process)",
+                              copy.attach_sql(), query, n)
+            except Exception as e:
+                out.error(f"N={n}: expire all but the last 10 snapshots", e)
+                try:
+                    db.execute("DETACH lake")
+                except Exception:
+                    pass
+            finally:
+                copy.remove(db)
+            db.execute(lake.attach_sql())
+        db.execute("DETACH lake")
+    finally:
+        lake.remove(db, files=False)
+        db.close()
+
+
+# ---- workload: files (and memory) -------------------------------------------------------------
+
+def live_catalog_rows(db, schema):
+    """Live rows over the lake's catalog tables (end_snapshot IS NULL where there is one)."""
+    meta = f"__ducklake_metadata_lake.{ident(schema)}" if schema != "main" else "__ducklake_metadata_lake"
+    tables = dict(CATALOG_TABLES)
+    for (name,) in db.execute(f"SELECT table_name FROM {meta}.ducklake_inlined_data_tables").fetchall():
+        tables[name] = True
+    total = 0
+    for name, versioned in sorted(tables.items()):
+        where = " WHERE end_snapshot IS NULL" if versioned else ""
+        total += db.execute(f"SELECT count(*) FROM {meta}.{ident(name)}{where}").fetchall()[0][0]
+    return total
+
+
+def w_files(args, out):
+    per = args.files // args.tables
+    rows = per * 10  # ten rows per file
+    lake = new_lake(args, "lake")
+    db = connect(args.catalog, os.path.join(args.dir, "ext"))
+    q = min(17, args.tables - 1)
+    query = f"SELECT count(*) FROM lake.t{q}"
+    try:
+        prepare_lake(db, lake)
+        db.execute(lake.attach_sql(options=["DATA_INLINING_ROW_LIMIT 0"]))
+        t_build = time.perf_counter()
+        for k in range(args.tables):
+            db.execute(f"CREATE TABLE lake.t{k} (p INTEGER, i BIGINT)")
+            db.execute(f"ALTER TABLE lake.t{k} SET PARTITIONED BY (p)")
+            db.execute(f"INSERT INTO lake.t{k} SELECT i % {per} AS p, i FROM range({rows}) r(i)").fetchall()
+            if (k + 1) % 10 == 0 or k + 1 == args.tables:
+                log(f"files: {args.catalog}: {k + 1}/{args.tables} tables "
+                    f"({(k + 1) * per} files, {time.perf_counter() - t_build:.1f} s)")
+        out.value(f"build: {args.tables} tables x {per} files (create, partition, insert)",
+                  time.perf_counter() - t_build, "s")
+        n_files = db.execute(f"SELECT count(*) FROM ducklake_list_files('lake', 't{q}')").fetchall()[0][0]
+        if n_files != per:
+            out.text("note", f"t{q} has {n_files} data files, want {per}")
+        try:
+            out.value(f"count(*) of one table (t{q}), warm", warm_query(db, query, args.warm_reps, rows), "ms")
+        except Exception as e:
+            out.error(f"count(*) of one table (t{q}), warm", e)
+        try:
+            live = live_catalog_rows(db, lake.metadata_schema())
+        except Exception as e:
+            live = None
+            out.error("live catalog rows", e)
+        hwm = proc_status_kb("VmHWM")
+        db.execute("DETACH lake")
+        res = probe_figures(args, out, f"count(*) of one table (t{q}), attach + query (fresh process)",
+                            lake.attach_sql(), query, rows)
+        out.value("writer process: peak RSS (VmHWM; built the lake, ran the queries)", hwm / 1024.0, "MB")
+        if res:
+            fresh = median([r["hwm_kb"] for r in res])
+            base = median([r["rss_before_kb"] for r in res])
+            out.value("fresh process: peak RSS (attach + query)", fresh / 1024.0, "MB")
+            out.value("fresh process: RSS before ATTACH (extensions loaded)", base / 1024.0, "MB")
+        if live is not None:
+            out.value("live catalog rows", live, "rows")
+            out.value("writer peak RSS per live catalog row", hwm * 1024.0 / live, "B")
+            if res:
+                out.value("fresh process: (peak RSS - RSS before ATTACH) per live catalog row",
+                          (fresh - base) * 1024.0 / live, "B")
+    finally:
+        lake.remove(db, files=False)
+        db.close()
+
+
+# ---- workload: readers ------------------------------------------------------------------------
+
+def role_writer(args):
+    """Attaches read-write, creates lake.t, then commits one-row inserts at --rate until told."""
+    try:
+        db = connect(args.catalog, os.path.join(args.dir, f"ext-{os.getpid()}"))
+        db.execute(args.attach_sql)
+        db.execute("CREATE TABLE lake.t (id BIGINT, t_ms BIGINT)")
+        print(json.dumps({"ok": True}), flush=True)
+    except Exception as e:
+        print(json.dumps({"ok": False, "error": err_text(e)}), flush=True)
+        return
+    line = sys.stdin.readline()
+    if not line:
+        return
+    until = json.loads(line)["until"]
+    commits, errors, first_error = [], 0, None
+    period = 1.0 / args.rate
+    start = time.time()
+    k = 0
+    while True:
+        due = start + k * period
+        if due >= until or time.time() >= until:  # late slots after the deadline are dropped
+            break
+        now = time.time()
+        if due > now:
+            time.sleep(due - now)
+        k += 1
+        try:
+            db.execute("INSERT INTO lake.t VALUES (?, ?)", [k, int(time.time() * 1000)]).fetchall()
+            commits.append([k, time.time()])
+        except Exception as e:
+            errors += 1
+            first_error = first_error or err_text(e)
+    print(json.dumps({"ok": True, "commits": commits, "errors": errors, "first_error": first_error,
+                      "hwm_kb": proc_status_kb("VmHWM")}), flush=True)
+    db.close()
+
+
+def role_reader(args):
+    """Attaches READ_ONLY, then loops two-read transactions until the deadline it is sent."""
+    try:
+        db = connect(args.catalog, os.path.join(args.dir, f"ext-{os.getpid()}"))
+        db.execute(args.attach_sql)
+        print(json.dumps({"ok": True}), flush=True)
+    except Exception as e:
+        print(json.dumps({"ok": False, "error": err_text(e)}), flush=True)
+        return
+    line = sys.stdin.readline()
+    if not line:
+        return
+    until = json.loads(line)["until"]
+    q = "SELECT count(*), max(id) FROM lake.t"
+    txns, errors, inconsistent, error_kinds = 0, 0, 0, {}
+    seen = []  # [max_id, wall time], max_id increasing
+    last = -1
+    # a transaction still running at the deadline is interrupted and not counted (on SQLite
+    # one can wait seconds for the writer's lock)
+    stop = threading.Event()
+
+    def deadline():
+        stop.set()
+        db.interrupt()
+
+    timer = threading.Timer(max(0.0, until - time.time()), deadline)
+    timer.start()
+    while not stop.is_set():
+        try:
+            db.execute("BEGIN")
+            a = db.execute(q).fetchall()[0]
+            t_seen = time.time()
+            b = db.execute(q).fetchall()[0]
+            db.execute("COMMIT")
+        except Exception as e:
+            if stop.is_set():
+                break
+            txns += 1
+            errors += 1
+            msg = err_text(e)[:160]
+            error_kinds[msg] = error_kinds.get(msg, 0) + 1
+            try:
+                db.execute("ROLLBACK")
+            except Exception:
+                pass
+            continue
+        txns += 1
+        if a != b:
+            inconsistent += 1
+            continue
+        m = a[1] if a[1] is not None else 0
+        if m > last:
+            seen.append([m, t_seen])
+            last = m
+    timer.cancel()
+    try:
+        db.execute("ROLLBACK")
+    except Exception:
+        pass
+    print(json.dumps({"ok": True, "txns": txns, "errors": errors, "inconsistent": inconsistent,
+                      "error_kinds": error_kinds, "seen": seen}), flush=True)
+    db.close()
+
+
+def freshness(commits, readers):
+    """Per (reader, commit): when the reader first saw max(id) >= the commit's id, minus the
+    time the writer's COMMIT returned. Returns (latencies in ms, pairs never seen)."""
+    lat, unseen = [], 0
+    for seen in readers:
+        ids = [s[0] for s in seen]
+        for cid, ct in commits:
+            i = bisect.bisect_left(ids, cid)
+            if i == len(ids):
+                unseen += 1
+            else:
+                lat.append(ms(seen[i][1] - ct))
+    return lat, unseen
+
+
+def w_readers(args, out):
+    lake = new_lake(args, "lake")
+    db = connect(args.catalog, os.path.join(args.dir, "ext"))
+    writer, readers = None, []
+    try:
+        prepare_lake(db, lake)
+        writer = spawn(args, "writer", ["--attach-sql", lake.attach_sql(), "--rate", str(args.rate)])
+        w = ask(writer)
+        if not w.get("ok"):
+            out.error("reader attach", "writer: " + w.get("error", "?"))
+            return
+        ro = lake.attach_sql(read_only=True)
+        readers = [spawn(args, "reader", ["--attach-sql", ro]) for _ in range(args.readers)]
+        ready = [ask(p) for p in readers]
+        failed = [r for r in ready if not r.get("ok")]
+        rate = f"{args.rate:g}/s for {args.seconds:g} s"
+        f_commits = f"writer commits (target {rate})"
+        f_p50 = "freshness p50 (writer's COMMIT returned -> a reader saw it)"
+        f_p99 = "freshness p99"
+        f_share = "reader transactions failed, share"
+        f_unseen = "(reader, commit) pairs never seen"
+        figures = [f_commits, "writer commit errors", "reader transactions",
+                   "reader transactions failed", f_share, "inconsistent views", f_p50, f_p99,
+                   f_unseen]
+        if failed:
+            msg = failed[0]["error"]
+            if args.catalog == "duckdb" and len(failed) == len(readers):
+                out.text("reader attach", f"n/a (single process file lock): {msg}")
+                for f in figures:
+                    out.text(f, "n/a (single process file lock)")
+                return
+            out.text("reader attach", f"{len(failed)} of {len(readers)} failed: {msg}")
+            if len(failed) == len(readers):
+                for f in figures:
+                    out.text(f, "n/a (no reader attached)")
+                return
+        else:
+            out.text("reader attach", "ok")
+        log(f"readers: {args.catalog}: {len(readers) - len(failed)} readers, one writer at {rate}")
+        until = time.time() + 0.5 + args.seconds
+        live = [p for p, r in zip(readers, ready) if r.get("ok")]
+        for p in live:
+            p.stdin.write(json.dumps({"until": until + 0.5}) + "\n")
+            p.stdin.flush()
+        wres = ask(writer, {"until": until})
+        log(f"readers: writer done, {time.time() - until:+.1f} s after the deadline")
+        rres = [ask(p) for p in live]
+        log(f"readers: readers done, {time.time() - until:+.1f} s after the deadline")
+        commits = wres["commits"]
+        out.value(f_commits, len(commits), "count")
+        out.value("writer commit errors", wres["errors"], "count")
+        txns = sum(r["txns"] for r in rres)
+        errs = sum(r["errors"] for r in rres)
+        out.value("reader transactions", txns, "count")
+        out.value("reader transactions failed", errs, "count")
+        out.value(f_share, 100.0 * errs / txns if txns else None, "%")
+        out.value("inconsistent views", sum(r["inconsistent"] for r in rres), "count")
+        lat, unseen = freshness(commits, [r["seen"] for r in rres])
+        if lat:
+            out.value(f_p50, percentile(lat, 50), "ms")
+            out.value(f_p99, percentile(lat, 99), "ms")
+        else:
+            out.error(f_p50, "no commit was seen")
+        out.value(f_unseen, unseen, "count")
+        if wres["first_error"]:
+            out.text("writer: first error", wres["first_error"])
+        kinds = {}
+        for r in rres:
+            for msg, n in r["error_kinds"].items():
+                kinds[msg] = kinds.get(msg, 0) + n
+        if kinds:
+            msg, n = max(kinds.items(), key=lambda kv: kv[1])
+            out.text("readers: most frequent error", f"{n}x {msg}")
+    finally:
+        for p in ([writer] if writer else []) + readers:
+            try:
+                p.stdin.close()
+            except Exception:
+                pass
+        for p in ([writer] if writer else []) + readers:
+            try:
+                p.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+        lake.remove(db, files=False)
+        db.close()
+
+
+# ---- main -------------------------------------------------------------------------------------
+
+WORKLOADS = {"commit": w_commit, "history": w_history, "files": w_files, "readers": w_readers}
+ROLES = {"probe": role_probe, "writer": role_writer, "reader": role_reader}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--catalog", required=True, choices=["moraine", "duckdb", "sqlite", "postgres"])
+    ap.add_argument("--dir", required=True, help="a fresh work directory (lakes live under it)")
+    ap.add_argument("--workload", choices=sorted(WORKLOADS))
+    ap.add_argument("--role", choices=sorted(ROLES), help=argparse.SUPPRESS)
+    ap.add_argument("--attach-sql", help=argparse.SUPPRESS)
+    ap.add_argument("--query", help=argparse.SUPPRESS)
+    ap.add_argument("--postgres", help="libpq connection string (catalog postgres)")
+    ap.add_argument("--quick", action="store_true", help="small sizes (the defaults below shrink)")
+    ap.add_argument("--reps", type=int, help="commit: repetitions (50; quick 10)")
+    ap.add_argument("--commits", help="history: N values (100,1000,4000; quick 20,100)")
+    ap.add_argument("--warm-reps", type=int, help="warm query repetitions (50, files 20; quick 10)")
+    ap.add_argument("--probe-reps", type=int, help="fresh processes per figure (5; quick 3)")
+    ap.add_argument("--files", type=int, help="files: data files (20000; quick 2000)")
+    ap.add_argument("--tables", type=int, help="files: tables (50; quick 10)")
+    ap.add_argument("--seconds", type=float, help="readers: duration (60; quick 10)")
+    ap.add_argument("--readers", type=int, default=3, help="readers: reader processes (3)")
+    ap.add_argument("--rate", type=float, default=15.0, help="readers: writer commits per second")
+    args = ap.parse_args()
+    args.dir = os.path.abspath(args.dir)
+    q = args.quick
+    defaults = {
+        "reps": 10 if q else 50,
+        "commits": "20,100" if q else "100,1000,4000",
+        "warm_reps": 10 if q else (20 if args.workload == "files" else 50),
+        "probe_reps": 3 if q else 5,
+        "files": 2000 if q else 20000,
+        "tables": 10 if q else 50,
+        "seconds": 10.0 if q else 60.0,
+    }
+    for k, v in defaults.items():
+        if getattr(args, k) is None:
+            setattr(args, k, v)
+    if args.catalog == "postgres" and not args.postgres:
+        ap.error("--catalog postgres needs --postgres CONNSTR")
+    if args.role:
+        ROLES[args.role](args)
+        return 0
+    if not args.workload:
+        ap.error("--workload is required")
+    os.makedirs(args.dir, exist_ok=True)
+    WORKLOADS[args.workload](args, Out(args.workload))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
