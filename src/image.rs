@@ -161,7 +161,14 @@ enum Place {
 }
 
 fn place_of(key: &[u8]) -> Result<Place> {
-    let segments = keys::decode_key(key)?;
+    let outside = || {
+        Error::Corrupt(format!(
+            "key {:?} is outside moraine's keyspace",
+            String::from_utf8_lossy(key)
+        ))
+    };
+    // at most: lake, <l>, inline, <schema>, <table>
+    let (segments, _) = keys::decode_leading(key, 5)?;
     let text = |i: usize| match segments.get(i) {
         Some(Cell::Text(s)) => Some(s.as_str()),
         _ => None,
@@ -174,26 +181,39 @@ fn place_of(key: &[u8]) -> Result<Place> {
         Some("history") => {
             let mut live = segments[..at].to_vec();
             live.push(Cell::Text("current".into()));
-            if let Some(table) = segments.get(at + 1) {
-                live.push(table.clone());
-            }
+            live.push(segments.get(at + 1).cloned().ok_or_else(outside)?);
             return Ok(Place::History(keys::encode_key(&live)));
         }
-        _ => {
-            return Err(Error::Corrupt(format!(
-                "key {:?} is outside moraine's keyspace",
-                String::from_utf8_lossy(key)
-            )))
-        }
+        _ => return Err(outside()),
     };
-    let end = (at + depth).min(segments.len());
-    Ok(Place::Space(keys::encode_key(&segments[..end])))
+    if segments.len() < at + depth {
+        return Err(outside());
+    }
+    let (_, len) = keys::decode_leading(key, at + depth)?;
+    Ok(Place::Space(key[..len].to_vec()))
+}
+
+/// Spaces every image holds whole, loaded or not: `sys` and the lake heads (small, and read by
+/// every transaction). An absent one is empty.
+fn always_held(space: &[u8]) -> bool {
+    matches!(
+        keys::decode_leading(space, 3).map(|(s, _)| s).as_deref(),
+        Ok([Cell::Text(t)] ) if t == "sys"
+    ) || matches!(
+        keys::decode_leading(space, 3).map(|(s, _)| s).as_deref(),
+        Ok([Cell::Text(l), _, Cell::Text(h)]) if l == "lake" && h == "head"
+    )
 }
 
 /// A consistent committed image of one store.
 pub struct Image {
     head: Head,
-    spaces: BTreeMap<Vec<u8>, Arc<Space>>,
+    /// The spaces read so far. A writer's image reads a space on first use, through the
+    /// snapshot it was taken with (so every space it reads is of the one state); a reader's is
+    /// read whole at once (`complete`).
+    spaces: Mutex<BTreeMap<Vec<u8>, Arc<Space>>>,
+    /// Every space is in `spaces`: an absent one is empty.
+    complete: bool,
     history: History,
 }
 
@@ -201,7 +221,7 @@ impl std::fmt::Debug for Image {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Image")
             .field("head", &self.head)
-            .field("spaces", &self.spaces.len())
+            .field("spaces", &self.loaded().len())
             .finish()
     }
 }
@@ -302,26 +322,20 @@ impl Image {
         let _enter = span.enter();
         match &store.backend {
             Backend::Writer(db) => {
+                // `sys` and the lake heads now; every other space when first used
                 let snap = db.snapshot()?;
-                let sys = scan_snapshot(&snap, &live_prefixes(&[])[0]).await?;
-                // the other keyspaces in parallel, all through the one snapshot
-                let mut scans = tokio::task::JoinSet::new();
-                for p in live_prefixes(&lakes_of(&sys)?).into_iter().skip(1) {
-                    let snap = snap.clone();
-                    scans.spawn(async move { scan_snapshot(&snap, &p).await });
+                let mut held = scan_snapshot(&snap, &live_prefixes(&[])[0]).await?;
+                for l in lakes_of(&held)? {
+                    if l != keys::DEFAULT_LAKE {
+                        held.extend(scan_snapshot(&snap, &keys::lake_head(&l)).await?);
+                    }
                 }
-                let mut all = sys;
-                while let Some(scanned) = scans.join_next().await {
-                    all.extend(scanned.map_err(|e| {
-                        Error::Storage(format!("an image read task failed: {e}"))
-                    })??);
-                }
-                Self::assemble(all, History::Snapshot(snap), previous)
+                Self::assemble(held, History::Snapshot(snap), previous, false)
             }
             Backend::Reader(reader) => {
                 let it = reader.scan_with_options(.., &bulk_scan()).await?;
                 let records = read_live(it).await?;
-                Self::assemble(records, History::Latest, previous)
+                Self::assemble(records, History::Latest, previous, true)
             }
         }
     }
@@ -330,6 +344,7 @@ impl Image {
         records: Vec<(Bytes, Bytes)>,
         history: History,
         previous: Option<&Image>,
+        complete: bool,
     ) -> Result<Image> {
         let mut grouped: BTreeMap<Vec<u8>, BTreeMap<Vec<u8>, Entry>> = BTreeMap::new();
         for (k, v) in records {
@@ -338,7 +353,7 @@ impl Image {
             };
             // an unchanged record keeps its decoded form from the image before
             let entry = match previous.and_then(|p| p.entry(&space, &k)) {
-                Some(e) if e.value == v => e.clone(),
+                Some(e) if e.value == v => e,
                 _ => Entry::new(v),
             };
             grouped.entry(space).or_default().insert(k.to_vec(), entry);
@@ -350,16 +365,56 @@ impl Image {
         let head = Head::decode(&head_entry.value)?;
         Ok(Image {
             head,
-            spaces: grouped
-                .into_iter()
-                .map(|(p, e)| (p, Arc::new(Space::with_entries(e))))
-                .collect(),
+            spaces: Mutex::new(
+                grouped
+                    .into_iter()
+                    .map(|(p, e)| (p, Arc::new(Space::with_entries(e))))
+                    .collect(),
+            ),
+            complete,
             history,
         })
     }
 
-    fn entry(&self, space: &[u8], key: &[u8]) -> Option<&Entry> {
-        self.spaces.get(space).and_then(|s| s.entries.get(key))
+    fn loaded(&self) -> std::sync::MutexGuard<'_, BTreeMap<Vec<u8>, Arc<Space>>> {
+        self.spaces.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// A record of a space the image holds already (`sys`, the lake heads, or any space of a
+    /// complete image).
+    fn entry(&self, space: &[u8], key: &[u8]) -> Option<Entry> {
+        self.loaded()
+            .get(space)
+            .and_then(|s| s.entries.get(key).cloned())
+    }
+
+    /// The space with prefix `prefix`, read through the image's snapshot on first use;
+    /// `None` when it holds nothing.
+    async fn space(&self, prefix: &[u8]) -> Result<Option<Arc<Space>>> {
+        if let Some(space) = self.loaded().get(prefix) {
+            return Ok(Some(space.clone()));
+        }
+        let History::Snapshot(snap) = &self.history else {
+            return Ok(None);
+        };
+        if self.complete || always_held(prefix) {
+            return Ok(None);
+        }
+        let span = tracing::debug_span!("moraine.image.space");
+        let _enter = span.enter();
+        let entries: BTreeMap<Vec<u8>, Entry> = scan_snapshot(snap, prefix)
+            .await?
+            .into_iter()
+            .map(|(k, v)| (k.to_vec(), Entry::new(v)))
+            .collect();
+        let space = Arc::new(Space::with_entries(entries));
+        // two first uses read the same records: the first one kept serves both
+        Ok(Some(
+            self.loaded()
+                .entry(prefix.to_vec())
+                .or_insert(space)
+                .clone(),
+        ))
     }
 
     /// The image after a commit of `writes` (the final value of every key it touched; `None`
@@ -370,7 +425,7 @@ impl Image {
         head: Head,
         snapshot: Arc<DbSnapshot>,
     ) -> Result<Image> {
-        let mut spaces = self.spaces.clone();
+        let mut spaces = self.loaded().clone();
         let mut touched: BTreeMap<Vec<u8>, BTreeMap<Vec<u8>, Entry>> = BTreeMap::new();
         for (k, v) in writes {
             let (space, live) = match place_of(k)? {
@@ -378,6 +433,13 @@ impl Image {
                 // a table's history changed: its cached rows with history are stale
                 Place::History(space) => (space, false),
             };
+            // a space not read yet stays unread: the next image's snapshot has the commit
+            if !spaces.contains_key(&space)
+                && !touched.contains_key(&space)
+                && !(self.complete || always_held(&space))
+            {
+                continue;
+            }
             let entries = touched.entry(space.clone()).or_insert_with(|| {
                 spaces
                     .get(&space)
@@ -397,36 +459,48 @@ impl Image {
             }
         }
         for (space, entries) in touched {
-            if entries.is_empty() {
+            if entries.is_empty() && (self.complete || always_held(&space)) {
                 spaces.remove(&space);
             } else {
+                // (an emptied space of a lazy image stays, empty: it is read)
                 spaces.insert(space, Arc::new(Space::with_entries(entries)));
             }
         }
         Ok(Image {
             head,
-            spaces,
+            spaces: Mutex::new(spaces),
+            complete: self.complete,
             history: History::Snapshot(snapshot),
         })
     }
 
-    /// Whether two images hold the same head and the same records.
+    /// Whether two images hold the same head, and every space this one has read holds the
+    /// same records in `other` (read there on demand).
     #[cfg(test)]
-    pub(crate) fn same_records(&self, other: &Image) -> bool {
-        self.head == other.head
-            && self.spaces.len() == other.spaces.len()
-            && self
-                .spaces
-                .iter()
-                .zip(&other.spaces)
-                .all(|((p, a), (q, b))| {
-                    p == q
-                        && a.entries.len() == b.entries.len()
-                        && a.entries
-                            .iter()
-                            .zip(&b.entries)
-                            .all(|((k, e), (l, f))| k == l && e.value == f.value)
-                })
+    pub(crate) async fn same_records(&self, other: &Image) -> bool {
+        if self.head != other.head {
+            return false;
+        }
+        let mine: Vec<(Vec<u8>, Arc<Space>)> = self
+            .loaded()
+            .iter()
+            .map(|(p, s)| (p.clone(), s.clone()))
+            .collect();
+        for (prefix, a) in mine {
+            let b = other.space(&prefix).await.ok().flatten();
+            let empty = BTreeMap::new();
+            let b_entries = b.as_ref().map_or(&empty, |s| &s.entries);
+            if a.entries.len() != b_entries.len()
+                || !a
+                    .entries
+                    .iter()
+                    .zip(b_entries)
+                    .all(|((k, e), (l, f))| k == l && e.value == f.value)
+            {
+                return false;
+            }
+        }
+        true
     }
 
     /// The committed `sys/head` this image was read at.
@@ -438,7 +512,7 @@ impl Image {
     pub fn footprint(&self) -> (usize, usize) {
         let mut records = 0;
         let mut bytes = 0;
-        for s in self.spaces.values() {
+        for s in self.loaded().values() {
             records += s.entries.len();
             bytes += s
                 .entries
@@ -468,7 +542,10 @@ impl Image {
     /// A point read at this image (history keys read on demand).
     pub(crate) async fn get(&self, store: &Store, key: &[u8]) -> Result<Option<Bytes>> {
         match place_of(key)? {
-            Place::Space(space) => Ok(self.entry(&space, key).map(|e| e.value.clone())),
+            Place::Space(space) => Ok(match self.space(&space).await? {
+                Some(s) => s.entries.get(key).map(|e| e.value.clone()),
+                None => None,
+            }),
             Place::History(_) => match &self.history {
                 History::Snapshot(s) => Ok(s.get(key).await?),
                 History::Latest => {
@@ -497,18 +574,23 @@ impl Image {
         }
         let mut out = Vec::new();
         // the space holding the prefix, if the prefix lies within one
-        if let Some((space_prefix, space)) = self.spaces.range(..=prefix.to_vec()).next_back() {
-            if prefix.starts_with(space_prefix) {
-                out.extend(
-                    space
-                        .range(prefix)
-                        .map(|(k, e)| (Bytes::copy_from_slice(k), e.value.clone())),
-                );
+        if let Ok(Place::Space(space_prefix)) = place_of(prefix) {
+            if prefix.starts_with(&space_prefix) {
+                if let Some(space) = self.space(&space_prefix).await? {
+                    out.extend(
+                        space
+                            .range(prefix)
+                            .map(|(k, e)| (Bytes::copy_from_slice(k), e.value.clone())),
+                    );
+                }
                 return Ok(out);
             }
         }
         // else every space the prefix spans, in key order
-        for (space_prefix, space) in self.spaces.range(prefix.to_vec()..) {
+        if let (false, History::Snapshot(snap)) = (self.complete, &self.history) {
+            return scan_snapshot(snap, prefix).await;
+        }
+        for (space_prefix, space) in self.loaded().range(prefix.to_vec()..) {
             if !space_prefix.starts_with(prefix) {
                 break;
             }
@@ -582,7 +664,7 @@ impl Image {
             _ => keys::current_prefix(&def.schema, &def.name),
         };
         let space_prefix = place_space(&live_prefix)?;
-        let Some(space) = self.spaces.get(&space_prefix) else {
+        let Some(space) = self.space(&space_prefix).await? else {
             if !need_history {
                 return Ok(Arc::new(RowSet::new(Vec::new())));
             }
@@ -645,7 +727,7 @@ impl Image {
                         rows.push(decode_row_at(&v)?);
                     }
                 }
-                kinds::fixed::serve(rows, kind)
+                kinds::fixed::serve(rows, kind, !need_history)
             }
         })
     }

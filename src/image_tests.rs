@@ -160,7 +160,7 @@ fn an_image_advanced_by_commits_is_the_image_read_afresh() {
             let advanced = store.current_image().expect("a commit installs its image");
             let fresh = fresh_image(&store);
             assert!(
-                advanced.same_records(&fresh),
+                block_on(advanced.same_records(&fresh)),
                 "seed {seed} step {step}: the advanced image differs from a fresh read\n\
                  advanced {advanced:?}\nfresh {fresh:?}"
             );

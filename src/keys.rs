@@ -113,10 +113,20 @@ pub fn encode_key(cells: &[Cell]) -> Vec<u8> {
 }
 
 /// Decode a key written by [`encode_key`] / [`Key`] back into its segments.
-pub fn decode_key(mut b: &[u8]) -> Result<Vec<Cell>> {
+pub fn decode_key(b: &[u8]) -> Result<Vec<Cell>> {
+    Ok(decode_leading(b, usize::MAX)?.0)
+}
+
+/// Decode at most `max` leading segments of a key; also returns how many bytes they take, so
+/// `&key[..len]` is the key prefix of exactly those segments.
+pub fn decode_leading(key: &[u8], max: usize) -> Result<(Vec<Cell>, usize)> {
     let bad = |what: &str| Error::Corrupt(format!("malformed key: {what}"));
+    let mut b = key;
     let mut out = Vec::new();
     while let Some((&tag, rest)) = b.split_first() {
+        if out.len() == max {
+            break;
+        }
         b = rest;
         match tag {
             TAG_NULL => out.push(Cell::Null),
@@ -168,7 +178,7 @@ pub fn decode_key(mut b: &[u8]) -> Result<Vec<Cell>> {
             t => return Err(bad(&format!("unknown segment tag {t}"))),
         }
     }
-    Ok(out)
+    Ok((out, key.len() - b.len()))
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -19,17 +19,33 @@ use crate::write_set::WriteSet;
 /// Rows in the order they were first written, as a DuckDB-file catalog scans them, so readers
 /// that take "the first row" without ORDER BY see what they would there. Records without a
 /// write sequence come first, versions by the snapshot that began them, then by key.
-pub(crate) fn serve(mut rows: Vec<(Row, Option<WriteSeq>)>, kind: &Kind) -> Vec<Row> {
-    rows.sort_by_cached_key(|(row, seq)| {
-        let (begin, key_cells): (Option<i64>, Vec<Cell>) = match kind {
-            Kind::Versioned { key, begin, .. } => (
-                row[*begin].as_int(),
-                key.iter().map(|&i| row[i].clone()).collect(),
-            ),
-            _ => (None, Vec::new()),
-        };
-        (*seq, begin, keys::encode_key(&key_cells))
-    });
+///
+/// `key_ordered`: the rows come in key order (one key range), so a stable sort by (sequence,
+/// begin) keeps key order for ties without computing keys.
+pub(crate) fn serve(
+    mut rows: Vec<(Row, Option<WriteSeq>)>,
+    kind: &Kind,
+    key_ordered: bool,
+) -> Vec<Row> {
+    let begin = match kind {
+        Kind::Versioned { begin, .. } => Some(*begin),
+        _ => None,
+    };
+    if key_ordered {
+        rows.sort_by_key(|(row, seq)| (*seq, begin.and_then(|b| row[b].as_int())));
+    } else {
+        rows.sort_by_cached_key(|(row, seq)| {
+            let key_cells: Vec<Cell> = match kind {
+                Kind::Versioned { key, .. } => key.iter().map(|&i| row[i].clone()).collect(),
+                _ => Vec::new(),
+            };
+            (
+                *seq,
+                begin.and_then(|b| row[b].as_int()),
+                keys::encode_key(&key_cells),
+            )
+        });
+    }
     rows.into_iter().map(|(row, _)| row).collect()
 }
 
