@@ -108,6 +108,8 @@ public:
 
 private:
 	void LoadTables();
+	MoraineTableEntry &AddTable(const string &table_name, const vector<pair<string, string>> &columns);
+	//! Every table of the schema is in `tables` (else only those looked up so far).
 	bool tables_loaded = false;
 	case_insensitive_map_t<unique_ptr<MoraineTableEntry>> tables;
 };

@@ -76,6 +76,9 @@ int moraine_txn_drop_schema(MoraineTxn *txn, const char *name, size_t len, int i
 // For each table in the schema: table_cb(name), then column_cb once per column.
 int moraine_txn_tables(MoraineTxn *txn, const char *schema, size_t schema_len, void *ud, moraine_name_cb table_cb,
                        moraine_column_cb column_cb, MoraineError *err);
+// One table by exact name: 1 (and its columns through the callbacks), 0 if absent, -1 on error.
+int moraine_txn_table(MoraineTxn *txn, const char *schema, size_t schema_len, const char *name, size_t name_len,
+                      void *ud, moraine_name_cb table_cb, moraine_column_cb column_cb, MoraineError *err);
 int moraine_txn_create_table(MoraineTxn *txn, const char *schema, size_t schema_len, const char *name, size_t name_len,
                              const MoraineColumnIn *columns, size_t ncolumns, MoraineError *err);
 int moraine_txn_drop_table(MoraineTxn *txn, const char *schema, size_t schema_len, const char *name, size_t name_len,

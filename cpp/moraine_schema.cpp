@@ -33,6 +33,19 @@ static void OnColumn(void *ud, const char *name, size_t name_len, const uint8_t 
 	                                           string(const_char_ptr_cast(type_blob), type_blob_len));
 }
 
+MoraineTableEntry &MoraineSchemaEntry::AddTable(const string &table_name,
+                                                const vector<pair<string, string>> &columns) {
+	CreateTableInfo info(*this, table_name);
+	for (auto &column : columns) {
+		auto &blob = column.second;
+		auto type = MoraineDeserializeType(const_data_ptr_cast(blob.data()), blob.size());
+		info.columns.AddColumn(ColumnDefinition(column.first, std::move(type)));
+	}
+	auto &entry = tables[table_name];
+	entry = make_uniq<MoraineTableEntry>(catalog, *this, info);
+	return *entry;
+}
+
 void MoraineSchemaEntry::LoadTables() {
 	if (tables_loaded) {
 		return;
@@ -43,13 +56,10 @@ void MoraineSchemaEntry::LoadTables() {
 		MoraineThrow(err);
 	}
 	for (auto &table : listing.tables) {
-		CreateTableInfo info(*this, table.name);
-		for (auto &column : table.columns) {
-			auto &blob = column.second;
-			auto type = MoraineDeserializeType(const_data_ptr_cast(blob.data()), blob.size());
-			info.columns.AddColumn(ColumnDefinition(column.first, std::move(type)));
+		// an entry looked up on its own earlier stays: plans may hold it
+		if (tables.find(table.name) == tables.end()) {
+			AddTable(table.name, table.columns);
 		}
-		tables[table.name] = make_uniq<MoraineTableEntry>(catalog, *this, info);
 	}
 	tables_loaded = true;
 }
@@ -129,12 +139,31 @@ optional_ptr<CatalogEntry> MoraineSchemaEntry::LookupEntry(CatalogTransaction ca
 	if (lookup_info.GetCatalogType() != CatalogType::TABLE_ENTRY) {
 		return nullptr;
 	}
-	LoadTables();
-	auto entry = tables.find(lookup_info.GetEntryName());
-	if (entry == tables.end()) {
-		return nullptr;
+	auto &table_name = lookup_info.GetEntryName();
+	auto entry = tables.find(table_name);
+	if (entry != tables.end()) {
+		return entry->second.get();
 	}
-	return entry->second.get();
+	if (!tables_loaded) {
+		// DuckLake names one table at a time: read just that one
+		TableListing listing;
+		MoraineError err {nullptr, 0};
+		auto found = moraine_txn_table(transaction.Txn(), name.c_str(), name.size(), table_name.c_str(),
+		                               table_name.size(), &listing, OnTable, OnColumn, &err);
+		if (found < 0) {
+			MoraineThrow(err);
+		}
+		if (found == 1) {
+			return &AddTable(listing.tables[0].name, listing.tables[0].columns);
+		}
+		// not under that exact name: the names match case-insensitively, as DuckDB's do
+		LoadTables();
+		entry = tables.find(table_name);
+		if (entry != tables.end()) {
+			return entry->second.get();
+		}
+	}
+	return nullptr;
 }
 
 void MoraineSchemaEntry::Scan(ClientContext &context, CatalogType type,

@@ -386,6 +386,42 @@ pub unsafe extern "C" fn moraine_txn_tables(
     }
 }
 
+/// One table of `schema` by its exact name: 1 and its columns through the callbacks when it
+/// exists, 0 when it does not, -1 with `err` set on failure.
+#[no_mangle]
+pub unsafe extern "C" fn moraine_txn_table(
+    txn: *mut MoraineTxn,
+    schema: *const c_char,
+    schema_len: usize,
+    name: *const c_char,
+    name_len: usize,
+    ud: *mut c_void,
+    table_cb: NameCb,
+    column_cb: ColumnCb,
+    err: *mut MoraineError,
+) -> i32 {
+    let table = guard(err, || {
+        lock(&*txn).table(text(schema, schema_len)?, text(name, name_len)?)
+    });
+    match table {
+        Some(Some(table)) => {
+            table_cb(ud, table.name.as_ptr() as *const c_char, table.name.len());
+            for column in &table.columns {
+                column_cb(
+                    ud,
+                    column.name.as_ptr() as *const c_char,
+                    column.name.len(),
+                    column.type_blob.as_ptr(),
+                    column.type_blob.len(),
+                );
+            }
+            1
+        }
+        Some(None) => 0,
+        None => -1,
+    }
+}
+
 #[no_mangle]
 pub unsafe extern "C" fn moraine_txn_create_table(
     txn: *mut MoraineTxn,

@@ -227,8 +227,10 @@ fn a_transaction_unchanged_in_a_table_reads_the_images_rows_themselves() {
     assert_eq!(b.rows(M, "ducklake_table", false).unwrap().rows.len(), 1);
 }
 
-#[test]
-fn a_reader_follows_the_writer_one_whole_commit_at_a_time() {
+/// A writer on a local directory with table t1 at snapshot 1, a reader of it in the same
+/// process (its own SlateDB reader, as in another process), and a reader transaction pinned
+/// at snapshot 1.
+fn writer_and_pinned_reader() -> (tempfile::TempDir, Arc<Store>, Arc<Store>, Transaction) {
     let dir = tempfile::tempdir().unwrap();
     let url = dir.path().join("lake").display().to_string();
     let writer = new_lake(&url);
@@ -236,6 +238,12 @@ fn a_reader_follows_the_writer_one_whole_commit_at_a_time() {
     let reader = Store::open(&url, true).unwrap();
     let mut pinned = reader.begin();
     assert_eq!(pinned.head_snapshot(M).unwrap(), Some(1));
+    (dir, writer, reader, pinned)
+}
+
+#[test]
+fn a_reader_follows_the_writer_one_whole_commit_at_a_time() {
+    let (_dir, writer, reader, mut pinned) = writer_and_pinned_reader();
     for s in 2..=6 {
         commit_table(&writer, s, s, &format!("t{s}"));
     }
@@ -295,13 +303,7 @@ fn a_commit_checks_the_stores_own_head_not_only_the_image() {
 
 #[test]
 fn a_reader_never_serves_a_version_twice_when_the_writer_ends_it_after_the_pin() {
-    let dir = tempfile::tempdir().unwrap();
-    let url = dir.path().join("lake").display().to_string();
-    let writer = new_lake(&url);
-    commit_table(&writer, 1, 1, "t1");
-    let reader = Store::open(&url, true).unwrap();
-    let mut pinned = reader.begin();
-    assert_eq!(pinned.head_snapshot(M).unwrap(), Some(1));
+    let (_dir, writer, reader, mut pinned) = writer_and_pinned_reader();
     // a hand edit: end t1's version at the head snapshot, minting none
     let mut t = writer.begin();
     let m = t.rows(M, "ducklake_table", false).unwrap();

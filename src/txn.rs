@@ -303,6 +303,13 @@ impl Transaction {
             .collect())
     }
 
+    /// One table of `schema` by its exact name, committed or staged; `None` when absent.
+    pub fn table(&mut self, schema: &str, name: &str) -> Result<Option<Arc<TableDef>>> {
+        Ok(self
+            .table_map()?
+            .remove(&(schema.to_string(), name.to_string())))
+    }
+
     /// Create one of DuckLake's tables (validated against what moraine serves).
     pub fn create_table(&mut self, def: TableDef) -> Result<()> {
         if !self.schema_set()?.contains(&def.schema) {

@@ -563,20 +563,30 @@ def w_files(args, out):
 
 # ---- workload: readers ------------------------------------------------------------------------
 
-def role_writer(args):
-    """Attaches read-write, creates lake.t, then commits one-row inserts at --rate until told."""
+def attach_and_wait(args, setup=None):
+    """A child role's start: attach (and run `setup`), report ready on stdout, then wait for the
+    deadline on stdin. Returns (connection, deadline), or None after reporting a failure."""
     try:
         db = connect(args.catalog, os.path.join(args.dir, f"ext-{os.getpid()}"))
         db.execute(args.attach_sql)
-        db.execute("CREATE TABLE lake.t (id BIGINT, t_ms BIGINT)")
+        if setup:
+            db.execute(setup)
         print(json.dumps({"ok": True}), flush=True)
     except Exception as e:
         print(json.dumps({"ok": False, "error": err_text(e)}), flush=True)
-        return
+        return None
     line = sys.stdin.readline()
     if not line:
+        return None
+    return db, json.loads(line)["until"]
+
+
+def role_writer(args):
+    """Attaches read-write, creates lake.t, then commits one-row inserts at --rate until told."""
+    started = attach_and_wait(args, "CREATE TABLE lake.t (id BIGINT, t_ms BIGINT)")
+    if started is None:
         return
-    until = json.loads(line)["until"]
+    db, until = started
     commits, errors, first_error = [], 0, None
     period = 1.0 / args.rate
     start = time.time()
@@ -602,17 +612,10 @@ def role_writer(args):
 
 def role_reader(args):
     """Attaches READ_ONLY, then loops two-read transactions until the deadline it is sent."""
-    try:
-        db = connect(args.catalog, os.path.join(args.dir, f"ext-{os.getpid()}"))
-        db.execute(args.attach_sql)
-        print(json.dumps({"ok": True}), flush=True)
-    except Exception as e:
-        print(json.dumps({"ok": False, "error": err_text(e)}), flush=True)
+    started = attach_and_wait(args)
+    if started is None:
         return
-    line = sys.stdin.readline()
-    if not line:
-        return
-    until = json.loads(line)["until"]
+    db, until = started
     q = "SELECT count(*), max(id) FROM lake.t"
     txns, errors, inconsistent, error_kinds = 0, 0, 0, {}
     seen = []  # [max_id, wall time], max_id increasing
