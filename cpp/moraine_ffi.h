@@ -95,6 +95,8 @@ MoraineMat *moraine_txn_rows(MoraineTxn *txn, const char *schema, size_t schema_
 // Narrow the scan to rows whose integer column `column` holds one of `values` (repeated calls
 // intersect); rowids of the kept rows are unchanged.
 void moraine_mat_select(MoraineMat *mat, size_t column, const int64_t *values, size_t count);
+// Narrow the scan to rows whose integer column `column` holds a value in [lo, hi].
+void moraine_mat_select_range(MoraineMat *mat, size_t column, int64_t lo, int64_t hi);
 size_t moraine_mat_len(const MoraineMat *mat);
 int64_t moraine_mat_rowid(const MoraineMat *mat, size_t index);
 void moraine_mat_cell(const MoraineMat *mat, size_t row, size_t col, MoraineCell *out);

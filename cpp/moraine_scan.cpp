@@ -35,6 +35,8 @@ struct MoraineScanBindData : public TableFunctionData {
 	//! Conjuncts `column = constant` / `column IN (constants)` on integer columns: the scan
 	//! emits only rows that can pass them (DuckDB still applies them above the scan).
 	vector<pair<idx_t, vector<int64_t>>> selections;
+	//! Conjuncts `column <op> constant` (<, <=, >, >=) on integer columns, as [lo, hi] bounds.
+	vector<pair<idx_t, pair<int64_t, int64_t>>> ranges;
 };
 
 //! The committed history holds only versions that ended at or before head. A scan whose filter
@@ -179,6 +181,58 @@ static bool IntegerSelection(ClientContext &context, LogicalGet &get, Expression
 	return false;
 }
 
+//! `column < c`, `c < column` and the like on an integer column: the values the column may hold,
+//! as inclusive bounds.
+static bool IntegerRange(ClientContext &context, LogicalGet &get, Expression &expr,
+                         pair<idx_t, pair<int64_t, int64_t>> &out) {
+	auto type = expr.GetExpressionType();
+	if (type != ExpressionType::COMPARE_LESSTHAN && type != ExpressionType::COMPARE_LESSTHANOREQUALTO &&
+	    type != ExpressionType::COMPARE_GREATERTHAN && type != ExpressionType::COMPARE_GREATERTHANOREQUALTO) {
+		return false;
+	}
+	auto table = get.GetTable();
+	if (!table) {
+		return false;
+	}
+	auto &cmp = expr.Cast<BoundComparisonExpression>();
+	for (idx_t side = 0; side < 2; side++) {
+		auto &column_expr = side == 0 ? *cmp.left : *cmp.right;
+		auto &constant = side == 0 ? *cmp.right : *cmp.left;
+		auto column = ScanColumn(get, column_expr);
+		int64_t value;
+		if (!column.IsValid() || !MoraineHeldAsInteger(table->GetColumn(LogicalIndex(column.GetIndex())).Type()) ||
+		    !IntegerConstant(context, constant, value)) {
+			continue;
+		}
+		// with the column on the right, `c < column` is `column > c`
+		auto op = side == 0 ? type : FlipComparisonExpression(type);
+		int64_t lo = NumericLimits<int64_t>::Minimum(), hi = NumericLimits<int64_t>::Maximum();
+		switch (op) {
+		case ExpressionType::COMPARE_LESSTHAN:
+			if (value == NumericLimits<int64_t>::Minimum()) {
+				return false;
+			}
+			hi = value - 1;
+			break;
+		case ExpressionType::COMPARE_LESSTHANOREQUALTO:
+			hi = value;
+			break;
+		case ExpressionType::COMPARE_GREATERTHAN:
+			if (value == NumericLimits<int64_t>::Maximum()) {
+				return false;
+			}
+			lo = value + 1;
+			break;
+		default:
+			lo = value;
+			break;
+		}
+		out = {column.GetIndex(), {lo, hi}};
+		return true;
+	}
+	return false;
+}
+
 static void MoraineScanPushdown(ClientContext &context, LogicalGet &get, FunctionData *bind_data_p,
                                 vector<unique_ptr<Expression>> &filters) {
 	// Only inspects the filters: DuckDB still applies every one of them above the scan.
@@ -188,6 +242,11 @@ static void MoraineScanPushdown(ClientContext &context, LogicalGet &get, Functio
 		if (IntegerSelection(context, get, *filter, selection)) {
 			bind_data.selections.push_back(std::move(selection));
 			continue;
+		}
+		pair<idx_t, pair<int64_t, int64_t>> range;
+		if (IntegerRange(context, get, *filter, range)) {
+			bind_data.ranges.push_back(range);
+			// (a range on end_snapshot also tells whether history is needed: below)
 		}
 		if (IsEndSnapshotNull(get, *filter)) {
 			bind_data.only_live = true;
@@ -263,7 +322,10 @@ static unique_ptr<GlobalTableFunctionState> MoraineScanInit(ClientContext &conte
 	for (auto &selection : bind_data.selections) {
 		moraine_mat_select(result->mat, selection.first, selection.second.data(), selection.second.size());
 	}
-	result->selected = !bind_data.selections.empty();
+	for (auto &range : bind_data.ranges) {
+		moraine_mat_select_range(result->mat, range.first, range.second.first, range.second.second);
+	}
+	result->selected = !bind_data.selections.empty() || !bind_data.ranges.empty();
 	result->length = moraine_mat_len(result->mat);
 	result->column_ids = input.column_ids;
 	return std::move(result);

@@ -56,6 +56,17 @@ pub struct MoraineMat {
 }
 
 impl MoraineMat {
+    /// Keep only the rows at `chosen` (ascending) of those selected so far.
+    fn narrow(&mut self, chosen: Vec<u32>) {
+        self.selection = Some(match self.selection.take() {
+            None => chosen,
+            Some(before) => {
+                let keep: std::collections::HashSet<u32> = chosen.into_iter().collect();
+                before.into_iter().filter(|p| keep.contains(p)).collect()
+            }
+        });
+    }
+
     fn position(&self, index: usize) -> usize {
         match &self.selection {
             Some(sel) => sel.get(index).map_or(usize::MAX, |&p| p as usize),
@@ -533,13 +544,21 @@ pub unsafe extern "C" fn moraine_mat_select(
         std::slice::from_raw_parts(values, count)
     };
     let chosen = mat.mat.rows.0.positions(column, values);
-    mat.selection = Some(match mat.selection.take() {
-        None => chosen,
-        Some(before) => {
-            let keep: std::collections::HashSet<u32> = chosen.into_iter().collect();
-            before.into_iter().filter(|p| keep.contains(p)).collect()
-        }
-    });
+    mat.narrow(chosen);
+}
+
+/// Narrow a scan to the rows whose integer `column` holds a value in `lo..=hi` (a conjunct of
+/// the query's filter, which DuckDB still applies). Intersects with earlier selections.
+#[no_mangle]
+pub unsafe extern "C" fn moraine_mat_select_range(
+    mat: *mut MoraineMat,
+    column: usize,
+    lo: i64,
+    hi: i64,
+) {
+    let mat = &mut *mat;
+    let chosen = mat.mat.rows.0.positions_between(column, lo, hi);
+    mat.narrow(chosen);
 }
 
 #[no_mangle]

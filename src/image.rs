@@ -34,6 +34,8 @@ pub struct RowSet {
     /// column -> (value -> positions in `rows`, ascending)
     /// `None` for a column with cells that are not integers.
     index: Mutex<HashMap<usize, Option<Arc<HashMap<i64, Vec<u32>>>>>>,
+    /// column -> (value, position) sorted by value, for ranges; `None` as above.
+    sorted: Mutex<HashMap<usize, Option<Arc<Vec<(i64, u32)>>>>>,
 }
 
 impl Deref for RowSet {
@@ -54,6 +56,7 @@ impl RowSet {
         RowSet {
             rows,
             index: Mutex::new(HashMap::new()),
+            sorted: Mutex::new(HashMap::new()),
         }
     }
 
@@ -91,6 +94,42 @@ impl RowSet {
         }
         out.sort_unstable();
         out.dedup();
+        out
+    }
+}
+
+impl RowSet {
+    /// The positions of the rows whose `column` holds a value in `lo..=hi`, ascending (every
+    /// position when the column holds cells other than integers). NULLs are in no range.
+    pub fn positions_between(&self, column: usize, lo: i64, hi: i64) -> Vec<u32> {
+        let sorted = {
+            let mut cache = self.sorted.lock().unwrap_or_else(|p| p.into_inner());
+            cache
+                .entry(column)
+                .or_insert_with(|| {
+                    let mut values = Vec::with_capacity(self.rows.len());
+                    for (i, r) in self.rows.iter().enumerate() {
+                        match r.get(column) {
+                            Some(Cell::Int(v)) => values.push((*v, i as u32)),
+                            Some(Cell::Null) | None => {}
+                            Some(_) => return None,
+                        }
+                    }
+                    values.sort_unstable();
+                    Some(Arc::new(values))
+                })
+                .clone()
+        };
+        let Some(sorted) = sorted else {
+            return (0..self.rows.len() as u32).collect();
+        };
+        if lo > hi {
+            return Vec::new();
+        }
+        let start = sorted.partition_point(|(v, _)| *v < lo);
+        let end = sorted.partition_point(|(v, _)| *v <= hi);
+        let mut out: Vec<u32> = sorted[start..end].iter().map(|(_, p)| *p).collect();
+        out.sort_unstable();
         out
     }
 }
@@ -820,5 +859,14 @@ mod tests {
         // a column that is not all integers narrows nothing
         let mixed = RowSet::new(vec![vec![Cell::Int(1)], vec![Cell::Text("1".into())]]);
         assert_eq!(mixed.positions(0, &[1]), vec![0, 1]);
+        assert_eq!(mixed.positions_between(0, 5, 9), vec![0, 1]);
+        // ranges: inclusive bounds, NULLs in none, positions ascending
+        let mut rows: Vec<Row> = (0..10).rev().map(|i| vec![Cell::Int(i)]).collect();
+        rows.push(vec![Cell::Null]);
+        let set = RowSet::new(rows);
+        assert_eq!(set.positions_between(0, 7, i64::MAX), vec![0, 1, 2]);
+        assert_eq!(set.positions_between(0, i64::MIN, 1), vec![8, 9]);
+        assert_eq!(set.positions_between(0, 3, 3), vec![6]);
+        assert!(set.positions_between(0, 4, 3).is_empty());
     }
 }
