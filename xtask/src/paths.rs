@@ -14,8 +14,15 @@ use std::env;
 use std::path::{Path, PathBuf};
 
 /// The workspace root (the directory holding the root `Cargo.toml`).
+///
+/// Taken from the `CARGO_MANIFEST_DIR` that `cargo run` (the `xtask` alias) sets at run time:
+/// the target directory is shared by every clone on the machine, so a binary built from another
+/// clone may be reused, and the path compiled into it would name that clone's tree instead.
 pub fn workspace_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
+    let manifest = env::var_os("CARGO_MANIFEST_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")));
+    manifest
         .parent()
         .expect("xtask lives inside the workspace")
         .to_path_buf()
