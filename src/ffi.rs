@@ -366,6 +366,20 @@ pub unsafe extern "C" fn moraine_txn_drop_schema(
     }))
 }
 
+/// Hand one table definition to the C++ layer: its name, then each column's name and type.
+unsafe fn emit_table(ud: *mut c_void, table: &TableDef, table_cb: NameCb, column_cb: ColumnCb) {
+    table_cb(ud, table.name.as_ptr() as *const c_char, table.name.len());
+    for column in &table.columns {
+        column_cb(
+            ud,
+            column.name.as_ptr() as *const c_char,
+            column.name.len(),
+            column.type_blob.as_ptr(),
+            column.type_blob.len(),
+        );
+    }
+}
+
 #[no_mangle]
 pub unsafe extern "C" fn moraine_txn_tables(
     txn: *mut MoraineTxn,
@@ -380,16 +394,7 @@ pub unsafe extern "C" fn moraine_txn_tables(
     match tables {
         Some(tables) => {
             for table in tables {
-                table_cb(ud, table.name.as_ptr() as *const c_char, table.name.len());
-                for column in &table.columns {
-                    column_cb(
-                        ud,
-                        column.name.as_ptr() as *const c_char,
-                        column.name.len(),
-                        column.type_blob.as_ptr(),
-                        column.type_blob.len(),
-                    );
-                }
+                emit_table(ud, &table, table_cb, column_cb);
             }
             0
         }
@@ -416,16 +421,7 @@ pub unsafe extern "C" fn moraine_txn_table(
     });
     match table {
         Some(Some(table)) => {
-            table_cb(ud, table.name.as_ptr() as *const c_char, table.name.len());
-            for column in &table.columns {
-                column_cb(
-                    ud,
-                    column.name.as_ptr() as *const c_char,
-                    column.name.len(),
-                    column.type_blob.as_ptr(),
-                    column.type_blob.len(),
-                );
-            }
+            emit_table(ud, &table, table_cb, column_cb);
             1
         }
         Some(None) => 0,
