@@ -4,6 +4,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdbool.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -100,6 +101,10 @@ void moraine_mat_select_range(MoraineMat *mat, size_t column, int64_t lo, int64_
 size_t moraine_mat_len(const MoraineMat *mat);
 int64_t moraine_mat_rowid(const MoraineMat *mat, size_t index);
 void moraine_mat_cell(const MoraineMat *mat, size_t row, size_t col, MoraineCell *out);
+// Rows start..start+count of an integer column into values (valid[i] = 0 for NULL); false when
+// a cell there is not an integer or NULL (then read cell by cell).
+bool moraine_mat_ints(const MoraineMat *mat, size_t start, size_t count, size_t col, int64_t *values,
+                      uint8_t *valid);
 void moraine_mat_free(MoraineMat *mat);
 
 // Row buffers filled by sinks: push ncols cells per row.

@@ -298,6 +298,8 @@ struct MoraineScanState : public GlobalTableFunctionState {
 	bool read_history = true;
 	bool selected = false;
 	vector<column_t> column_ids;
+	//! Which cells of a BIGINT column read in one call were valid.
+	uint8_t valid[STANDARD_VECTOR_SIZE];
 
 	idx_t MaxThreads() const override {
 		return 1;
@@ -347,6 +349,17 @@ static void MoraineScanFunction(ClientContext &context, TableFunctionInput &inpu
 		}
 		if (column_id == COLUMN_IDENTIFIER_EMPTY || IsVirtualColumn(column_id)) {
 			// no column is read (e.g. COUNT(*)): DuckDB only needs the cardinality
+			continue;
+		}
+		if (vector.GetType().id() == LogicalTypeId::BIGINT &&
+		    moraine_mat_ints(state.mat, state.position, count, column_id, FlatVector::GetData<int64_t>(vector),
+		                     state.valid)) {
+			auto &validity = FlatVector::Validity(vector);
+			for (idx_t r = 0; r < count; r++) {
+				if (!state.valid[r]) {
+					validity.SetInvalid(r);
+				}
+			}
 			continue;
 		}
 		for (idx_t r = 0; r < count; r++) {

@@ -28,6 +28,39 @@ pub struct TableDef {
     pub columns: Vec<ColumnDef>,
 }
 
+/// The committed schemas and table definitions of one image, decoded from its `sys/schema/` and
+/// `sys/table/` records.
+#[derive(Debug, Default)]
+pub struct CommittedCatalog {
+    pub schemas: std::collections::BTreeSet<String>,
+    pub tables: std::collections::BTreeMap<(String, String), std::sync::Arc<TableDef>>,
+}
+
+impl CommittedCatalog {
+    /// Decodes the values of the schema and table records (the default schema always exists).
+    pub fn decode<'a>(
+        schema_records: impl IntoIterator<Item = &'a [u8]>,
+        table_records: impl IntoIterator<Item = &'a [u8]>,
+    ) -> Result<CommittedCatalog> {
+        let mut cat = CommittedCatalog::default();
+        cat.schemas.insert(keys::DEFAULT_LAKE.to_string());
+        for v in schema_records {
+            match decode_row(v)?.as_slice() {
+                [Cell::Text(name)] => {
+                    cat.schemas.insert(name.clone());
+                }
+                _ => return Err(Error::Corrupt("schema record is malformed".into())),
+            }
+        }
+        for v in table_records {
+            let def = TableDef::decode(v)?;
+            cat.tables
+                .insert((def.schema.clone(), def.name.clone()), std::sync::Arc::new(def));
+        }
+        Ok(cat)
+    }
+}
+
 const TABLE_DEF_VERSION: i64 = 1;
 
 impl TableDef {

@@ -56,13 +56,26 @@ pub struct MoraineMat {
 }
 
 impl MoraineMat {
-    /// Keep only the rows at `chosen` (ascending) of those selected so far.
-    fn narrow(&mut self, chosen: Vec<u32>) {
+    /// Keep only the rows at `chosen` (ascending) of those selected so far; `None` keeps them
+    /// all.
+    fn narrow(&mut self, chosen: Option<Vec<u32>>) {
+        let Some(chosen) = chosen else {
+            return;
+        };
         self.selection = Some(match self.selection.take() {
             None => chosen,
             Some(before) => {
-                let keep: std::collections::HashSet<u32> = chosen.into_iter().collect();
-                before.into_iter().filter(|p| keep.contains(p)).collect()
+                // both ascending: merge
+                let (mut out, mut j) = (Vec::new(), 0);
+                for p in before {
+                    while j < chosen.len() && chosen[j] < p {
+                        j += 1;
+                    }
+                    if j < chosen.len() && chosen[j] == p {
+                        out.push(p);
+                    }
+                }
+                out
             }
         });
     }
@@ -587,6 +600,51 @@ pub unsafe extern "C" fn moraine_mat_cell(
         .and_then(|r| r.get(col))
         .unwrap_or(&Cell::Null);
     *out = cell_to_c(cell);
+}
+
+/// Rows `start..start + count` of integer column `col` into `values`, with `valid[i]` 0 for a
+/// NULL: a whole vector in one call, from the column the row set keeps as integers. Returns
+/// false, writing nothing, when the column holds cells that are not integers or NULL (the
+/// caller then reads cell by cell).
+#[no_mangle]
+pub unsafe extern "C" fn moraine_mat_ints(
+    mat: *const MoraineMat,
+    start: usize,
+    count: usize,
+    col: usize,
+    values: *mut i64,
+    valid: *mut u8,
+) -> bool {
+    let mat = &*mat;
+    let Some(column) = mat.mat.rows.0.int_column(col) else {
+        return false;
+    };
+    if count == 0 {
+        return true;
+    }
+    let values = std::slice::from_raw_parts_mut(values, count);
+    let valid = std::slice::from_raw_parts_mut(valid, count);
+    match &mat.selection {
+        None => {
+            let end = (start + count).min(column.values.len());
+            let n = end.saturating_sub(start);
+            values[..n].copy_from_slice(&column.values[start..end]);
+            valid[..n].copy_from_slice(&column.valid[start..end]);
+            valid[n..].fill(0);
+        }
+        Some(sel) => {
+            for i in 0..count {
+                match sel.get(start + i).map(|&p| p as usize) {
+                    Some(p) if p < column.values.len() => {
+                        values[i] = column.values[p];
+                        valid[i] = column.valid[p];
+                    }
+                    _ => valid[i] = 0,
+                }
+            }
+        }
+    }
+    true
 }
 
 #[no_mangle]

@@ -15,7 +15,7 @@
 //! with the image on a writer, or from the reader's state on a read-only store (filtered to the
 //! versions that had ended by the image's head).
 
-use crate::catalog::{Kind, TableDef};
+use crate::catalog::{CommittedCatalog, Kind, TableDef};
 use crate::cell::{decode_row, decode_row_at, Cell, Row};
 use crate::chunk::decode_chunk;
 use crate::error::{Error, Result};
@@ -36,6 +36,15 @@ pub struct RowSet {
     index: Mutex<HashMap<usize, Option<Arc<HashMap<i64, Vec<u32>>>>>>,
     /// column -> (value, position) sorted by value, for ranges; `None` as above.
     sorted: Mutex<HashMap<usize, Option<Arc<Vec<(i64, u32)>>>>>,
+    /// column -> its cells as integers, in row order, for scans that emit whole vectors;
+    /// `None` as above.
+    ints: Mutex<HashMap<usize, Option<Arc<IntColumn>>>>,
+}
+
+/// One integer column of a [`RowSet`]: `valid[i]` is 0 where row `i` holds NULL.
+pub struct IntColumn {
+    pub values: Vec<i64>,
+    pub valid: Vec<u8>,
 }
 
 impl Deref for RowSet {
@@ -57,13 +66,14 @@ impl RowSet {
             rows,
             index: Mutex::new(HashMap::new()),
             sorted: Mutex::new(HashMap::new()),
+            ints: Mutex::new(HashMap::new()),
         }
     }
 
-    /// The positions of the rows whose `column` holds one of `values`, ascending (every position
-    /// when the column holds cells other than integers). The first call for a column walks the
-    /// rows once and keeps the index; later calls are lookups.
-    pub fn positions(&self, column: usize, values: &[i64]) -> Vec<u32> {
+    /// The positions of the rows whose `column` holds one of `values`, ascending; `None` when
+    /// every row may pass (the column holds cells other than integers). The first call for a
+    /// column walks the rows once and keeps the index; later calls are lookups.
+    pub fn positions(&self, column: usize, values: &[i64]) -> Option<Vec<u32>> {
         let index = {
             let mut cache = self.index.lock().unwrap_or_else(|p| p.into_inner());
             cache
@@ -82,10 +92,8 @@ impl RowSet {
                 })
                 .clone()
         };
-        let Some(index) = index else {
-            // every row may pass: DuckDB's own filter decides
-            return (0..self.rows.len() as u32).collect();
-        };
+        // without an index every row may pass: DuckDB's own filter decides
+        let index = index?;
         let mut out: Vec<u32> = Vec::new();
         for v in values {
             if let Some(p) = index.get(v) {
@@ -94,14 +102,44 @@ impl RowSet {
         }
         out.sort_unstable();
         out.dedup();
-        out
+        Some(out)
     }
 }
 
 impl RowSet {
-    /// The positions of the rows whose `column` holds a value in `lo..=hi`, ascending (every
-    /// position when the column holds cells other than integers). NULLs are in no range.
-    pub fn positions_between(&self, column: usize, lo: i64, hi: i64) -> Vec<u32> {
+    /// `column` as integers in row order, built on first use; `None` when it holds cells other
+    /// than integers and NULLs.
+    pub fn int_column(&self, column: usize) -> Option<Arc<IntColumn>> {
+        let mut cache = self.ints.lock().unwrap_or_else(|p| p.into_inner());
+        cache
+            .entry(column)
+            .or_insert_with(|| {
+                let mut col = IntColumn {
+                    values: Vec::with_capacity(self.rows.len()),
+                    valid: Vec::with_capacity(self.rows.len()),
+                };
+                for r in &self.rows {
+                    match r.get(column) {
+                        Some(Cell::Int(v)) => {
+                            col.values.push(*v);
+                            col.valid.push(1);
+                        }
+                        Some(Cell::Null) | None => {
+                            col.values.push(0);
+                            col.valid.push(0);
+                        }
+                        Some(_) => return None,
+                    }
+                }
+                Some(Arc::new(col))
+            })
+            .clone()
+    }
+
+    /// The positions of the rows whose `column` holds a value in `lo..=hi`, ascending; `None`
+    /// when every row may pass (all are in the range, or the column holds cells other than
+    /// integers). NULLs are in no range.
+    pub fn positions_between(&self, column: usize, lo: i64, hi: i64) -> Option<Vec<u32>> {
         let sorted = {
             let mut cache = self.sorted.lock().unwrap_or_else(|p| p.into_inner());
             cache
@@ -120,17 +158,18 @@ impl RowSet {
                 })
                 .clone()
         };
-        let Some(sorted) = sorted else {
-            return (0..self.rows.len() as u32).collect();
-        };
+        let sorted = sorted?;
         if lo > hi {
-            return Vec::new();
+            return Some(Vec::new());
         }
         let start = sorted.partition_point(|(v, _)| *v < lo);
         let end = sorted.partition_point(|(v, _)| *v <= hi);
+        if end - start == self.rows.len() {
+            return None;
+        }
         let mut out: Vec<u32> = sorted[start..end].iter().map(|(_, p)| *p).collect();
         out.sort_unstable();
-        out
+        Some(out)
     }
 }
 
@@ -254,6 +293,8 @@ pub struct Image {
     /// Every space is in `spaces`: an absent one is empty.
     complete: bool,
     history: History,
+    /// The schemas and table definitions, decoded on first use.
+    catalog: OnceLock<Arc<CommittedCatalog>>,
 }
 
 impl std::fmt::Debug for Image {
@@ -360,7 +401,7 @@ impl Image {
         let span = tracing::debug_span!("moraine.image.load", store = store.url());
         let _enter = span.enter();
         match &store.backend {
-            Backend::Writer(db) => {
+            Backend::Writer(db, _) => {
                 // `sys` and the lake heads now; every other space when first used
                 let snap = db.snapshot()?;
                 let mut held = scan_snapshot(&snap, &live_prefixes(&[])[0]).await?;
@@ -412,6 +453,7 @@ impl Image {
             ),
             complete,
             history,
+            catalog: OnceLock::new(),
         })
     }
 
@@ -505,11 +547,23 @@ impl Image {
                 spaces.insert(space, Arc::new(Space::with_entries(entries)));
             }
         }
+        // a commit that wrote no schema or table definition keeps the decoded catalog
+        let catalog = OnceLock::new();
+        let (schemas, tables) = (keys::sys_schema_prefix(), keys::sys_table_prefix());
+        if !writes
+            .keys()
+            .any(|k| k.starts_with(&schemas) || k.starts_with(&tables))
+        {
+            if let Some(cat) = self.catalog.get() {
+                let _ = catalog.set(cat.clone());
+            }
+        }
         Ok(Image {
             head,
             spaces: Mutex::new(spaces),
             complete: self.complete,
             history: History::Snapshot(snapshot),
+            catalog,
         })
     }
 
@@ -576,6 +630,20 @@ impl Image {
                 _ => Err(Error::Corrupt(format!("lake/{lake}/head is malformed"))),
             },
         }
+    }
+
+    /// The committed schemas and table definitions, decoded once per image.
+    pub(crate) async fn catalog(&self, store: &Store) -> Result<Arc<CommittedCatalog>> {
+        if let Some(cat) = self.catalog.get() {
+            return Ok(cat.clone());
+        }
+        let schemas = self.scan(store, &keys::sys_schema_prefix()).await?;
+        let tables = self.scan(store, &keys::sys_table_prefix()).await?;
+        let cat = Arc::new(CommittedCatalog::decode(
+            schemas.iter().map(|(_, v)| v.as_ref()),
+            tables.iter().map(|(_, v)| v.as_ref()),
+        )?);
+        Ok(self.catalog.get_or_init(|| cat).clone())
     }
 
     /// A point read at this image (history keys read on demand).
@@ -853,20 +921,24 @@ mod tests {
             .map(|i| vec![Cell::Int(i % 3), Cell::Int(i)])
             .collect();
         let set = RowSet::new(rows);
-        assert_eq!(set.positions(0, &[1]), vec![1, 4, 7]);
-        assert_eq!(set.positions(0, &[2, 0, 2]), vec![0, 2, 3, 5, 6, 8, 9]);
-        assert!(set.positions(0, &[7]).is_empty());
+        assert_eq!(set.positions(0, &[1]), Some(vec![1, 4, 7]));
+        assert_eq!(set.positions(0, &[2, 0, 2]), Some(vec![0, 2, 3, 5, 6, 8, 9]));
+        assert_eq!(set.positions(0, &[7]), Some(vec![]));
         // a column that is not all integers narrows nothing
         let mixed = RowSet::new(vec![vec![Cell::Int(1)], vec![Cell::Text("1".into())]]);
-        assert_eq!(mixed.positions(0, &[1]), vec![0, 1]);
-        assert_eq!(mixed.positions_between(0, 5, 9), vec![0, 1]);
+        assert_eq!(mixed.positions(0, &[1]), None);
+        assert_eq!(mixed.positions_between(0, 5, 9), None);
         // ranges: inclusive bounds, NULLs in none, positions ascending
         let mut rows: Vec<Row> = (0..10).rev().map(|i| vec![Cell::Int(i)]).collect();
         rows.push(vec![Cell::Null]);
         let set = RowSet::new(rows);
-        assert_eq!(set.positions_between(0, 7, i64::MAX), vec![0, 1, 2]);
-        assert_eq!(set.positions_between(0, i64::MIN, 1), vec![8, 9]);
-        assert_eq!(set.positions_between(0, 3, 3), vec![6]);
-        assert!(set.positions_between(0, 4, 3).is_empty());
+        assert_eq!(set.positions_between(0, 7, i64::MAX), Some(vec![0, 1, 2]));
+        assert_eq!(set.positions_between(0, i64::MIN, 1), Some(vec![8, 9]));
+        assert_eq!(set.positions_between(0, 3, 3), Some(vec![6]));
+        assert_eq!(set.positions_between(0, 4, 3), Some(vec![]));
+        // a range holding every row narrows nothing; one NULL row keeps it a narrowing
+        let all = RowSet::new((0..4).map(|i| vec![Cell::Int(i)]).collect());
+        assert_eq!(all.positions_between(0, 0, 3), None);
+        assert_eq!(set.positions_between(0, 0, 9), Some((0..10).collect()));
     }
 }

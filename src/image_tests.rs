@@ -289,7 +289,7 @@ fn a_commit_checks_the_stores_own_head_not_only_the_image() {
     assert_eq!(stale_txn.head_snapshot(M).unwrap(), Some(1));
     commit_table(&store, 2, 2, "t2");
     // as if the second commit landed but never installed its image (a panic between the two)
-    store.install_image_for_test(stale);
+    store.lose_install_for_test(stale);
     // a commit from the old state is refused: the store's head says another commit landed
     stale_txn
         .stage_insert(M, "ducklake_table_stats", vec![stats_row(1, 1)])

@@ -14,6 +14,7 @@ pub(crate) mod kinds;
 pub mod op;
 pub mod overlay;
 mod row_locks;
+mod sst_cache;
 pub mod store;
 pub mod tables;
 pub mod translate;

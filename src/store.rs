@@ -18,6 +18,7 @@ use slatedb::{Db, DbReader, DbReaderMode, WriteBatch};
 use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
 use std::path::Path;
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::Duration;
 
@@ -108,7 +109,8 @@ where
 // ---- the store -------------------------------------------------------------------------------
 
 pub(crate) enum Backend {
-    Writer(Db),
+    /// A writer, and its status (open, or why it closed), which a pin reads without I/O.
+    Writer(Db, tokio::sync::watch::Receiver<slatedb::DbStatus>),
     Reader(Box<DbReader>),
 }
 
@@ -116,7 +118,7 @@ impl Backend {
     /// A point read of the committed state this handle sees.
     pub(crate) async fn get(&self, key: &[u8]) -> Result<Option<Bytes>> {
         Ok(match self {
-            Backend::Writer(db) => db.get(key).await?,
+            Backend::Writer(db, _) => db.get(key).await?,
             Backend::Reader(r) => r.get(key).await?,
         })
     }
@@ -125,7 +127,7 @@ impl Backend {
     pub(crate) async fn scan(&self, prefix: &[u8]) -> Result<Vec<(Bytes, Bytes)>> {
         let options = crate::image::bulk_scan();
         let mut it = match self {
-            Backend::Writer(db) => db.scan_prefix_with_options(prefix, .., &options).await?,
+            Backend::Writer(db, _) => db.scan_prefix_with_options(prefix, .., &options).await?,
             Backend::Reader(r) => r.scan_prefix_with_options(prefix, .., &options).await?,
         };
         let mut out = Vec::new();
@@ -137,7 +139,7 @@ impl Backend {
 
     async fn close(&self) -> Result<()> {
         match self {
-            Backend::Writer(db) => db.close().await?,
+            Backend::Writer(db, _) => db.close().await?,
             Backend::Reader(r) => r.close().await?,
         }
         Ok(())
@@ -161,6 +163,14 @@ pub struct Store {
     commit_lock: Mutex<()>,
     /// Commits since this writer last flushed its memtable.
     unflushed_commits: std::sync::atomic::AtomicU64,
+    /// This store's scope in the process's SST cache.
+    cache_scope: u64,
+    /// Set while a commit is between its write and the install of its image, and left set if
+    /// it never got there (a panic): a writer then trusts its image no more and reads the head.
+    image_unsure: std::sync::atomic::AtomicBool,
+    /// How many times `sys/head` was read from storage (tests).
+    #[cfg(test)]
+    pub(crate) head_reads: std::sync::atomic::AtomicU64,
 }
 
 type Registry = Mutex<HashMap<(String, bool), Weak<Store>>>;
@@ -281,7 +291,8 @@ impl Store {
                 (url::memory_store(name), canonical.clone())
             }
         };
-        let backend = block_on(open_backend(object_store, read_only, location))?;
+        let cache_scope = crate::sst_cache::new_scope();
+        let backend = block_on(open_backend(object_store, read_only, location, cache_scope))?;
         let store = Arc::new(Store {
             url: url.to_string(),
             canonical: canonical.clone(),
@@ -292,6 +303,10 @@ impl Store {
             image: Mutex::new(None),
             commit_lock: Mutex::new(()),
             unflushed_commits: Default::default(),
+            cache_scope,
+            image_unsure: Default::default(),
+            #[cfg(test)]
+            head_reads: Default::default(),
         });
         reg.insert((canonical, read_only), Arc::downgrade(&store));
         Ok(store)
@@ -307,7 +322,13 @@ impl Store {
         read_only: bool,
         label: &str,
     ) -> Result<Arc<Store>> {
-        let backend = block_on(open_backend(object_store, read_only, label.to_string()))?;
+        let cache_scope = crate::sst_cache::new_scope();
+        let backend = block_on(open_backend(
+            object_store,
+            read_only,
+            label.to_string(),
+            cache_scope,
+        ))?;
         Ok(Arc::new(Store {
             url: label.to_string(),
             canonical: label.to_string(),
@@ -318,6 +339,10 @@ impl Store {
             image: Mutex::new(None),
             commit_lock: Mutex::new(()),
             unflushed_commits: Default::default(),
+            cache_scope,
+            image_unsure: Default::default(),
+            #[cfg(test)]
+            head_reads: Default::default(),
         }))
     }
 
@@ -336,6 +361,8 @@ impl Store {
     }
 
     pub(crate) async fn read_head(&self) -> Result<Head> {
+        #[cfg(test)]
+        self.head_reads.fetch_add(1, Ordering::SeqCst);
         match self.backend.get(&keys::sys_head()).await? {
             Some(v) => Head::decode(&v),
             None => Err(Error::Corrupt(format!(
@@ -348,7 +375,7 @@ impl Store {
     #[cfg(test)]
     pub(crate) fn db(&self) -> Option<&Db> {
         match &self.backend {
-            Backend::Writer(db) => Some(db),
+            Backend::Writer(db, _) => Some(db),
             Backend::Reader(_) => None,
         }
     }
@@ -362,6 +389,14 @@ impl Store {
         self.install_image(Some(image));
     }
 
+    /// Test hook: as if a commit wrote its batch and then panicked before installing its
+    /// image, leaving `stale` installed.
+    #[cfg(test)]
+    pub(crate) fn lose_install_for_test(&self, stale: Arc<Image>) {
+        self.image_unsure.store(true, Ordering::SeqCst);
+        self.install_image(Some(stale));
+    }
+
     fn install_image(&self, image: Option<Arc<Image>>) {
         *self.image.lock().unwrap_or_else(|p| p.into_inner()) = image;
     }
@@ -372,7 +407,23 @@ impl Store {
     pub(crate) fn pin_image(&self) -> Result<Arc<Image>> {
         let span = tracing::trace_span!("moraine.pin", store = %self.url);
         let _enter = span.enter();
-        // a fenced or closed writer fails here, as every read of it did before the image
+        if let Backend::Writer(_, status) = &self.backend {
+            // Only this process writes the lake while its writer is open, and each of its
+            // commits installs its image under the commit lock: the image is the head, and
+            // pinning it reads nothing. A fenced or closed writer fails here, as every read of
+            // it did before the image.
+            if let Some(reason) = status.borrow().close_reason {
+                return Err(Error::from(slatedb::Error::closed(
+                    "the lake's writer is closed".into(),
+                    reason,
+                )));
+            }
+            if !self.image_unsure.load(Ordering::SeqCst) {
+                if let Some(image) = self.current_image() {
+                    return Ok(image);
+                }
+            }
+        }
         let now = block_on(self.read_head())?;
         // an image at or past the head just read is current: a writer's moves only under the
         // commit lock, and a reader's state only moves forward
@@ -383,6 +434,8 @@ impl Store {
         let _one_at_a_time = self.commit_lock.lock().unwrap_or_else(|p| p.into_inner());
         let previous = self.current_image();
         if let Some(image) = previous.as_ref().filter(|i| current(i)) {
+            // under the commit lock no commit is in flight: an image at the head is sure
+            self.image_unsure.store(false, Ordering::SeqCst);
             return Ok(image.clone());
         }
         let image = Arc::new(block_on(Image::load(self, previous.as_deref()))?);
@@ -392,6 +445,7 @@ impl Store {
             "moraine: image read from the store"
         );
         self.install_image(Some(image.clone()));
+        self.image_unsure.store(false, Ordering::SeqCst);
         Ok(image)
     }
 
@@ -406,7 +460,7 @@ impl Store {
         let span = tracing::debug_span!("moraine.commit", store = %self.url);
         let _enter = span.enter();
         let db = match &self.backend {
-            Backend::Writer(db) => db,
+            Backend::Writer(db, _) => db,
             Backend::Reader(_) => {
                 return Err(Error::ReadOnly(format!(
                     "cannot commit changes to {}",
@@ -434,6 +488,7 @@ impl Store {
                 None => batch.delete(k),
             }
         }
+        self.image_unsure.store(true, Ordering::SeqCst);
         let written = block_on(async {
             let handle = db.write(batch).await?;
             // make the commit durable now rather than at the next flush tick
@@ -444,6 +499,7 @@ impl Store {
         if let Err(e) = written {
             // whether any of it landed is the store's to say: read it afresh next time
             self.install_image(None);
+            self.image_unsure.store(false, Ordering::SeqCst);
             return Err(e);
         }
         match db
@@ -457,6 +513,7 @@ impl Store {
                 self.install_image(None);
             }
         }
+        self.image_unsure.store(false, Ordering::SeqCst);
         // the commit is installed: pins and commits need not wait for the flush below
         drop(_commit);
         if self
@@ -529,7 +586,9 @@ impl Store {
         if self.closed.swap(true, std::sync::atomic::Ordering::SeqCst) {
             return Ok(());
         }
-        block_on(self.backend.close())
+        let closed = block_on(self.backend.close());
+        crate::sst_cache::shared().drop_scope(self.cache_scope);
+        closed
     }
 }
 
@@ -545,11 +604,13 @@ async fn open_backend(
     object_store: Arc<dyn ObjectStore>,
     read_only: bool,
     location: String,
+    cache_scope: u64,
 ) -> Result<Backend> {
     if read_only {
         let reader = DbReader::builder("", object_store)
             .with_reader_mode(DbReaderMode::FollowLatest)
             .with_options(reader_options())
+            .with_db_cache(crate::sst_cache::shared(), cache_scope)
             .build()
             .await
             .map_err(|e| match e.kind() {
@@ -574,11 +635,13 @@ async fn open_backend(
     }
     let db = Db::builder("", object_store)
         .with_settings(writer_settings())
+        .with_db_cache(crate::sst_cache::shared(), cache_scope)
         .build()
         .await?;
     match db.get(keys::sys_format()).await? {
         Some(v) => {
-            let backend = Backend::Writer(db);
+            let status = db.subscribe();
+            let backend = Backend::Writer(db, status);
             if let Err(e) = check_format(&location, &backend, &v).await {
                 let _ = backend.close().await;
                 return Err(e);
@@ -608,7 +671,8 @@ async fn open_backend(
             handle.await_durable().await?;
         }
     }
-    Ok(Backend::Writer(db))
+    let status = db.subscribe();
+    Ok(Backend::Writer(db, status))
 }
 
 /// Accept the store's `sys/format`: this build's, or the previous one when its layout is this
@@ -640,7 +704,7 @@ async fn check_format(location: &str, backend: &Backend, value: &[u8]) -> Result
             }
         }
     }
-    if let Backend::Writer(db) = backend {
+    if let Backend::Writer(db, _) = backend {
         let handle = db.put(keys::sys_format(), STORE_FORMAT.as_bytes()).await?;
         db.flush().await?;
         handle.await_durable().await?;

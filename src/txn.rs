@@ -5,8 +5,8 @@
 //! transaction (committed rows + overlay), and commits by translating the staged operations into
 //! one SlateDB write.
 
-use crate::catalog::{self, Kind, TableDef};
-use crate::cell::{decode_row, Cell, Row};
+use crate::catalog::{self, CommittedCatalog, Kind, TableDef};
+use crate::cell::Row;
 use crate::error::{Error, Result};
 use crate::floor;
 use crate::image::{Image, RowSet};
@@ -96,13 +96,6 @@ pub fn split_rowid(rowid: i64) -> (u32, usize) {
     )
 }
 
-/// The committed catalog at the read point.
-#[derive(Default)]
-struct CommittedCatalog {
-    schemas: BTreeSet<String>,
-    tables: BTreeMap<(String, String), Arc<TableDef>>,
-}
-
 type TableId = (String, String);
 
 /// A moraine transaction. Not thread-safe by itself; the FFI serializes calls.
@@ -111,7 +104,7 @@ pub struct Transaction {
     /// The committed image this transaction reads, pinned on its first read (RFC 0009).
     image: Option<Arc<Image>>,
     ops: Vec<Op>,
-    catalog: Option<CommittedCatalog>,
+    catalog: Option<Arc<CommittedCatalog>>,
     /// The current materialization per (table, need_history); dropped when the table is written.
     cache: HashMap<(TableId, bool), Arc<Materialized>>,
     /// Every materialization of this transaction, so any rowid a scan emitted stays resolvable.
@@ -157,11 +150,6 @@ impl Transaction {
         Ok(image)
     }
 
-    fn scan(&mut self, prefix: &[u8]) -> Result<Vec<(bytes::Bytes, bytes::Bytes)>> {
-        let image = self.pinned()?;
-        block_on(image.scan(&self.store, prefix))
-    }
-
     /// The committed head this transaction reads.
     pub fn head(&mut self) -> Result<Head> {
         Ok(self.pinned()?.head())
@@ -173,26 +161,16 @@ impl Transaction {
         self.pinned()?.lake_snapshot(lake)
     }
 
-    fn committed_catalog(&mut self) -> Result<&CommittedCatalog> {
-        if self.catalog.is_none() {
-            let mut cat = CommittedCatalog::default();
-            cat.schemas.insert(DEFAULT_SCHEMA.to_string());
-            for (_, v) in self.scan(&keys::sys_schema_prefix())? {
-                match decode_row(&v)?.as_slice() {
-                    [Cell::Text(name)] => {
-                        cat.schemas.insert(name.clone());
-                    }
-                    _ => return Err(Error::Corrupt("schema record is malformed".into())),
-                }
-            }
-            for (_, v) in self.scan(&keys::sys_table_prefix())? {
-                let def = TableDef::decode(&v)?;
-                cat.tables
-                    .insert((def.schema.clone(), def.name.clone()), Arc::new(def));
-            }
-            self.catalog = Some(cat);
+    /// The committed schemas and table definitions, decoded once per image (shared by every
+    /// transaction pinned to it).
+    fn committed_catalog(&mut self) -> Result<Arc<CommittedCatalog>> {
+        if let Some(cat) = &self.catalog {
+            return Ok(cat.clone());
         }
-        Ok(self.catalog.as_ref().expect("loaded"))
+        let image = self.pinned()?;
+        let cat = block_on(image.catalog(&self.store))?;
+        self.catalog = Some(cat.clone());
+        Ok(cat)
     }
 
     fn schema_set(&mut self) -> Result<BTreeSet<String>> {
@@ -228,8 +206,7 @@ impl Transaction {
     }
 
     fn table_def(&mut self, schema: &str, name: &str) -> Result<Arc<TableDef>> {
-        self.table_map()?
-            .remove(&(schema.to_string(), name.to_string()))
+        self.table(schema, name)?
             .ok_or_else(|| Error::Catalog(format!("table {schema}.{name} does not exist")))
     }
 
@@ -305,9 +282,23 @@ impl Transaction {
 
     /// One table of `schema` by its exact name, committed or staged; `None` when absent.
     pub fn table(&mut self, schema: &str, name: &str) -> Result<Option<Arc<TableDef>>> {
+        // the last staged create or drop of the table decides, else the committed catalog
+        for op in self.ops.iter().rev() {
+            match op {
+                Op::CreateTable(def) if def.schema == schema && def.name == name => {
+                    return Ok(Some(def.clone()))
+                }
+                Op::DropTable { schema: s, name: n } if s == schema && n == name => {
+                    return Ok(None)
+                }
+                _ => {}
+            }
+        }
         Ok(self
-            .table_map()?
-            .remove(&(schema.to_string(), name.to_string())))
+            .committed_catalog()?
+            .tables
+            .get(&(schema.to_string(), name.to_string()))
+            .cloned())
     }
 
     /// Create one of DuckLake's tables (validated against what moraine serves).
@@ -742,9 +733,9 @@ impl Transaction {
             )));
         }
         let image = self.pinned()?;
-        self.committed_catalog()?;
+        let catalog = self.committed_catalog()?;
         let store = self.store.clone();
-        let tables = &self.catalog.as_ref().expect("loaded").tables;
+        let tables = &catalog.tables;
         let ops = &self.ops;
         store.commit_writes(&image, || {
             let t = block_on(translate::translate(&store, &image, tables, ops))?;

@@ -1841,6 +1841,40 @@ fn a_commit_during_a_retryable_object_store_outage_waits_and_is_stored_iff_ackno
     }
 }
 
+/// A writer is the only one writing its lake: a transaction pins the image its last commit
+/// installed without reading the head from storage, and a writer fenced by another fails at its
+/// next pin rather than serving its old image.
+#[test]
+fn a_writer_pins_its_image_without_reading_storage_until_it_is_fenced() {
+    let mem = Arc::new(object_store::memory::InMemory::new());
+    let (_faulty, store) = faulty_lake(&mem);
+    let before = store.head_reads.load(Ordering::SeqCst);
+    for _ in 0..20 {
+        let mut t = store.begin();
+        assert_eq!(t.head_snapshot(M).unwrap(), Some(1));
+    }
+    commit_snapshot_2(&store).unwrap();
+    let mut t = store.begin();
+    assert_eq!(t.head_snapshot(M).unwrap(), Some(2));
+    // the commit read the head once, for its conflict check; the 21 pins read nothing
+    assert_eq!(store.head_reads.load(Ordering::SeqCst) - before, 1);
+
+    let other = reopen(&mem); // fences `store`
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let e = loop {
+        // the fenced writer learns of it at its next manifest poll
+        match store.begin().head_snapshot(M) {
+            Err(e) => break e,
+            Ok(_) => {
+                assert!(std::time::Instant::now() < deadline, "never saw the fence");
+                std::thread::sleep(std::time::Duration::from_millis(50));
+            }
+        }
+    };
+    assert!(e.to_string().contains("fenced"), "{e}");
+    assert_eq!(other.head().unwrap().snapshot_id, Some(2));
+}
+
 /// Rows come back in the order they were first written, across commits and whatever their
 /// keys or begin snapshots, and an update keeps the row's place: what a DuckDB-file catalog's
 /// scan without ORDER BY returns (DuckLake's compaction writes a merged file that begins at an
