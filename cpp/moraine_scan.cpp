@@ -286,6 +286,46 @@ static bool ScanNeedsHistory(MoraineTxn *txn, const MoraineScanBindData &bind_da
 	return has_head == 1 && NumericCast<int64_t>(bind_data.end_snapshot_floor.GetIndex()) < head;
 }
 
+//! This transaction's rows of the scan's table, narrowed by the pushed-down selections.
+static MoraineMat *MoraineScanRows(MoraineTxn *txn, const MoraineScanBindData &bind_data, bool need_history,
+                                   MoraineError &err) {
+	auto &table = bind_data.table;
+	auto &schema = table.schema.name;
+	auto mat = moraine_txn_rows(txn, schema.c_str(), schema.size(), table.name.c_str(), table.name.size(),
+	                            need_history ? 1 : 0, &err);
+	if (!mat) {
+		return nullptr;
+	}
+	for (auto &selection : bind_data.selections) {
+		moraine_mat_select(mat, selection.first, selection.second.data(), selection.second.size());
+	}
+	for (auto &range : bind_data.ranges) {
+		moraine_mat_select_range(mat, range.first, range.second.first, range.second.second);
+	}
+	return mat;
+}
+
+//! The rows the scan will emit, for DuckDB's join order (an empty side is built, not probed).
+//! It is the same materialization the scan reads (kept by the transaction), so this costs the
+//! scan nothing extra; an error here is left for the scan to report.
+static unique_ptr<NodeStatistics> MoraineScanCardinality(ClientContext &context, const FunctionData *bind_data_p) {
+	auto &bind_data = bind_data_p->Cast<MoraineScanBindData>();
+	try {
+		auto txn = MoraineTransaction::Get(context, bind_data.table.catalog).Txn();
+		MoraineError err {nullptr, 0};
+		auto mat = MoraineScanRows(txn, bind_data, ScanNeedsHistory(txn, bind_data), err);
+		if (!mat) {
+			MoraineTakeError(err);
+			return nullptr;
+		}
+		auto rows = NumericCast<idx_t>(moraine_mat_len(mat));
+		moraine_mat_free(mat);
+		return make_uniq<NodeStatistics>(rows, rows);
+	} catch (std::exception &) {
+		return nullptr;
+	}
+}
+
 struct MoraineScanState : public GlobalTableFunctionState {
 	~MoraineScanState() override {
 		if (mat) {
@@ -311,21 +351,13 @@ static unique_ptr<GlobalTableFunctionState> MoraineScanInit(ClientContext &conte
 	auto &table = bind_data.table;
 	auto &transaction = MoraineTransaction::Get(context, table.catalog);
 	auto result = make_uniq<MoraineScanState>();
-	auto &schema = table.schema.name;
 	MoraineError err {nullptr, 0};
 	auto txn = transaction.Txn();
 	auto need_history = ScanNeedsHistory(txn, bind_data);
 	result->read_history = need_history;
-	result->mat = moraine_txn_rows(txn, schema.c_str(), schema.size(), table.name.c_str(), table.name.size(),
-	                               need_history ? 1 : 0, &err);
+	result->mat = MoraineScanRows(txn, bind_data, need_history, err);
 	if (!result->mat) {
 		MoraineThrow(err);
-	}
-	for (auto &selection : bind_data.selections) {
-		moraine_mat_select(result->mat, selection.first, selection.second.data(), selection.second.size());
-	}
-	for (auto &range : bind_data.ranges) {
-		moraine_mat_select_range(result->mat, range.first, range.second.first, range.second.second);
 	}
 	result->selected = !bind_data.selections.empty() || !bind_data.ranges.empty();
 	result->length = moraine_mat_len(result->mat);
@@ -404,6 +436,7 @@ TableFunction MoraineTableEntry::GetScanFunction(ClientContext &context, unique_
 	TableFunction function("moraine_scan", {}, MoraineScanFunction, nullptr, MoraineScanInit);
 	function.projection_pushdown = true;
 	function.pushdown_complex_filter = MoraineScanPushdown;
+	function.cardinality = MoraineScanCardinality;
 	function.get_bind_info = MoraineScanBindInfo;
 	function.dynamic_to_string = MoraineScanDynamicToString;
 	function.serialize = MoraineScanSerialize;
