@@ -603,9 +603,11 @@ pub unsafe extern "C" fn moraine_mat_cell(
 }
 
 /// Rows `start..start + count` of integer column `col` into `values`, with `valid[i]` 0 for a
-/// NULL: a whole vector in one call, from the column the row set keeps as integers. Returns
-/// false, writing nothing, when the column holds cells that are not integers or NULL (the
-/// caller then reads cell by cell).
+/// NULL (and for a row past the end): a whole vector in one call. An unnarrowed or densely
+/// narrowed scan copies from the column the row set keeps as integers; a sparse selection (an
+/// index lookup of a few rows) reads its rows directly rather than build that column. Returns
+/// false, writing nothing to rely on, when a cell read is not an integer or NULL (the caller
+/// then reads cell by cell).
 #[no_mangle]
 pub unsafe extern "C" fn moraine_mat_ints(
     mat: *const MoraineMat,
@@ -615,26 +617,46 @@ pub unsafe extern "C" fn moraine_mat_ints(
     values: *mut i64,
     valid: *mut u8,
 ) -> bool {
-    let mat = &*mat;
-    let Some(column) = mat.mat.rows.0.int_column(col) else {
-        return false;
-    };
     if count == 0 {
         return true;
     }
+    let mat = &*mat;
     let values = std::slice::from_raw_parts_mut(values, count);
     let valid = std::slice::from_raw_parts_mut(valid, count);
+    let rows = &mat.mat.rows.0;
+    let sparse = mat
+        .selection
+        .as_ref()
+        .is_some_and(|sel| sel.len().saturating_mul(4) < rows.len());
+    if sparse {
+        for i in 0..count {
+            match start.checked_add(i).and_then(|r| rows.get(mat.position(r))).and_then(|r| r.get(col)) {
+                Some(Cell::Int(v)) => {
+                    values[i] = *v;
+                    valid[i] = 1;
+                }
+                Some(Cell::Null) | None => valid[i] = 0,
+                Some(_) => return false,
+            }
+        }
+        return true;
+    }
+    let Some(column) = rows.int_column(col) else {
+        return false;
+    };
     match &mat.selection {
         None => {
-            let end = (start + count).min(column.values.len());
-            let n = end.saturating_sub(start);
-            values[..n].copy_from_slice(&column.values[start..end]);
-            valid[..n].copy_from_slice(&column.valid[start..end]);
+            let len = column.values.len();
+            let from = start.min(len);
+            let end = start.saturating_add(count).min(len);
+            let n = end - from;
+            values[..n].copy_from_slice(&column.values[from..end]);
+            valid[..n].copy_from_slice(&column.valid[from..end]);
             valid[n..].fill(0);
         }
         Some(sel) => {
             for i in 0..count {
-                match sel.get(start + i).map(|&p| p as usize) {
+                match start.checked_add(i).and_then(|r| sel.get(r)).map(|&p| p as usize) {
                     Some(p) if p < column.values.len() => {
                         values[i] = column.values[p];
                         valid[i] = column.valid[p];

@@ -301,6 +301,27 @@ fn a_commit_checks_the_stores_own_head_not_only_the_image() {
     assert_eq!(t.head_snapshot(M).unwrap(), Some(2));
 }
 
+/// However a writer came to hold an image behind the store's head, the conflict its next commit
+/// meets drops that image, so DuckLake's retry reads the head instead of conflicting forever.
+#[test]
+fn a_conflict_drops_an_image_behind_the_stores_head() {
+    let store = new_lake(&mem_url("stale-behind-head"));
+    commit_table(&store, 1, 1, "t1");
+    let stale = store.current_image().unwrap();
+    commit_table(&store, 2, 2, "t2");
+    // installed without the unsure mark: pins trust it
+    store.install_image_for_test(stale);
+    let mut t = store.begin();
+    assert_eq!(t.head_snapshot(M).unwrap(), Some(1));
+    t.stage_insert(M, "ducklake_table_stats", vec![stats_row(1, 1)])
+        .unwrap();
+    let e = t.commit().unwrap_err();
+    assert!(e.is_conflict(), "{e}");
+    // the retry's transaction reads the store's head
+    let mut retry = store.begin();
+    assert_eq!(retry.head_snapshot(M).unwrap(), Some(2));
+}
+
 #[test]
 fn a_reader_never_serves_a_version_twice_when_the_writer_ends_it_after_the_pin() {
     let (_dir, writer, reader, mut pinned) = writer_and_pinned_reader();

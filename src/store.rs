@@ -292,7 +292,8 @@ impl Store {
             }
         };
         let cache_scope = crate::sst_cache::new_scope();
-        let backend = block_on(open_backend(object_store, read_only, location, cache_scope))?;
+        let backend = block_on(open_backend(object_store, read_only, location, cache_scope))
+            .inspect_err(|_| crate::sst_cache::shared().drop_scope(cache_scope))?;
         let store = Arc::new(Store {
             url: url.to_string(),
             canonical: canonical.clone(),
@@ -432,9 +433,16 @@ impl Store {
             return Ok(image);
         }
         let _one_at_a_time = self.commit_lock.lock().unwrap_or_else(|p| p.into_inner());
+        // Under the commit lock no commit of this process is in flight, so the head read now is
+        // the one to trust (the one read above may be older than a commit that wrote and never
+        // installed its image while this pin waited for the lock).
+        let now = block_on(self.read_head())?;
         let previous = self.current_image();
-        if let Some(image) = previous.as_ref().filter(|i| current(i)) {
-            // under the commit lock no commit is in flight: an image at the head is sure
+        if let Some(image) = previous
+            .as_ref()
+            .filter(|i| i.head().batch_count >= now.batch_count)
+        {
+            // an image at the store's head is sure again
             self.image_unsure.store(false, Ordering::SeqCst);
             return Ok(image.clone());
         }
@@ -473,6 +481,10 @@ impl Store {
         // image (a panic between the two) must still be seen
         let head_now = block_on(self.read_head())?;
         if head_now != base.head() {
+            if self.current_image().is_some_and(|i| i.head() != head_now) {
+                // the installed image is not the store's head either: the next pin rereads
+                self.install_image(None);
+            }
             return Err(Error::Conflict(format!(
                 "write conflict: the lake advanced from batch {} to batch {} since this \
                  transaction began; retry",
