@@ -54,8 +54,10 @@ impl CommittedCatalog {
         }
         for v in table_records {
             let def = TableDef::decode(v)?;
-            cat.tables
-                .insert((def.schema.clone(), def.name.clone()), std::sync::Arc::new(def));
+            cat.tables.insert(
+                (def.schema.clone(), def.name.clone()),
+                std::sync::Arc::new(def),
+            );
         }
         Ok(cat)
     }

@@ -80,6 +80,14 @@ impl MoraineMat {
         });
     }
 
+    /// The cell at column `col` of the `index`-th selected row; `None` past the end or the row.
+    fn cell(&self, index: usize, col: usize) -> Option<&Cell> {
+        self.mat
+            .rows
+            .get(self.position(index))
+            .and_then(|r| r.get(col))
+    }
+
     fn position(&self, index: usize) -> usize {
         match &self.selection {
             Some(sel) => sel.get(index).map_or(usize::MAX, |&p| p as usize),
@@ -593,13 +601,7 @@ pub unsafe extern "C" fn moraine_mat_cell(
     out: *mut MoraineCell,
 ) {
     let mat = &*mat;
-    let cell = mat
-        .mat
-        .rows
-        .get(mat.position(row))
-        .and_then(|r| r.get(col))
-        .unwrap_or(&Cell::Null);
-    *out = cell_to_c(cell);
+    *out = cell_to_c(mat.cell(row, col).unwrap_or(&Cell::Null));
 }
 
 /// Rows `start..start + count` of integer column `col` into `values`, with `valid[i]` 0 for a
@@ -630,7 +632,7 @@ pub unsafe extern "C" fn moraine_mat_ints(
         .is_some_and(|sel| sel.len().saturating_mul(4) < rows.len());
     if sparse {
         for i in 0..count {
-            match start.checked_add(i).and_then(|r| rows.get(mat.position(r))).and_then(|r| r.get(col)) {
+            match start.checked_add(i).and_then(|r| mat.cell(r, col)) {
                 Some(Cell::Int(v)) => {
                     values[i] = *v;
                     valid[i] = 1;
@@ -656,7 +658,11 @@ pub unsafe extern "C" fn moraine_mat_ints(
         }
         Some(sel) => {
             for i in 0..count {
-                match start.checked_add(i).and_then(|r| sel.get(r)).map(|&p| p as usize) {
+                match start
+                    .checked_add(i)
+                    .and_then(|r| sel.get(r))
+                    .map(|&p| p as usize)
+                {
                     Some(p) if p < column.values.len() => {
                         values[i] = column.values[p];
                         valid[i] = column.valid[p];

@@ -31,20 +31,33 @@ use std::sync::{Arc, Mutex, OnceLock};
 /// Rows in the order a scan serves them, with integer indexes built on demand.
 pub struct RowSet {
     rows: Vec<Row>,
-    /// column -> (value -> positions in `rows`, ascending)
+    /// column -> (value -> positions in `rows`, ascending), built from `ints`;
     /// `None` for a column with cells that are not integers.
     index: Mutex<HashMap<usize, Option<Arc<HashMap<i64, Vec<u32>>>>>>,
     /// column -> (value, position) sorted by value, for ranges; `None` as above.
     sorted: Mutex<HashMap<usize, Option<Arc<Vec<(i64, u32)>>>>>,
-    /// column -> its cells as integers, in row order, for scans that emit whole vectors;
-    /// `None` as above.
+    /// column -> its cells as integers, in row order: what the indexes are built from, and
+    /// what scans emit whole vectors from; `None` as above.
     ints: Mutex<HashMap<usize, Option<Arc<IntColumn>>>>,
 }
 
-/// One integer column of a [`RowSet`]: `valid[i]` is 0 where row `i` holds NULL.
+/// One integer column of a [`RowSet`]: `valid[i]` is 0 where row `i` holds NULL. The indexes
+/// are built from it.
 pub struct IntColumn {
     pub values: Vec<i64>,
     pub valid: Vec<u8>,
+}
+
+impl IntColumn {
+    /// (position, value) of every row that is not NULL, in row order.
+    fn present(&self) -> impl Iterator<Item = (u32, i64)> + '_ {
+        self.values
+            .iter()
+            .zip(&self.valid)
+            .enumerate()
+            .filter(|(_, (_, valid))| **valid != 0)
+            .map(|(i, (v, _))| (i as u32, *v))
+    }
 }
 
 impl Deref for RowSet {
@@ -79,14 +92,10 @@ impl RowSet {
             cache
                 .entry(column)
                 .or_insert_with(|| {
+                    // a column not held as integers cannot be looked up: no index
                     let mut idx: HashMap<i64, Vec<u32>> = HashMap::new();
-                    for (i, r) in self.rows.iter().enumerate() {
-                        match r.get(column) {
-                            Some(Cell::Int(v)) => idx.entry(*v).or_default().push(i as u32),
-                            Some(Cell::Null) | None => {}
-                            // a column not held as integers cannot be looked up: no index
-                            Some(_) => return None,
-                        }
+                    for (i, v) in self.int_column(column)?.present() {
+                        idx.entry(v).or_default().push(i);
                     }
                     Some(Arc::new(idx))
                 })
@@ -145,14 +154,11 @@ impl RowSet {
             cache
                 .entry(column)
                 .or_insert_with(|| {
-                    let mut values = Vec::with_capacity(self.rows.len());
-                    for (i, r) in self.rows.iter().enumerate() {
-                        match r.get(column) {
-                            Some(Cell::Int(v)) => values.push((*v, i as u32)),
-                            Some(Cell::Null) | None => {}
-                            Some(_) => return None,
-                        }
-                    }
+                    let mut values: Vec<(i64, u32)> = self
+                        .int_column(column)?
+                        .present()
+                        .map(|(i, v)| (v, i))
+                        .collect();
                     values.sort_unstable();
                     Some(Arc::new(values))
                 })
@@ -922,7 +928,10 @@ mod tests {
             .collect();
         let set = RowSet::new(rows);
         assert_eq!(set.positions(0, &[1]), Some(vec![1, 4, 7]));
-        assert_eq!(set.positions(0, &[2, 0, 2]), Some(vec![0, 2, 3, 5, 6, 8, 9]));
+        assert_eq!(
+            set.positions(0, &[2, 0, 2]),
+            Some(vec![0, 2, 3, 5, 6, 8, 9])
+        );
         assert_eq!(set.positions(0, &[7]), Some(vec![]));
         // a column that is not all integers narrows nothing
         let mixed = RowSet::new(vec![vec![Cell::Int(1)], vec![Cell::Text("1".into())]]);

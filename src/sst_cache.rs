@@ -3,10 +3,10 @@
 //! SlateDB reads an SST's index and filter before any block of it, and without a cache it reads
 //! and verifies them again for every scan and point read. An image reads its spaces one scan at a
 //! time (RFC 0009), a reader reads the head on every pin, and history is read on demand, so all
-//! of them would re-read the same few SSTs. moraine is built without SlateDB's own caches (their
-//! crates would rebuild DuckDB's build dependencies), so it brings this one: bounded by bytes,
-//! shared by every store the process opens, each under its own scope, evicted by the clock
-//! (second chance) algorithm.
+//! of them would re-read the same few SSTs. moraine is built without SlateDB's `moka` and `foyer`
+//! features (each would add crates to Cargo.lock, which the project changes once, with the `aws`
+//! feature), so it brings this cache of its own: bounded by bytes, shared by every store the
+//! process opens, each under its own scope, evicted by the clock (second chance) algorithm.
 
 use async_trait::async_trait;
 use slatedb::db_cache::{CachedEntry, CachedKey, DbCache};
@@ -173,11 +173,6 @@ impl DbCache for SstCache {
 
     fn entry_count(&self) -> u64 {
         self.0.footprint().0 as u64
-    }
-
-    async fn flush_scope(&self, db_cache_id: u64) -> Result<(), slatedb::Error> {
-        self.drop_scope(db_cache_id);
-        Ok(())
     }
 }
 

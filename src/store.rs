@@ -115,6 +115,11 @@ pub(crate) enum Backend {
 }
 
 impl Backend {
+    fn writer(db: Db) -> Backend {
+        let status = db.subscribe();
+        Backend::Writer(db, status)
+    }
+
     /// A point read of the committed state this handle sees.
     pub(crate) async fn get(&self, key: &[u8]) -> Result<Option<Bytes>> {
         Ok(match self {
@@ -291,24 +296,13 @@ impl Store {
                 (url::memory_store(name), canonical.clone())
             }
         };
-        let cache_scope = crate::sst_cache::new_scope();
-        let backend = block_on(open_backend(object_store, read_only, location, cache_scope))
-            .inspect_err(|_| crate::sst_cache::shared().drop_scope(cache_scope))?;
-        let store = Arc::new(Store {
-            url: url.to_string(),
-            canonical: canonical.clone(),
+        let store = Arc::new(Store::on_backend(
+            object_store,
             read_only,
-            closed: std::sync::atomic::AtomicBool::new(false),
-            row_locks: Default::default(),
-            backend,
-            image: Mutex::new(None),
-            commit_lock: Mutex::new(()),
-            unflushed_commits: Default::default(),
-            cache_scope,
-            image_unsure: Default::default(),
-            #[cfg(test)]
-            head_reads: Default::default(),
-        });
+            url,
+            &canonical,
+            location,
+        )?);
         reg.insert((canonical, read_only), Arc::downgrade(&store));
         Ok(store)
     }
@@ -323,16 +317,30 @@ impl Store {
         read_only: bool,
         label: &str,
     ) -> Result<Arc<Store>> {
-        let cache_scope = crate::sst_cache::new_scope();
-        let backend = block_on(open_backend(
+        Ok(Arc::new(Store::on_backend(
             object_store,
             read_only,
+            label,
+            label,
             label.to_string(),
-            cache_scope,
-        ))?;
-        Ok(Arc::new(Store {
-            url: label.to_string(),
-            canonical: label.to_string(),
+        )?))
+    }
+
+    /// Opens SlateDB on `object_store` (under its own scope of the SST cache, given back if the
+    /// open fails) and wraps it; `location` names it in errors.
+    fn on_backend(
+        object_store: Arc<dyn ObjectStore>,
+        read_only: bool,
+        url: &str,
+        canonical: &str,
+        location: String,
+    ) -> Result<Store> {
+        let cache_scope = crate::sst_cache::new_scope();
+        let backend = block_on(open_backend(object_store, read_only, location, cache_scope))
+            .inspect_err(|_| crate::sst_cache::shared().drop_scope(cache_scope))?;
+        Ok(Store {
+            url: url.to_string(),
+            canonical: canonical.to_string(),
             read_only,
             closed: std::sync::atomic::AtomicBool::new(false),
             row_locks: Default::default(),
@@ -344,7 +352,7 @@ impl Store {
             image_unsure: Default::default(),
             #[cfg(test)]
             head_reads: Default::default(),
-        }))
+        })
     }
 
     /// The URL this store was opened with.
@@ -652,8 +660,7 @@ async fn open_backend(
         .await?;
     match db.get(keys::sys_format()).await? {
         Some(v) => {
-            let status = db.subscribe();
-            let backend = Backend::Writer(db, status);
+            let backend = Backend::writer(db);
             if let Err(e) = check_format(&location, &backend, &v).await {
                 let _ = backend.close().await;
                 return Err(e);
@@ -683,8 +690,7 @@ async fn open_backend(
             handle.await_durable().await?;
         }
     }
-    let status = db.subscribe();
-    Ok(Backend::Writer(db, status))
+    Ok(Backend::writer(db))
 }
 
 /// Accept the store's `sys/format`: this build's, or the previous one when its layout is this
