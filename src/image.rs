@@ -17,6 +17,7 @@
 
 use crate::catalog::{CommittedCatalog, Kind, TableDef};
 use crate::cell::{decode_row, decode_row_at, Cell, Row};
+use crate::checkpoint::{self, Writes};
 use crate::chunk::decode_chunk;
 use crate::error::{Error, Result};
 use crate::keys;
@@ -220,6 +221,17 @@ impl Space {
         }
     }
 
+    /// A space decoded from a checkpoint section (its values share the checkpoint's buffer).
+    fn from_section(section: &Bytes) -> Result<Space> {
+        let records = crate::checkpoint::decode_section(section)?;
+        Ok(Space::with_entries(
+            records
+                .into_iter()
+                .map(|(k, v)| (k, Entry::new(v)))
+                .collect(),
+        ))
+    }
+
     fn range<'a>(&'a self, prefix: &'a [u8]) -> impl Iterator<Item = (&'a Vec<u8>, &'a Entry)> {
         self.entries
             .range(prefix.to_vec()..)
@@ -242,6 +254,8 @@ enum Place {
     /// An ended version: read on demand. Holds the space of the table's live rows, whose
     /// cached rows with history it changes.
     History(Vec<u8>),
+    /// The image's own records (`image/`: checkpoint pointer, commit log): never in an image.
+    Image,
 }
 
 fn place_of(key: &[u8]) -> Result<Place> {
@@ -258,6 +272,9 @@ fn place_of(key: &[u8]) -> Result<Place> {
         _ => None,
     };
     let at = if text(0) == Some("lake") { 2 } else { 0 };
+    if at == 0 && text(0) == Some("image") {
+        return Ok(Place::Image);
+    }
     let depth = match text(at) {
         Some("sys") | Some("snapshot") | Some("head") => 1,
         Some("current") => 2,
@@ -301,6 +318,9 @@ pub struct Image {
     history: History,
     /// The schemas and table definitions, decoded on first use.
     catalog: OnceLock<Arc<CommittedCatalog>>,
+    /// Spaces as the checkpoint this image was read from holds them, decoded into `spaces` on
+    /// first use (a space in `spaces` supersedes its section). Shared by the images after it.
+    sections: Arc<BTreeMap<Vec<u8>, Bytes>>,
 }
 
 impl std::fmt::Debug for Image {
@@ -365,12 +385,13 @@ async fn read_live(mut it: slatedb::DbIterator) -> Result<Vec<(Bytes, Bytes)>> {
         match place_of(&kv.key)? {
             Place::Space(_) => out.push((kv.key, kv.value)),
             Place::History(_) => it.seek(history_range_end(&kv.key)?).await?,
+            Place::Image => it.seek(history_range_end(&kv.key)?).await?,
         }
     }
     Ok(out)
 }
 
-/// The first key after the history range that holds `key`.
+/// The first key after the history range (or the `image/` range) that holds `key`.
 fn history_range_end(key: &[u8]) -> Result<Vec<u8>> {
     let segments = keys::decode_key(key)?;
     let at = match segments.first() {
@@ -382,6 +403,33 @@ fn history_range_end(key: &[u8]) -> Result<Vec<u8>> {
     let last = end.last_mut().expect("a text segment");
     *last += 1;
     Ok(end)
+}
+
+/// The commit log from batch `from` on, as far as it runs without a gap, read through `snap`
+/// (a writer's) or the reader's state in one iterator.
+async fn read_log(
+    store: &Store,
+    snap: Option<&Arc<DbSnapshot>>,
+    from: u64,
+) -> Result<Vec<(Head, Writes)>> {
+    let range = keys::image_log(from)..keys::image_log(i64::MAX as u64);
+    let mut it = match (snap, &store.backend) {
+        (Some(s), _) => s.scan_with_options(range, &bulk_scan()).await?,
+        (None, Backend::Reader(r)) => r.scan_with_options(range, &bulk_scan()).await?,
+        (None, Backend::Writer(db, _)) => db.scan_with_options(range, &bulk_scan()).await?,
+    };
+    let mut out = Vec::new();
+    let mut next = from;
+    while let Some(kv) = it.next().await? {
+        match keys::decode_key(&kv.key)?.as_slice() {
+            [_, _, Cell::Int(b)] if *b as u64 == next => {
+                out.push(checkpoint::decode_log(&kv.value, next)?);
+                next += 1;
+            }
+            _ => break,
+        }
+    }
+    Ok(out)
 }
 
 async fn scan_snapshot(snap: &DbSnapshot, prefix: &[u8]) -> Result<Vec<(Bytes, Bytes)>> {
@@ -403,9 +451,20 @@ impl Image {
     /// install a newer state between two scans. One iterator is one state, so a reader reads
     /// the whole keyspace with one iterator, seeking past each history range instead of
     /// reading it.
-    pub(crate) async fn load(store: &Store, previous: Option<&Image>) -> Result<Image> {
+    ///
+    /// Both start from the newest image checkpoint when there is one (the checkpoint and the
+    /// commit log after it; see `checkpoint.rs`), and a reader that holds an image follows the
+    /// log from it. A reader's image is at least at `at_least`, the head it read before.
+    pub(crate) async fn load(
+        store: &Store,
+        previous: Option<&Image>,
+        at_least: Head,
+    ) -> Result<Image> {
         let span = tracing::debug_span!("moraine.image.load", store = store.url());
         let _enter = span.enter();
+        let unusable = |e: Error| {
+            tracing::warn!("moraine: the image checkpoint cannot be used ({e}); reading records");
+        };
         match &store.backend {
             Backend::Writer(db, _) => {
                 // `sys` and the lake heads now; every other space when first used
@@ -416,14 +475,192 @@ impl Image {
                         held.extend(scan_snapshot(&snap, &keys::lake_head(&l)).await?);
                     }
                 }
-                Self::assemble(held, History::Snapshot(snap), previous, false)
+                match Self::from_checkpoint(store, Some(&snap)).await {
+                    Ok(Some(image)) => match image.with_held(held.clone()) {
+                        Ok(image) => return Ok(image),
+                        Err(e) => unusable(e),
+                    },
+                    Ok(None) => {}
+                    Err(e) => unusable(e),
+                }
+                // no checkpoint to start from: every record, at the snapshot's state
+                Self::from_records(store, Some(snap), previous).await
             }
-            Backend::Reader(reader) => {
-                let it = reader.scan_with_options(.., &bulk_scan()).await?;
-                let records = read_live(it).await?;
-                Self::assemble(records, History::Latest, previous, true)
+            Backend::Reader(_) => {
+                let reaches = |i: &Image| i.head.batch_count >= at_least.batch_count;
+                if let Some(prev) = previous.filter(|p| p.complete) {
+                    match read_log(store, None, prev.head.batch_count + 1).await {
+                        Ok(log) => {
+                            let image = prev.follow(log, None)?;
+                            if reaches(&image) {
+                                return Ok(image);
+                            }
+                        }
+                        Err(e) => unusable(e),
+                    }
+                }
+                match Self::from_checkpoint(store, None).await {
+                    Ok(Some(image)) if reaches(&image) => return Ok(image),
+                    Ok(_) => {}
+                    Err(e) => unusable(e),
+                }
+                Self::from_records(store, None, previous).await
             }
         }
+    }
+
+    /// The image read from every live record (one iterator: one state), at `snap` (a
+    /// writer's; a writer without one takes one now) or the reader's state.
+    pub(crate) async fn from_records(
+        store: &Store,
+        snap: Option<Arc<DbSnapshot>>,
+        previous: Option<&Image>,
+    ) -> Result<Image> {
+        let snap = match (snap, &store.backend) {
+            (Some(s), _) => Some(s),
+            (None, Backend::Writer(db, _)) => Some(db.snapshot()?),
+            (None, Backend::Reader(_)) => None,
+        };
+        let it = match (&snap, &store.backend) {
+            (Some(s), _) => s.scan_with_options(.., &bulk_scan()).await?,
+            (None, Backend::Reader(r)) => r.scan_with_options(.., &bulk_scan()).await?,
+            (None, Backend::Writer(..)) => unreachable!("a writer reads through a snapshot"),
+        };
+        let records = read_live(it).await?;
+        let history = match snap {
+            Some(s) => History::Snapshot(s),
+            None => History::Latest,
+        };
+        Self::assemble(records, history, previous, true)
+    }
+
+    /// The image of the newest checkpoint brought up to the end of the commit log, read through
+    /// `snap` (a writer's) or the reader's state; `None` when the store has no checkpoint.
+    async fn from_checkpoint(
+        store: &Store,
+        snap: Option<&Arc<DbSnapshot>>,
+    ) -> Result<Option<Image>> {
+        let span = tracing::debug_span!("moraine.image.checkpoint");
+        let _enter = span.enter();
+        let pointer = match snap {
+            Some(s) => s.get(keys::image_checkpoint()).await?,
+            None => store.backend.get(&keys::image_checkpoint()).await?,
+        };
+        let Some(pointer) = pointer else {
+            return Ok(None);
+        };
+        let (batch, path) = checkpoint::decode_pointer(&pointer)?;
+        let cp = checkpoint::decode_checkpoint(store.read_object(&path).await?, &path)?;
+        if cp.head.batch_count != batch {
+            return Err(Error::Corrupt(format!(
+                "image checkpoint {path} holds batch {}, image/checkpoint says {batch}",
+                cp.head.batch_count
+            )));
+        }
+        let image = Image {
+            head: cp.head,
+            spaces: Mutex::new(BTreeMap::new()),
+            complete: true,
+            history: match snap {
+                Some(s) => History::Snapshot(s.clone()),
+                None => History::Latest,
+            },
+            catalog: OnceLock::new(),
+            sections: Arc::new(cp.sections),
+        };
+        let log = read_log(store, snap, batch + 1).await?;
+        Ok(Some(image.follow(log, snap.cloned())?))
+    }
+
+    /// This image advanced by each commit of `log` (consecutive, from the one after its head).
+    fn follow(&self, log: Vec<(Head, Writes)>, snap: Option<Arc<DbSnapshot>>) -> Result<Image> {
+        let mut image: Option<Image> = None;
+        for (head, writes) in log {
+            let base = image.as_ref().unwrap_or(self);
+            image = Some(base.advance(&writes, head, snap.clone())?);
+        }
+        match image {
+            Some(i) => Ok(i),
+            None => Ok(Image {
+                head: self.head,
+                spaces: Mutex::new(self.loaded().clone()),
+                complete: self.complete,
+                history: match snap {
+                    Some(s) => History::Snapshot(s),
+                    None => History::Latest,
+                },
+                catalog: OnceLock::new(),
+                sections: self.sections.clone(),
+            }),
+        }
+    }
+
+    /// This image with its `sys` and lake-head spaces replaced by `held`, read at the same
+    /// state: they must name the same head (the log reached the store's head).
+    fn with_held(self, held: Vec<(Bytes, Bytes)>) -> Result<Image> {
+        let fresh = Self::assemble(held, History::Latest, None, false)?;
+        if fresh.head != self.head {
+            return Err(Error::Corrupt(format!(
+                "the commit log ends at batch {}, the store's head is batch {}",
+                self.head.batch_count, fresh.head.batch_count
+            )));
+        }
+        {
+            let mut spaces = self.loaded();
+            let held_prefixes: Vec<Vec<u8>> = spaces
+                .keys()
+                .chain(self.sections.keys())
+                .filter(|p| always_held(p))
+                .cloned()
+                .collect();
+            for p in held_prefixes {
+                spaces.insert(p, Arc::new(Space::default()));
+            }
+            for (p, space) in fresh.loaded().iter() {
+                spaces.insert(p.clone(), space.clone());
+            }
+        }
+        Ok(self)
+    }
+
+    /// Every space of this image as checkpoint sections, by space prefix. An image that reads
+    /// its spaces on first use reads them all now, through its snapshot.
+    pub(crate) async fn checkpoint_sections(&self) -> Result<Vec<(Vec<u8>, Bytes)>> {
+        let encode = |entries: &BTreeMap<Vec<u8>, Entry>| {
+            checkpoint::encode_section(entries.iter().map(|(k, e)| (&k[..], &e.value[..])))
+        };
+        if !self.complete {
+            let History::Snapshot(snap) = &self.history else {
+                return Err(Error::Corrupt("a partial image without a snapshot".into()));
+            };
+            let records = read_live(snap.scan_with_options(.., &bulk_scan()).await?).await?;
+            let mut grouped: BTreeMap<Vec<u8>, BTreeMap<Vec<u8>, Entry>> = BTreeMap::new();
+            for (k, v) in records {
+                if let Place::Space(space) = place_of(&k)? {
+                    grouped
+                        .entry(space)
+                        .or_default()
+                        .insert(k.to_vec(), Entry::new(v));
+                }
+            }
+            return Ok(grouped
+                .iter()
+                .map(|(p, e)| (p.clone(), encode(e)))
+                .collect());
+        }
+        let spaces = self.loaded().clone();
+        let mut out: BTreeMap<Vec<u8>, Bytes> = BTreeMap::new();
+        for (p, section) in self.sections.iter() {
+            if !spaces.contains_key(p) {
+                out.insert(p.clone(), section.clone());
+            }
+        }
+        for (p, space) in spaces {
+            if !space.entries.is_empty() {
+                out.insert(p, encode(&space.entries));
+            }
+        }
+        Ok(out.into_iter().collect())
     }
 
     fn assemble(
@@ -460,6 +697,7 @@ impl Image {
             complete,
             history,
             catalog: OnceLock::new(),
+            sections: Default::default(),
         })
     }
 
@@ -470,16 +708,35 @@ impl Image {
     /// A record of a space the image holds already (`sys`, the lake heads, or any space of a
     /// complete image).
     fn entry(&self, space: &[u8], key: &[u8]) -> Option<Entry> {
-        self.loaded()
-            .get(space)
+        self.space_now(space)
+            .ok()
+            .flatten()
             .and_then(|s| s.entries.get(key).cloned())
+    }
+
+    /// The space with prefix `prefix` if the image holds it without reading storage: read
+    /// already, or decoded now from the checkpoint the image came from.
+    fn space_now(&self, prefix: &[u8]) -> Result<Option<Arc<Space>>> {
+        if let Some(space) = self.loaded().get(prefix) {
+            return Ok(Some(space.clone()));
+        }
+        let Some(section) = self.sections.get(prefix) else {
+            return Ok(None);
+        };
+        let space = Arc::new(Space::from_section(section)?);
+        Ok(Some(
+            self.loaded()
+                .entry(prefix.to_vec())
+                .or_insert(space)
+                .clone(),
+        ))
     }
 
     /// The space with prefix `prefix`, read through the image's snapshot on first use;
     /// `None` when it holds nothing.
     async fn space(&self, prefix: &[u8]) -> Result<Option<Arc<Space>>> {
-        if let Some(space) = self.loaded().get(prefix) {
-            return Ok(Some(space.clone()));
+        if let Some(space) = self.space_now(prefix)? {
+            return Ok(Some(space));
         }
         let History::Snapshot(snap) = &self.history else {
             return Ok(None);
@@ -506,12 +763,23 @@ impl Image {
 
     /// The image after a commit of `writes` (the final value of every key it touched; `None`
     /// deletes) that left `head`. Only the spaces the commit wrote are copied.
+    ///
+    /// `snapshot` is a writer's SlateDB snapshot at exactly the new state; `None` on a reader,
+    /// whose ended versions are read from its latest state.
     pub(crate) fn advance(
         &self,
         writes: &BTreeMap<Vec<u8>, Option<Vec<u8>>>,
         head: Head,
-        snapshot: Arc<DbSnapshot>,
+        snapshot: Option<Arc<DbSnapshot>>,
     ) -> Result<Image> {
+        // a space the commit writes that is still a checkpoint section is decoded first
+        for k in writes.keys() {
+            if let Place::Space(space) | Place::History(space) = place_of(k)? {
+                if self.sections.contains_key(&space) {
+                    self.space_now(&space)?;
+                }
+            }
+        }
         let mut spaces = self.loaded().clone();
         let mut touched: BTreeMap<Vec<u8>, BTreeMap<Vec<u8>, Entry>> = BTreeMap::new();
         for (k, v) in writes {
@@ -519,6 +787,7 @@ impl Image {
                 Place::Space(space) => (space, true),
                 // a table's history changed: its cached rows with history are stale
                 Place::History(space) => (space, false),
+                Place::Image => continue,
             };
             // a space not read yet stays unread: the next image's snapshot has the commit
             if !spaces.contains_key(&space)
@@ -546,7 +815,11 @@ impl Image {
             }
         }
         for (space, entries) in touched {
-            if entries.is_empty() && (self.complete || always_held(&space)) {
+            // (an emptied space a section still holds must stay, empty, to supersede it)
+            if entries.is_empty()
+                && (self.complete || always_held(&space))
+                && !self.sections.contains_key(&space)
+            {
                 spaces.remove(&space);
             } else {
                 // (an emptied space of a lazy image stays, empty: it is read)
@@ -568,8 +841,12 @@ impl Image {
             head,
             spaces: Mutex::new(spaces),
             complete: self.complete,
-            history: History::Snapshot(snapshot),
+            history: match snapshot {
+                Some(s) => History::Snapshot(s),
+                None => History::Latest,
+            },
             catalog,
+            sections: self.sections.clone(),
         })
     }
 
@@ -602,6 +879,26 @@ impl Image {
         true
     }
 
+    /// Every record of a complete image, sections decoded (tests).
+    #[cfg(test)]
+    pub(crate) fn all_records(&self) -> BTreeMap<Vec<u8>, Bytes> {
+        assert!(self.complete, "only a complete image holds every record");
+        let prefixes: Vec<Vec<u8>> = self.sections.keys().cloned().collect();
+        for p in prefixes {
+            self.space_now(&p).unwrap();
+        }
+        self.loaded()
+            .values()
+            .flat_map(|s| s.entries.iter().map(|(k, e)| (k.clone(), e.value.clone())))
+            .collect()
+    }
+
+    /// Whether this image was read from a checkpoint (tests).
+    #[cfg(test)]
+    pub(crate) fn from_a_checkpoint(&self) -> bool {
+        !self.sections.is_empty()
+    }
+
     /// The committed `sys/head` this image was read at.
     pub fn head(&self) -> Head {
         self.head
@@ -611,7 +908,14 @@ impl Image {
     pub fn footprint(&self) -> (usize, usize) {
         let mut records = 0;
         let mut bytes = 0;
-        for s in self.loaded().values() {
+        let spaces = self.loaded();
+        for (prefix, section) in self.sections.iter() {
+            if !spaces.contains_key(prefix) {
+                records += crate::checkpoint::section_len(section);
+                bytes += section.len();
+            }
+        }
+        for s in spaces.values() {
             records += s.entries.len();
             bytes += s
                 .entries
@@ -659,6 +963,9 @@ impl Image {
                 Some(s) => s.entries.get(key).map(|e| e.value.clone()),
                 None => None,
             }),
+            Place::Image => Err(Error::InvalidInput(
+                "image/ records are not read through an image".into(),
+            )),
             Place::History(_) => match &self.history {
                 History::Snapshot(s) => Ok(s.get(key).await?),
                 History::Latest => {
@@ -702,6 +1009,15 @@ impl Image {
         // else every space the prefix spans, in key order
         if let (false, History::Snapshot(snap)) = (self.complete, &self.history) {
             return scan_snapshot(snap, prefix).await;
+        }
+        let spanned: Vec<Vec<u8>> = self
+            .sections
+            .range(prefix.to_vec()..)
+            .take_while(|(p, _)| p.starts_with(prefix))
+            .map(|(p, _)| p.clone())
+            .collect();
+        for p in spanned {
+            self.space_now(&p)?;
         }
         for (space_prefix, space) in self.loaded().range(prefix.to_vec()..) {
             if !space_prefix.starts_with(prefix) {
@@ -849,7 +1165,10 @@ impl Image {
 fn place_space(key: &[u8]) -> Result<Vec<u8>> {
     match place_of(key)? {
         Place::Space(s) => Ok(s),
-        Place::History(_) => Err(Error::Corrupt("a history key has no space".into())),
+        Place::History(_) | Place::Image => Err(Error::Corrupt(format!(
+            "key {:?} has no space",
+            String::from_utf8_lossy(key)
+        ))),
     }
 }
 

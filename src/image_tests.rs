@@ -27,7 +27,7 @@ impl Rng {
 }
 
 fn fresh_image(store: &Arc<Store>) -> Image {
-    block_on(Image::load(store, None)).unwrap()
+    block_on(Image::from_records(store, None, None)).unwrap()
 }
 
 /// The rowids of the rows of `table` that `keep` picks, as a transaction sees them.
@@ -176,6 +176,104 @@ fn an_image_advanced_by_commits_is_the_image_read_afresh() {
             }
         }
     }
+}
+
+/// An image read from a checkpoint and the commit log after it is the image read from the
+/// records, at every head; a reader brought up to date by the log is too.
+#[test]
+fn an_image_from_a_checkpoint_and_the_log_is_the_image_read_afresh() {
+    for seed in 1..=4u64 {
+        let dir = tempfile::tempdir().unwrap();
+        let url = dir.path().join("lake").to_str().unwrap().to_string();
+        let store = new_lake(&url);
+        let mut t = store.begin();
+        t.create_table(inline_def()).unwrap();
+        t.stage_insert(M, "ducklake_snapshot", vec![snap(1)])
+            .unwrap();
+        t.stage_insert(M, "ducklake_snapshot_changes", vec![changes(1, "inl")])
+            .unwrap();
+        t.commit().unwrap();
+        store.write_checkpoint_for_test();
+        let reader = Store::open(&url, true).unwrap();
+        let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
+        let (mut next_snapshot, mut next_id) = (2, 100);
+        for step in 0..25 {
+            random_commit(&store, &mut rng, &mut next_snapshot, &mut next_id);
+            if rng.chance(20) {
+                store.write_checkpoint_for_test();
+            }
+            let head = store.head().unwrap();
+            let fresh = fresh_image(&store).all_records();
+            let loaded = block_on(Image::load(&store, None, head)).unwrap();
+            assert_eq!(loaded.head(), head, "seed {seed} step {step}");
+            assert!(loaded.from_a_checkpoint(), "seed {seed} step {step}");
+            assert!(
+                loaded.all_records() == fresh,
+                "seed {seed} step {step}: the checkpoint and log image differs"
+            );
+            // the reader: a new transaction's image, once it has seen this head
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+            loop {
+                let pinned = reader.pin_image().unwrap();
+                if pinned.head() == head {
+                    assert!(
+                        pinned.all_records() == fresh,
+                        "seed {seed} step {step}: the reader's image differs"
+                    );
+                    break;
+                }
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "the reader never saw {head:?}"
+                );
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+        }
+    }
+}
+
+/// A damaged checkpoint object is never used: the image is read from the records instead, and
+/// the next checkpoint replaces it.
+#[test]
+fn a_damaged_checkpoint_is_refused_and_the_records_are_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = dir.path().join("lake").to_str().unwrap().to_string();
+    let store = new_lake(&url);
+    commit_table(&store, 1, 1, "t1");
+    store.write_checkpoint_for_test();
+    commit_table(&store, 2, 2, "t2");
+    let pointer = raw(&store, &keys::image_checkpoint());
+    let (_, path) = crate::checkpoint::decode_pointer(&pointer[0].1).unwrap();
+    let os = store.object_store_for_test();
+    let object_path = object_store::path::Path::from(path.as_str());
+    let mut bytes = block_on(async {
+        use object_store::ObjectStoreExt;
+        os.get(&object_path).await.unwrap().bytes().await.unwrap()
+    })
+    .to_vec();
+    let last = bytes.len() / 2;
+    bytes[last] ^= 0xff;
+    block_on(async {
+        use object_store::ObjectStoreExt;
+        os.put(&object_path, bytes.into()).await.unwrap()
+    });
+    let head = store.head().unwrap();
+    let loaded = block_on(Image::load(&store, None, head)).unwrap();
+    assert!(!loaded.from_a_checkpoint());
+    assert!(loaded.all_records() == fresh_image(&store).all_records());
+    drop(store);
+    // a new process reads the records too, and its next checkpoint replaces the damaged one
+    let store = Store::open(&url, false).unwrap();
+    assert_eq!(
+        column_of(&store, "ducklake_table", false, "table_name").len(),
+        2
+    );
+    commit_table(&store, 3, 3, "t3");
+    store.write_checkpoint_for_test();
+    let head = store.head().unwrap();
+    let loaded = block_on(Image::load(&store, None, head)).unwrap();
+    assert!(loaded.from_a_checkpoint());
+    assert!(loaded.all_records() == fresh_image(&store).all_records());
 }
 
 #[test]

@@ -222,6 +222,23 @@ pub fn sys_table_schema_prefix(schema: &str) -> Vec<u8> {
     Key::new().s("sys").s("table").s(schema).into_bytes()
 }
 
+/// `image/...`: the committed image's own records (RFC 0009), outside every lake's catalog and
+/// never part of an image.
+pub fn image_prefix() -> Vec<u8> {
+    Key::new().s("image").into_bytes()
+}
+
+/// `image/checkpoint`: where the newest image checkpoint object is, and the batch it holds.
+pub fn image_checkpoint() -> Vec<u8> {
+    Key::new().s("image").s("checkpoint").into_bytes()
+}
+
+/// `image/log/<batch>`: the writes of the commit that made batch `<batch>`, which bring an
+/// image checkpoint (or a reader's image) up to a later head.
+pub fn image_log(batch: u64) -> Vec<u8> {
+    Key::new().s("image").s("log").i(batch as i64).into_bytes()
+}
+
 /// The lake whose keys carry no lake segment: DuckLake's default METADATA_SCHEMA. A store may
 /// hold more lakes, one per schema of the metadata catalog (DuckLake's METADATA_SCHEMA option);
 /// their snapshot and row keys start with `lake/<schema>/`.

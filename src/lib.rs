@@ -5,6 +5,7 @@
 
 pub mod catalog;
 pub mod cell;
+pub(crate) mod checkpoint;
 pub mod chunk;
 pub mod error;
 pub mod floor;

@@ -6,14 +6,18 @@
 //! on one process-wide tokio runtime with [`block_on`].
 
 use crate::cell::{decode_row, encode_row, Cell};
+use crate::checkpoint;
 use crate::error::{Error, Result};
 use crate::image::Image;
 use crate::keys;
 use crate::url::{self, StoreUrl};
 use bytes::Bytes;
 use object_store::local::LocalFileSystem;
-use object_store::ObjectStore;
-use slatedb::config::{DbReaderOptions, FlushOptions, FlushType, Settings};
+use object_store::{ObjectStore, ObjectStoreExt};
+use slatedb::config::{
+    DbReaderOptions, FlushOptions, FlushType, GarbageCollectorDirectoryOptions,
+    GarbageCollectorOptions, PutOptions, Settings, Ttl,
+};
 use slatedb::{Db, DbReader, DbReaderMode, WriteBatch};
 use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
@@ -30,7 +34,12 @@ use std::time::Duration;
 const COMMITS_PER_MEMTABLE_FLUSH: u64 = 64;
 
 /// Value of `sys/format`: the moraine store format this build writes and reads.
-pub const STORE_FORMAT: &str = "moraine-store-2";
+pub const STORE_FORMAT: &str = "moraine-store-3";
+
+/// The format before the image's own records (`image/`: checkpoint pointer and commit log,
+/// RFC 0009): the same layout without them, read as it is and upgraded by a writer. A build
+/// of that format would refuse `image/` keys as outside its keyspace, hence the new marker.
+const FORMAT_WITHOUT_IMAGE: &str = "moraine-store-2";
 
 /// The format before lakes were keyed apart (RFC 0002): read, and upgraded by a writer, when
 /// all its lakes are in schema `main`, where the two layouts coincide.
@@ -160,6 +169,16 @@ pub struct Store {
     /// Rows deleted or updated by this process's open transactions.
     pub(crate) row_locks: crate::row_locks::RowLocks,
     pub(crate) backend: Backend,
+    /// The object store SlateDB runs on (its garbage collector's at close, and where image
+    /// checkpoints are written).
+    object_store: Arc<dyn ObjectStore>,
+    /// Whether that object store keeps SlateDB's GC boundary objects (see `gc_options`).
+    boundary_files: bool,
+    /// The checkpoint being written in the background, if any.
+    checkpointing: Mutex<Option<tokio::task::JoinHandle<()>>>,
+    /// The batch of the newest image checkpoint this writer knows of (`u64::MAX`: not read
+    /// yet); shared with the background checkpoint.
+    checkpointed: Arc<std::sync::atomic::AtomicU64>,
     /// The committed image transactions pin (RFC 0009); `None` until first needed, and after a
     /// write whose outcome is unknown (the next pin reads the store afresh).
     image: Mutex<Option<Arc<Image>>>,
@@ -195,11 +214,67 @@ fn not_a_store(location: impl Into<String>, reason: impl Into<String>) -> Error 
 /// Writer settings: commits flush the WAL themselves (see `Store::commit_writes`), so the
 /// background flush interval only bounds stray writes; the manifest is polled often enough to
 /// notice a fencing writer promptly.
-fn writer_settings() -> Settings {
+fn writer_settings(boundary_files: bool) -> Settings {
     Settings {
         flush_interval: Some(Duration::from_millis(50)),
         manifest_poll_interval: Duration::from_millis(500),
+        garbage_collector_options: Some(gc_options(boundary_files)),
         ..Settings::default()
+    }
+}
+
+/// How a writer collects SlateDB's obsolete objects (RFC 0009). Every commit writes one WAL
+/// object, and every open lists the whole WAL directory, so WAL objects whose records are in
+/// L0 (before the manifest's replay boundary) are collected ten seconds after they were
+/// written, not SlateDB's five minutes: no writer reads them again, and a reader following the
+/// manifest that finds one gone stops its replay there and catches up from the next manifest
+/// (SlateDB's `WalTruncated`). Manifests and compactor state go after a minute. Compacted SSTs
+/// keep SlateDB's five minutes: a reader's scan may still read them through the manifest it
+/// holds.
+///
+/// SlateDB guards manifest and compactor-state collection with boundary objects that it
+/// updates by compare-and-swap (`PutMode::Update`); an object store without that (a local
+/// directory) collects them without the boundary (`boundary_files`), else it could never
+/// collect them. The boundary stops a writer fenced long ago from writing a manifest at an id
+/// already collected; such a writer's WAL writes still fail on SlateDB's WAL fence.
+fn gc_options(boundary_files: bool) -> GarbageCollectorOptions {
+    let every = |secs: u64| GarbageCollectorDirectoryOptions {
+        interval: Some(Duration::from_secs(secs)),
+        min_age: Duration::from_secs(secs),
+        dry_run: false,
+    };
+    GarbageCollectorOptions {
+        wal_options: Some(every(10)),
+        manifest_options: Some(every(60)),
+        compactions_options: Some(every(60)),
+        boundary_files_enabled: boundary_files,
+        ..GarbageCollectorOptions::default()
+    }
+}
+
+/// What a writer's clean close collects after flushing its memtable, whatever their age: the
+/// WAL objects before the new replay boundary, the manifests before the latest and the
+/// compactor's old job states. Every open lists those directories several times (SlateDB
+/// lists a directory to find its latest object), so the next open lists only what is live. A
+/// reader that lists a manifest and finds it gone when it reads it lists again (SlateDB's
+/// manifest store does).
+fn gc_at_close(boundary_files: bool) -> GarbageCollectorOptions {
+    let now = || {
+        Some(GarbageCollectorDirectoryOptions {
+            interval: None,
+            min_age: Duration::ZERO,
+            dry_run: false,
+        })
+    };
+    GarbageCollectorOptions {
+        wal_options: now(),
+        manifest_options: now(),
+        compactions_options: now(),
+        wal_fence_options: None,
+        compacted_options: None,
+        detach_options: None,
+        boundary_files_enabled: boundary_files,
+        ..GarbageCollectorOptions::default()
     }
 }
 
@@ -296,13 +371,16 @@ impl Store {
                 (url::memory_store(name), canonical.clone())
             }
         };
-        let store = Arc::new(Store::on_backend(
+        // a local directory cannot update SlateDB's GC boundary objects in place
+        let boundary_files = !matches!(parsed, StoreUrl::Local(_));
+        let store = Store::on_backend(
             object_store,
+            boundary_files,
             read_only,
             url,
             &canonical,
             location,
-        )?);
+        )?;
         reg.insert((canonical, read_only), Arc::downgrade(&store));
         Ok(store)
     }
@@ -317,34 +395,46 @@ impl Store {
         read_only: bool,
         label: &str,
     ) -> Result<Arc<Store>> {
-        Ok(Arc::new(Store::on_backend(
+        Store::on_backend(
             object_store,
+            true,
             read_only,
             label,
             label,
             label.to_string(),
-        )?))
+        )
     }
 
     /// Opens SlateDB on `object_store` (under its own scope of the SST cache, given back if the
     /// open fails) and wraps it; `location` names it in errors.
     fn on_backend(
         object_store: Arc<dyn ObjectStore>,
+        boundary_files: bool,
         read_only: bool,
         url: &str,
         canonical: &str,
         location: String,
-    ) -> Result<Store> {
+    ) -> Result<Arc<Store>> {
         let cache_scope = crate::sst_cache::new_scope();
-        let backend = block_on(open_backend(object_store, read_only, location, cache_scope))
-            .inspect_err(|_| crate::sst_cache::shared().drop_scope(cache_scope))?;
-        Ok(Store {
+        let backend = block_on(open_backend(
+            object_store.clone(),
+            boundary_files,
+            read_only,
+            location,
+            cache_scope,
+        ))
+        .inspect_err(|_| crate::sst_cache::shared().drop_scope(cache_scope))?;
+        Ok(Arc::new(Store {
             url: url.to_string(),
             canonical: canonical.to_string(),
             read_only,
             closed: std::sync::atomic::AtomicBool::new(false),
             row_locks: Default::default(),
             backend,
+            object_store,
+            boundary_files,
+            checkpointed: Arc::new(std::sync::atomic::AtomicU64::new(u64::MAX)),
+            checkpointing: Mutex::new(None),
             image: Mutex::new(None),
             commit_lock: Mutex::new(()),
             unflushed_commits: Default::default(),
@@ -352,7 +442,7 @@ impl Store {
             image_unsure: Default::default(),
             #[cfg(test)]
             head_reads: Default::default(),
-        })
+        }))
     }
 
     /// The URL this store was opened with.
@@ -454,7 +544,7 @@ impl Store {
             self.image_unsure.store(false, Ordering::SeqCst);
             return Ok(image.clone());
         }
-        let image = Arc::new(block_on(Image::load(self, previous.as_deref()))?);
+        let image = Arc::new(block_on(Image::load(self, previous.as_deref(), now))?);
         tracing::debug!(
             batch = image.head().batch_count,
             records = image.footprint().0,
@@ -508,6 +598,14 @@ impl Store {
                 None => batch.delete(k),
             }
         }
+        // the commit log record, in the same batch: how an image at the batch before follows
+        batch.put_with_options(
+            keys::image_log(head.batch_count),
+            checkpoint::encode_log(head, &writes),
+            &PutOptions {
+                ttl: Ttl::ExpireAfterMillis(checkpoint::LOG_TTL.as_millis() as u64),
+            },
+        );
         self.image_unsure.store(true, Ordering::SeqCst);
         let written = block_on(async {
             let handle = db.write(batch).await?;
@@ -525,9 +623,13 @@ impl Store {
         match db
             .snapshot()
             .map_err(Error::from)
-            .and_then(|snap| base.advance(&writes, head, snap))
+            .and_then(|snap| base.advance(&writes, head, Some(snap)))
         {
-            Ok(next) => self.install_image(Some(Arc::new(next))),
+            Ok(next) => {
+                let next = Arc::new(next);
+                self.install_image(Some(next.clone()));
+                self.checkpoint_after_commit(next);
+            }
             Err(e) => {
                 tracing::warn!("moraine: the image could not follow a commit ({e}); rereading");
                 self.install_image(None);
@@ -561,6 +663,19 @@ impl Store {
         Ok(out)
     }
 
+    /// Test hook: write a checkpoint of the installed image now.
+    #[cfg(test)]
+    pub(crate) fn write_checkpoint_for_test(&self) {
+        let image = self.current_image().expect("an installed image");
+        block_on(self.checkpointer().expect("a writer").write(&image)).unwrap();
+    }
+
+    /// Test hook: the object store SlateDB runs on.
+    #[cfg(test)]
+    pub(crate) fn object_store_for_test(&self) -> Arc<dyn ObjectStore> {
+        self.object_store.clone()
+    }
+
     /// Test hook: write raw keys outside any transaction (to plant records a load must skip).
     #[cfg(test)]
     pub(crate) fn put_raw(&self, key: &[u8], value: &[u8]) -> Result<()> {
@@ -572,6 +687,56 @@ impl Store {
         })?;
         self.install_image(None);
         Ok(())
+    }
+
+    /// The bytes of an object beside SlateDB's (an image checkpoint).
+    pub(crate) async fn read_object(&self, path: &str) -> Result<Bytes> {
+        let path = object_store::path::Path::from(path);
+        let got = self
+            .object_store
+            .get(&path)
+            .await
+            .map_err(|e| Error::Storage(format!("reading {path}: {e}")))?;
+        got.bytes()
+            .await
+            .map_err(|e| Error::Storage(format!("reading {path}: {e}")))
+    }
+
+    /// After a commit installed `image`: start writing a checkpoint of it in the background
+    /// when the newest one is [`checkpoint::COMMITS_PER_CHECKPOINT`] commits behind and none is
+    /// being written.
+    fn checkpoint_after_commit(&self, image: Arc<Image>) {
+        let known = self.checkpointed.load(Ordering::SeqCst);
+        let behind = known == u64::MAX
+            || image.head().batch_count >= known + checkpoint::COMMITS_PER_CHECKPOINT;
+        if !behind {
+            return;
+        }
+        let Some(writer) = self.checkpointer() else {
+            return;
+        };
+        let mut running = self.checkpointing.lock().unwrap_or_else(|p| p.into_inner());
+        if running.as_ref().is_some_and(|h| !h.is_finished()) {
+            return;
+        }
+        *running = Some(runtime().spawn(async move {
+            if let Err(e) = writer.write(&image).await {
+                tracing::warn!("moraine: writing an image checkpoint failed: {e}");
+            }
+        }));
+    }
+
+    /// What writes this writer's checkpoints; `None` on a reader.
+    fn checkpointer(&self) -> Option<Checkpointer> {
+        match &self.backend {
+            Backend::Writer(db, _) => Some(Checkpointer {
+                db: db.clone(),
+                object_store: self.object_store.clone(),
+                checkpointed: self.checkpointed.clone(),
+                url: self.url.clone(),
+            }),
+            Backend::Reader(_) => None,
+        }
     }
 
     /// Close the underlying SlateDB handle (also done when the last `Arc` drops).
@@ -606,7 +771,51 @@ impl Store {
         if self.closed.swap(true, std::sync::atomic::Ordering::SeqCst) {
             return Ok(());
         }
-        let closed = block_on(self.backend.close());
+        let span = tracing::debug_span!("moraine.close", store = %self.url);
+        let _enter = span.enter();
+        let closed = block_on(async {
+            let Backend::Writer(db, status) = &self.backend else {
+                return self.backend.close().await;
+            };
+            // a writer leaves a checkpoint of its last commit for the next attach
+            let running = self
+                .checkpointing
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .take();
+            if let Some(running) = running {
+                let _ = running.await;
+            }
+            if status.borrow().close_reason.is_none() {
+                if let (Some(image), Some(writer)) = (self.current_image(), self.checkpointer()) {
+                    if let Err(e) = writer.write(&image).await {
+                        tracing::warn!(
+                            "moraine: writing the image checkpoint at close failed: {e}"
+                        );
+                    }
+                }
+            }
+            // A writer still holding the lake leaves nothing for the next open to replay: its
+            // memtable goes to L0, and the WAL objects before the new boundary are collected.
+            let tidy = status.borrow().close_reason.is_none()
+                && db
+                    .flush_with_options(FlushOptions {
+                        flush_type: FlushType::MemTable,
+                    })
+                    .await
+                    .inspect_err(|e| {
+                        tracing::warn!("moraine: flushing the memtable at close failed: {e}")
+                    })
+                    .is_ok();
+            self.backend.close().await?;
+            if tidy {
+                let admin = slatedb::admin::Admin::builder("", self.object_store.clone()).build();
+                if let Err(e) = admin.run_gc_once(gc_at_close(self.boundary_files)).await {
+                    tracing::warn!("moraine: collecting obsolete objects at close failed: {e}");
+                }
+            }
+            Ok(())
+        });
         crate::sst_cache::shared().drop_scope(self.cache_scope);
         closed
     }
@@ -622,6 +831,7 @@ impl Drop for Store {
 
 async fn open_backend(
     object_store: Arc<dyn ObjectStore>,
+    boundary_files: bool,
     read_only: bool,
     location: String,
     cache_scope: u64,
@@ -654,7 +864,7 @@ async fn open_backend(
         return Ok(backend);
     }
     let db = Db::builder("", object_store)
-        .with_settings(writer_settings())
+        .with_settings(writer_settings(boundary_files))
         .with_db_cache(crate::sst_cache::shared(), cache_scope)
         .build()
         .await?;
@@ -699,16 +909,21 @@ async fn check_format(location: &str, backend: &Backend, value: &[u8]) -> Result
     if value == STORE_FORMAT.as_bytes() {
         return Ok(());
     }
-    if value != PREVIOUS_FORMAT.as_bytes() {
+    if value != PREVIOUS_FORMAT.as_bytes() && value != FORMAT_WITHOUT_IMAGE.as_bytes() {
         return Err(not_a_store(
             location,
             format!(
-                "its sys/format is {:?}; this build reads {STORE_FORMAT:?} (and {PREVIOUS_FORMAT:?})",
+                "its sys/format is {:?}; this build reads {STORE_FORMAT:?} (and \
+                 {FORMAT_WITHOUT_IMAGE:?}, {PREVIOUS_FORMAT:?})",
                 String::from_utf8_lossy(value)
             ),
         ));
     }
+    let keyed_apart = value == FORMAT_WITHOUT_IMAGE.as_bytes();
     for (key, _) in backend.scan(&keys::sys_table_prefix()).await? {
+        if keyed_apart {
+            break;
+        }
         if let [_, _, Cell::Text(schema), Cell::Text(name)] = keys::decode_key(&key)?.as_slice() {
             if schema != keys::DEFAULT_LAKE && crate::tables::fixed_table(name).is_some() {
                 return Err(not_a_store(
@@ -728,4 +943,74 @@ async fn check_format(location: &str, backend: &Backend, value: &[u8]) -> Result
         handle.await_durable().await?;
     }
     Ok(())
+}
+
+/// Writes a writer's image checkpoints (`checkpoint.rs`), in the background or at close; holds
+/// what that needs rather than the store, so that dropping the store's last handle closes it.
+struct Checkpointer {
+    db: Db,
+    object_store: Arc<dyn ObjectStore>,
+    checkpointed: Arc<std::sync::atomic::AtomicU64>,
+    url: String,
+}
+
+impl Checkpointer {
+    /// Write a checkpoint of `image` (a committed state of this writer) and point
+    /// `image/checkpoint` at it, unless the newest one holds that batch already; then delete
+    /// the checkpoint objects older than the one it replaces (a reader may still be reading
+    /// that one).
+    async fn write(&self, image: &Image) -> Result<()> {
+        let span = tracing::debug_span!("moraine.checkpoint", store = %self.url);
+        let _enter = span.enter();
+        let batch = image.head().batch_count;
+        let mut previous = self.checkpointed.load(Ordering::SeqCst);
+        if previous == u64::MAX {
+            previous = match self.db.get(keys::image_checkpoint()).await? {
+                Some(v) => checkpoint::decode_pointer(&v)?.0,
+                None => 0,
+            };
+            self.checkpointed.store(previous, Ordering::SeqCst);
+        }
+        if batch <= previous {
+            return Ok(());
+        }
+        let sections = image.checkpoint_sections().await?;
+        let object = checkpoint::encode_checkpoint(image.head(), &sections);
+        let path = checkpoint::object_path(batch);
+        self.object_store
+            .put(
+                &object_store::path::Path::from(path.as_str()),
+                object.into(),
+            )
+            .await
+            .map_err(|e| Error::Storage(format!("writing {path}: {e}")))?;
+        let handle = self
+            .db
+            .put(
+                keys::image_checkpoint(),
+                checkpoint::encode_pointer(batch, &path),
+            )
+            .await?;
+        self.db.flush().await?;
+        handle.await_durable().await?;
+        self.checkpointed.store(batch, Ordering::SeqCst);
+        // the checkpoint it replaced stays for readers that read the pointer before
+        let dir = object_store::path::Path::from(checkpoint::OBJECT_DIR);
+        let listed = self
+            .object_store
+            .list_with_delimiter(Some(&dir))
+            .await
+            .map_err(|e| Error::Storage(format!("listing {dir}: {e}")))?;
+        let old = listed
+            .objects
+            .into_iter()
+            .map(|m| m.location)
+            .filter(|l| checkpoint::batch_of_object(l.as_ref()).is_some_and(|b| b < previous));
+        for location in old {
+            if let Err(e) = self.object_store.delete(&location).await {
+                tracing::warn!("moraine: deleting the old image checkpoint {location} failed: {e}");
+            }
+        }
+        Ok(())
+    }
 }

@@ -1,0 +1,296 @@
+//! Image checkpoints and the commit log (RFC 0009): how an attach reads a store's committed
+//! image without walking every record, and how a reader follows the writer commit by commit.
+//!
+//! - A *checkpoint* is one object beside SlateDB's (`moraine/image/<batch>`) holding every live
+//!   record of the image at one head, grouped by space. A writer writes one every
+//!   [`COMMITS_PER_CHECKPOINT`] commits and when it closes, and records it in
+//!   `image/checkpoint`.
+//! - Every commit also writes `image/log/<batch>`: its writes and the head they made, in the same
+//!   SlateDB batch as the commit itself. Log records expire after [`LOG_TTL`]; a checkpoint is
+//!   written long before, so an attach reads the newest checkpoint and the few log records after
+//!   it. A missing record (expired, or a commit older than the log) is never guessed at: the
+//!   image is then read from the records themselves, as before checkpoints.
+//!
+//! Both formats carry their own framing; a checkpoint ends with a CRC-32 of everything before
+//! it, so a damaged object is refused (and the image read from the records instead).
+
+use crate::cell::{decode_row, encode_row, Cell};
+use crate::error::{Error, Result};
+use crate::store::Head;
+use bytes::Bytes;
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+/// A writer writes a checkpoint after this many commits since its last one.
+pub(crate) const COMMITS_PER_CHECKPOINT: u64 = 64;
+
+/// How long a commit's log record lives.
+pub(crate) const LOG_TTL: Duration = Duration::from_secs(3600);
+
+const MAGIC: &[u8] = b"moraine-image-1\n";
+
+/// The object a checkpoint of batch `batch` is written to.
+pub(crate) fn object_path(batch: u64) -> String {
+    format!("moraine/image/{batch:020}")
+}
+
+/// The directory checkpoint objects live in.
+pub(crate) const OBJECT_DIR: &str = "moraine/image";
+
+/// The batch a checkpoint object's name holds, if it is one.
+pub(crate) fn batch_of_object(name: &str) -> Option<u64> {
+    name.strip_prefix(OBJECT_DIR)?
+        .strip_prefix('/')?
+        .parse()
+        .ok()
+}
+
+/// The value of `image/checkpoint`: the batch of the newest checkpoint and its object.
+pub(crate) fn encode_pointer(batch: u64, path: &str) -> Vec<u8> {
+    encode_row(&[Cell::Int(batch as i64), Cell::Text(path.to_string())])
+}
+
+pub(crate) fn decode_pointer(value: &[u8]) -> Result<(u64, String)> {
+    match decode_row(value)?.as_slice() {
+        [Cell::Int(b), Cell::Text(p)] if *b >= 0 => Ok((*b as u64, p.clone())),
+        _ => Err(Error::Corrupt("image/checkpoint is malformed".into())),
+    }
+}
+
+/// Appends `bytes` with a u32 length before it.
+fn put_bytes(out: &mut Vec<u8>, bytes: &[u8]) {
+    out.extend_from_slice(&(bytes.len() as u32).to_le_bytes());
+    out.extend_from_slice(bytes);
+}
+
+/// Reads framed fields from a buffer, naming `what` in its errors.
+struct Reader<'a> {
+    buf: &'a Bytes,
+    at: usize,
+    what: &'a str,
+}
+
+impl<'a> Reader<'a> {
+    fn new(buf: &'a Bytes, what: &'a str) -> Self {
+        Reader { buf, at: 0, what }
+    }
+
+    fn short(&self) -> Error {
+        Error::Corrupt(format!("{} ends early (at byte {})", self.what, self.at))
+    }
+
+    fn take(&mut self, n: usize) -> Result<Bytes> {
+        let end = self.at.checked_add(n).ok_or_else(|| self.short())?;
+        if end > self.buf.len() {
+            return Err(self.short());
+        }
+        let out = self.buf.slice(self.at..end);
+        self.at = end;
+        Ok(out)
+    }
+
+    fn u32(&mut self) -> Result<u32> {
+        let b = self.take(4)?;
+        Ok(u32::from_le_bytes(b[..].try_into().expect("4 bytes")))
+    }
+
+    fn u64(&mut self) -> Result<u64> {
+        let b = self.take(8)?;
+        Ok(u64::from_le_bytes(b[..].try_into().expect("8 bytes")))
+    }
+
+    fn bytes(&mut self) -> Result<Bytes> {
+        let n = self.u32()? as usize;
+        self.take(n)
+    }
+
+    fn done(&self) -> bool {
+        self.at == self.buf.len()
+    }
+}
+
+/// One space's records as a checkpoint holds them: a count, then each key and value.
+pub(crate) fn encode_section<'a>(
+    records: impl ExactSizeIterator<Item = (&'a [u8], &'a [u8])>,
+) -> Bytes {
+    let mut out = Vec::new();
+    out.extend_from_slice(&(records.len() as u32).to_le_bytes());
+    for (k, v) in records {
+        put_bytes(&mut out, k);
+        put_bytes(&mut out, v);
+    }
+    Bytes::from(out)
+}
+
+/// The records of a section, in the order written (key order); values share its buffer.
+pub(crate) fn decode_section(section: &Bytes) -> Result<Vec<(Vec<u8>, Bytes)>> {
+    let mut r = Reader::new(section, "an image checkpoint section");
+    let n = r.u32()? as usize;
+    let mut out = Vec::with_capacity(n.min(section.len() / 8));
+    for _ in 0..n {
+        let k = r.bytes()?;
+        let v = r.bytes()?;
+        out.push((k.to_vec(), v));
+    }
+    if !r.done() {
+        return Err(Error::Corrupt(
+            "an image checkpoint section has bytes after its records".into(),
+        ));
+    }
+    Ok(out)
+}
+
+/// How many records a section holds.
+pub(crate) fn section_len(section: &Bytes) -> usize {
+    section.get(..4).map_or(0, |b| {
+        u32::from_le_bytes(b.try_into().expect("4 bytes")) as usize
+    })
+}
+
+/// A checkpoint read back: the head it was taken at and its spaces' sections.
+pub(crate) struct Checkpoint {
+    pub head: Head,
+    pub sections: BTreeMap<Vec<u8>, Bytes>,
+}
+
+/// A checkpoint object: magic, head, the sections by space prefix, CRC-32.
+pub(crate) fn encode_checkpoint(head: Head, sections: &[(Vec<u8>, Bytes)]) -> Vec<u8> {
+    let mut out = Vec::from(MAGIC);
+    put_bytes(&mut out, &head.encode());
+    out.extend_from_slice(&(sections.len() as u32).to_le_bytes());
+    for (prefix, section) in sections {
+        put_bytes(&mut out, prefix);
+        out.extend_from_slice(&(section.len() as u64).to_le_bytes());
+        out.extend_from_slice(section);
+    }
+    let crc = crc32fast::hash(&out);
+    out.extend_from_slice(&crc.to_le_bytes());
+    out
+}
+
+pub(crate) fn decode_checkpoint(object: Bytes, path: &str) -> Result<Checkpoint> {
+    let what = format!("image checkpoint {path}");
+    let corrupt = |why: &str| Error::Corrupt(format!("{what}: {why}"));
+    if object.len() < MAGIC.len() + 4 || !object.starts_with(MAGIC) {
+        return Err(corrupt("not a moraine image checkpoint"));
+    }
+    let body = object.slice(..object.len() - 4);
+    let crc = u32::from_le_bytes(object[object.len() - 4..].try_into().expect("4 bytes"));
+    if crc32fast::hash(&body) != crc {
+        return Err(corrupt("its checksum does not match its bytes"));
+    }
+    let mut r = Reader::new(&body, &what);
+    r.take(MAGIC.len())?;
+    let head = Head::decode(&r.bytes()?)?;
+    let n = r.u32()?;
+    let mut sections = BTreeMap::new();
+    for _ in 0..n {
+        let prefix = r.bytes()?.to_vec();
+        let len = r.u64()? as usize;
+        sections.insert(prefix, r.take(len)?);
+    }
+    if !r.done() {
+        return Err(corrupt("bytes after its last section"));
+    }
+    Ok(Checkpoint { head, sections })
+}
+
+/// The writes of one commit: every key it touched, with its new value (`None` deleted it).
+pub(crate) type Writes = BTreeMap<Vec<u8>, Option<Vec<u8>>>;
+
+/// A log record: the head the commit made, then each write (a tag: 1 put, 0 delete).
+pub(crate) fn encode_log(head: Head, writes: &Writes) -> Vec<u8> {
+    let mut out = Vec::new();
+    put_bytes(&mut out, &head.encode());
+    out.extend_from_slice(&(writes.len() as u32).to_le_bytes());
+    for (k, v) in writes {
+        put_bytes(&mut out, k);
+        match v {
+            Some(v) => {
+                out.push(1);
+                put_bytes(&mut out, v);
+            }
+            None => out.push(0),
+        }
+    }
+    out
+}
+
+pub(crate) fn decode_log(value: &Bytes, batch: u64) -> Result<(Head, Writes)> {
+    let what = format!("image/log/{batch}");
+    let mut r = Reader::new(value, &what);
+    let head = Head::decode(&r.bytes()?)?;
+    if head.batch_count != batch {
+        return Err(Error::Corrupt(format!(
+            "{what} holds the writes of batch {}",
+            head.batch_count
+        )));
+    }
+    let n = r.u32()?;
+    let mut writes = BTreeMap::new();
+    for _ in 0..n {
+        let k = r.bytes()?.to_vec();
+        let v = match r.take(1)?[0] {
+            1 => Some(r.bytes()?.to_vec()),
+            0 => None,
+            t => return Err(Error::Corrupt(format!("{what}: unknown write tag {t}"))),
+        };
+        writes.insert(k, v);
+    }
+    if !r.done() {
+        return Err(Error::Corrupt(format!("{what} has bytes after its writes")));
+    }
+    Ok((head, writes))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn checkpoints_and_logs_round_trip_and_damage_is_refused() {
+        let head = Head {
+            snapshot_id: Some(7),
+            batch_count: 9,
+        };
+        let a = encode_section([(&b"k1"[..], &b"v1"[..]), (&b"k2"[..], &b""[..])].into_iter());
+        let b = encode_section(std::iter::empty());
+        let obj = encode_checkpoint(head, &[(b"a".to_vec(), a.clone()), (b"b".to_vec(), b)]);
+        let back = decode_checkpoint(Bytes::from(obj.clone()), "x").unwrap();
+        assert_eq!(back.head, head);
+        assert_eq!(back.sections.len(), 2);
+        assert_eq!(section_len(&back.sections[&b"a".to_vec()]), 2);
+        let recs = decode_section(&back.sections[&b"a".to_vec()]).unwrap();
+        assert_eq!(recs[0], (b"k1".to_vec(), Bytes::from_static(b"v1")));
+        assert_eq!(recs[1].1.len(), 0);
+        assert!(decode_section(&back.sections[&b"b".to_vec()])
+            .unwrap()
+            .is_empty());
+        // every flipped byte and every truncation is refused
+        for i in 0..obj.len() {
+            let mut bad = obj.clone();
+            bad[i] ^= 0x40;
+            assert!(
+                decode_checkpoint(Bytes::from(bad), "x").is_err(),
+                "byte {i}"
+            );
+            assert!(decode_checkpoint(Bytes::from(obj[..i].to_vec()), "x").is_err());
+        }
+
+        let mut writes = Writes::new();
+        writes.insert(b"p".to_vec(), Some(b"value".to_vec()));
+        writes.insert(b"d".to_vec(), None);
+        let log = Bytes::from(encode_log(head, &writes));
+        assert_eq!(decode_log(&log, 9).unwrap(), (head, writes));
+        assert!(decode_log(&log, 8).is_err());
+        for i in 0..log.len() {
+            assert!(decode_log(&log.slice(..i), 9).is_err());
+        }
+        assert_eq!(batch_of_object(&object_path(42)), Some(42));
+        assert_eq!(batch_of_object("moraine/image/x"), None);
+        assert_eq!(
+            decode_pointer(&encode_pointer(42, &object_path(42))).unwrap(),
+            (42, object_path(42))
+        );
+    }
+}
