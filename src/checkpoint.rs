@@ -7,7 +7,7 @@
 //!   `image/checkpoint`.
 //! - Every commit also writes `image/log/<batch>`: its writes and the head they made, in the same
 //!   SlateDB batch as the commit itself. Log records expire after [`LOG_TTL`]; a checkpoint is
-//!   written long before, so an attach reads the newest checkpoint and the few log records after
+//!   written long before ([`CHECKPOINT_AGE`]), so an attach reads the newest checkpoint and the few log records after
 //!   it. A missing record (expired, or a commit older than the log) is never guessed at: the
 //!   image is then read from the records themselves, as before checkpoints.
 //!
@@ -21,11 +21,15 @@ use bytes::Bytes;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-/// A writer writes a checkpoint after this many commits since its last one.
+/// A writer writes a checkpoint after this many commits since its last one, or at its first
+/// commit [`CHECKPOINT_AGE`] after the first commit its last one does not hold.
 pub(crate) const COMMITS_PER_CHECKPOINT: u64 = 64;
+pub(crate) const CHECKPOINT_AGE: Duration = Duration::from_secs(15 * 60);
 
-/// How long a commit's log record lives.
-pub(crate) const LOG_TTL: Duration = Duration::from_secs(3600);
+/// How long a commit's log record lives: far longer than a checkpoint takes to come, so that
+/// only a writer idle for a day with commits no checkpoint holds (it writes one when it
+/// closes) leaves an attach to read the records.
+pub(crate) const LOG_TTL: Duration = Duration::from_secs(24 * 3600);
 
 const MAGIC: &[u8] = b"moraine-image-1\n";
 

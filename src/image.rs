@@ -321,6 +321,8 @@ pub struct Image {
     /// Spaces as the checkpoint this image was read from holds them, decoded into `spaces` on
     /// first use (a space in `spaces` supersedes its section). Shared by the images after it.
     sections: Arc<BTreeMap<Vec<u8>, Bytes>>,
+    /// The batch of the checkpoint this image was loaded from, if it was.
+    checkpoint: Option<u64>,
 }
 
 impl std::fmt::Debug for Image {
@@ -489,13 +491,13 @@ impl Image {
             Backend::Reader(_) => {
                 let reaches = |i: &Image| i.head.batch_count >= at_least.batch_count;
                 if let Some(prev) = previous.filter(|p| p.complete) {
-                    match read_log(store, None, prev.head.batch_count + 1).await {
-                        Ok(log) => {
-                            let image = prev.follow(log, None)?;
-                            if reaches(&image) {
-                                return Ok(image);
-                            }
-                        }
+                    let followed = match read_log(store, None, prev.head.batch_count + 1).await {
+                        Ok(log) => prev.follow(log, None),
+                        Err(e) => Err(e),
+                    };
+                    match followed {
+                        Ok(image) if reaches(&image) => return Ok(image),
+                        Ok(_) => {}
                         Err(e) => unusable(e),
                     }
                 }
@@ -567,6 +569,7 @@ impl Image {
             },
             catalog: OnceLock::new(),
             sections: Arc::new(cp.sections),
+            checkpoint: Some(batch),
         };
         let log = read_log(store, snap, batch + 1).await?;
         Ok(Some(image.follow(log, snap.cloned())?))
@@ -591,6 +594,7 @@ impl Image {
                 },
                 catalog: OnceLock::new(),
                 sections: self.sections.clone(),
+                checkpoint: self.checkpoint,
             }),
         }
     }
@@ -698,6 +702,7 @@ impl Image {
             history,
             catalog: OnceLock::new(),
             sections: Default::default(),
+            checkpoint: None,
         })
     }
 
@@ -847,6 +852,7 @@ impl Image {
             },
             catalog,
             sections: self.sections.clone(),
+            checkpoint: self.checkpoint,
         })
     }
 
@@ -897,6 +903,11 @@ impl Image {
     #[cfg(test)]
     pub(crate) fn from_a_checkpoint(&self) -> bool {
         !self.sections.is_empty()
+    }
+
+    /// The batch of the checkpoint this image was loaded from, if it was.
+    pub(crate) fn checkpoint_batch(&self) -> Option<u64> {
+        self.checkpoint
     }
 
     /// The committed `sys/head` this image was read at.

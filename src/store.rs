@@ -176,6 +176,10 @@ pub struct Store {
     boundary_files: bool,
     /// The checkpoint being written in the background, if any.
     checkpointing: Mutex<Option<tokio::task::JoinHandle<()>>>,
+    /// When the first commit after the last checkpoint this writer started was installed.
+    uncheckpointed_since: Mutex<Option<std::time::Instant>>,
+    /// A writer's garbage collector (`start_collector`), stopped at close.
+    collector: Option<tokio::task::JoinHandle<()>>,
     /// The batch of the newest image checkpoint this writer knows of (`u64::MAX`: not read
     /// yet); shared with the background checkpoint.
     checkpointed: Arc<std::sync::atomic::AtomicU64>,
@@ -214,13 +218,44 @@ fn not_a_store(location: impl Into<String>, reason: impl Into<String>) -> Error 
 /// Writer settings: commits flush the WAL themselves (see `Store::commit_writes`), so the
 /// background flush interval only bounds stray writes; the manifest is polled often enough to
 /// notice a fencing writer promptly.
-fn writer_settings(boundary_files: bool) -> Settings {
+fn writer_settings() -> Settings {
     Settings {
         flush_interval: Some(Duration::from_millis(50)),
         manifest_poll_interval: Duration::from_millis(500),
-        garbage_collector_options: Some(gc_options(boundary_files)),
+        // moraine runs the collector itself (`start_collector`)
+        garbage_collector_options: None,
         ..Settings::default()
     }
+}
+
+/// How many times a garbage-collection pass retries a failed object-store call.
+const GC_RETRIES: u32 = 3;
+
+/// How many WAL objects after the replay boundary a writer's close leaves to the next open.
+const WAL_TAIL_KEPT: u64 = 8;
+
+/// How often a writer's garbage collector runs; its first pass is one interval after the open,
+/// never during an attach.
+const GC_INTERVAL: Duration = Duration::from_secs(10);
+
+/// A writer's garbage collector: a pass of SlateDB's collector with [`gc_options`] every
+/// [`GC_INTERVAL`], until the store closes. (SlateDB's own background collector makes its first
+/// pass as the database opens, listing every directory while the attach waits for its reads.)
+fn start_collector(
+    object_store: Arc<dyn ObjectStore>,
+    boundary_files: bool,
+) -> tokio::task::JoinHandle<()> {
+    runtime().spawn(async move {
+        let admin = slatedb::admin::Admin::builder("", object_store).build();
+        loop {
+            tokio::time::sleep(GC_INTERVAL).await;
+            let span = tracing::debug_span!("moraine.gc");
+            let _enter = span.enter();
+            if let Err(e) = admin.run_gc_once(gc_options(boundary_files)).await {
+                tracing::warn!("moraine: collecting obsolete objects failed: {e}");
+            }
+        }
+    })
 }
 
 /// How a writer collects SlateDB's obsolete objects (RFC 0009). Every commit writes one WAL
@@ -236,28 +271,34 @@ fn writer_settings(boundary_files: bool) -> Settings {
 /// updates by compare-and-swap (`PutMode::Update`); an object store without that (a local
 /// directory) collects them without the boundary (`boundary_files`), else it could never
 /// collect them. The boundary stops a writer fenced long ago from writing a manifest at an id
-/// already collected; such a writer's WAL writes still fail on SlateDB's WAL fence.
+/// already collected (such a writer's WAL writes still fail on SlateDB's WAL fence), and it
+/// sends a reader whose next manifest was collected back to listing: a reader probes for the
+/// manifest after the last one it read, and without the boundary, finding it gone, would take
+/// its last one for the latest. So without the boundary manifests are kept for an hour, and
+/// never collected at close.
 fn gc_options(boundary_files: bool) -> GarbageCollectorOptions {
     let every = |secs: u64| GarbageCollectorDirectoryOptions {
-        interval: Some(Duration::from_secs(secs)),
+        interval: None,
         min_age: Duration::from_secs(secs),
         dry_run: false,
     };
     GarbageCollectorOptions {
         wal_options: Some(every(10)),
-        manifest_options: Some(every(60)),
+        // without the boundary, an hour (see above)
+        manifest_options: Some(every(if boundary_files { 60 } else { 3600 })),
         compactions_options: Some(every(60)),
         boundary_files_enabled: boundary_files,
+        object_store_max_retries: Some(GC_RETRIES),
         ..GarbageCollectorOptions::default()
     }
 }
 
 /// What a writer's clean close collects after flushing its memtable, whatever their age: the
-/// WAL objects before the new replay boundary, the manifests before the latest and the
-/// compactor's old job states. Every open lists those directories several times (SlateDB
-/// lists a directory to find its latest object), so the next open lists only what is live. A
-/// reader that lists a manifest and finds it gone when it reads it lists again (SlateDB's
-/// manifest store does).
+/// WAL objects before the new replay boundary, the compactor's old job states and, where the
+/// store keeps SlateDB's boundary objects, the manifests before the latest. Every open lists
+/// those directories several times (SlateDB lists a directory to find its latest object), so
+/// the next open lists only what is live. A reader that lists a manifest and finds it gone
+/// when it reads it lists again (SlateDB's manifest store does).
 fn gc_at_close(boundary_files: bool) -> GarbageCollectorOptions {
     let now = || {
         Some(GarbageCollectorDirectoryOptions {
@@ -268,12 +309,14 @@ fn gc_at_close(boundary_files: bool) -> GarbageCollectorOptions {
     };
     GarbageCollectorOptions {
         wal_options: now(),
-        manifest_options: now(),
+        // without the boundary a reader could miss a manifest collected this soon (see above)
+        manifest_options: if boundary_files { now() } else { None },
         compactions_options: now(),
         wal_fence_options: None,
         compacted_options: None,
         detach_options: None,
         boundary_files_enabled: boundary_files,
+        object_store_max_retries: Some(GC_RETRIES),
         ..GarbageCollectorOptions::default()
     }
 }
@@ -418,12 +461,13 @@ impl Store {
         let cache_scope = crate::sst_cache::new_scope();
         let backend = block_on(open_backend(
             object_store.clone(),
-            boundary_files,
             read_only,
             location,
             cache_scope,
         ))
         .inspect_err(|_| crate::sst_cache::shared().drop_scope(cache_scope))?;
+        let collector = matches!(backend, Backend::Writer(..))
+            .then(|| start_collector(object_store.clone(), boundary_files));
         Ok(Arc::new(Store {
             url: url.to_string(),
             canonical: canonical.to_string(),
@@ -435,6 +479,8 @@ impl Store {
             boundary_files,
             checkpointed: Arc::new(std::sync::atomic::AtomicU64::new(u64::MAX)),
             checkpointing: Mutex::new(None),
+            uncheckpointed_since: Mutex::new(None),
+            collector,
             image: Mutex::new(None),
             commit_lock: Mutex::new(()),
             unflushed_commits: Default::default(),
@@ -545,6 +591,14 @@ impl Store {
             return Ok(image.clone());
         }
         let image = Arc::new(block_on(Image::load(self, previous.as_deref(), now))?);
+        if let (Some(batch), Backend::Writer(..)) = (image.checkpoint_batch(), &self.backend) {
+            // the newest checkpoint is known: the next one is due 64 commits after it
+            let _ = self
+                .checkpointed
+                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |known| {
+                    (known == u64::MAX || known < batch).then_some(batch)
+                });
+        }
         tracing::debug!(
             batch = image.head().batch_count,
             records = image.footprint().0,
@@ -707,8 +761,14 @@ impl Store {
     /// being written.
     fn checkpoint_after_commit(&self, image: Arc<Image>) {
         let known = self.checkpointed.load(Ordering::SeqCst);
+        let since = *self
+            .uncheckpointed_since
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get_or_insert_with(std::time::Instant::now);
         let behind = known == u64::MAX
-            || image.head().batch_count >= known + checkpoint::COMMITS_PER_CHECKPOINT;
+            || image.head().batch_count >= known + checkpoint::COMMITS_PER_CHECKPOINT
+            || since.elapsed() >= checkpoint::CHECKPOINT_AGE;
         if !behind {
             return;
         }
@@ -719,6 +779,10 @@ impl Store {
         if running.as_ref().is_some_and(|h| !h.is_finished()) {
             return;
         }
+        *self
+            .uncheckpointed_since
+            .lock()
+            .unwrap_or_else(|p| p.into_inner()) = None;
         *running = Some(runtime().spawn(async move {
             if let Err(e) = writer.write(&image).await {
                 tracing::warn!("moraine: writing an image checkpoint failed: {e}");
@@ -777,6 +841,9 @@ impl Store {
             let Backend::Writer(db, status) = &self.backend else {
                 return self.backend.close().await;
             };
+            if let Some(collector) = &self.collector {
+                collector.abort();
+            }
             // a writer leaves a checkpoint of its last commit for the next attach
             let running = self
                 .checkpointing
@@ -797,6 +864,16 @@ impl Store {
             }
             // A writer still holding the lake leaves nothing for the next open to replay: its
             // memtable goes to L0, and the WAL objects before the new boundary are collected.
+            // Every writer open writes a WAL fence object and a flush of an empty memtable does
+            // not move the boundary, so a lake opened many times without commits would replay
+            // ever more fences: rewriting the checkpoint pointer as it is gives the flush a
+            // record.
+            let fences = db.manifest().next_wal_sst_id() - db.manifest().replay_after_wal_id();
+            if fences > WAL_TAIL_KEPT && status.borrow().close_reason.is_none() {
+                if let Ok(Some(pointer)) = db.get(keys::image_checkpoint()).await {
+                    let _ = db.put(keys::image_checkpoint(), pointer).await;
+                }
+            }
             let tidy = status.borrow().close_reason.is_none()
                 && db
                     .flush_with_options(FlushOptions {
@@ -831,7 +908,6 @@ impl Drop for Store {
 
 async fn open_backend(
     object_store: Arc<dyn ObjectStore>,
-    boundary_files: bool,
     read_only: bool,
     location: String,
     cache_scope: u64,
@@ -864,7 +940,7 @@ async fn open_backend(
         return Ok(backend);
     }
     let db = Db::builder("", object_store)
-        .with_settings(writer_settings(boundary_files))
+        .with_settings(writer_settings())
         .with_db_cache(crate::sst_cache::shared(), cache_scope)
         .build()
         .await?;
