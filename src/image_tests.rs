@@ -212,22 +212,15 @@ fn an_image_from_a_checkpoint_and_the_log_is_the_image_read_afresh() {
                 "seed {seed} step {step}: the checkpoint and log image differs"
             );
             // the reader: a new transaction's image, once it has seen this head
-            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
-            loop {
+            within_5s(&format!("the reader seeing {head:?}"), || {
                 let pinned = reader.pin_image().unwrap();
-                if pinned.head() == head {
-                    assert!(
-                        pinned.all_records() == fresh,
-                        "seed {seed} step {step}: the reader's image differs"
-                    );
-                    break;
-                }
+                let seen = pinned.head() == head;
                 assert!(
-                    std::time::Instant::now() < deadline,
-                    "the reader never saw {head:?}"
+                    !seen || pinned.all_records() == fresh,
+                    "seed {seed} step {step}: the reader's image differs"
                 );
-                std::thread::sleep(std::time::Duration::from_millis(20));
-            }
+                seen
+            });
         }
     }
 }
@@ -360,21 +353,22 @@ fn a_reader_follows_the_writer_one_whole_commit_at_a_time() {
         2
     );
     // a new transaction sees the writer's commits within the reader's poll interval
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
-    loop {
+    within_5s("the reader seeing head 6", || {
         let mut t = reader.begin();
         let head = t.head_snapshot(M).unwrap();
         let tables = t.rows(M, "ducklake_table", false).unwrap().rows.len() as i64;
         // whatever head it pinned, the rows are exactly that head's
         assert_eq!(Some(tables), head, "a torn view");
-        if head == Some(6) {
-            break;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the reader never saw head 6"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(50));
+        head == Some(6)
+    });
+}
+
+/// Polls `done` until it holds, failing the test after five seconds.
+fn within_5s(what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while !done() {
+        assert!(std::time::Instant::now() < deadline, "timed out: {what}");
+        std::thread::sleep(std::time::Duration::from_millis(20));
     }
 }
 
