@@ -142,17 +142,22 @@ fn random_commit(store: &Arc<Store>, rng: &mut Rng, next_snapshot: &mut i64, nex
     t.commit().unwrap();
 }
 
+/// The first commit of the random-commit tests: the inlined table and snapshot 1.
+fn seed_inline_table(store: &Arc<Store>) {
+    let mut t = store.begin();
+    t.create_table(inline_def()).unwrap();
+    t.stage_insert(M, "ducklake_snapshot", vec![snap(1)])
+        .unwrap();
+    t.stage_insert(M, "ducklake_snapshot_changes", vec![changes(1, "inl")])
+        .unwrap();
+    t.commit().unwrap();
+}
+
 #[test]
 fn an_image_advanced_by_commits_is_the_image_read_afresh() {
     for seed in 1..=12u64 {
         let store = new_lake(&mem_url("image-prop"));
-        let mut t = store.begin();
-        t.create_table(inline_def()).unwrap();
-        t.stage_insert(M, "ducklake_snapshot", vec![snap(1)])
-            .unwrap();
-        t.stage_insert(M, "ducklake_snapshot_changes", vec![changes(1, "inl")])
-            .unwrap();
-        t.commit().unwrap();
+        seed_inline_table(&store);
         let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
         let (mut next_snapshot, mut next_id) = (2, 100);
         for step in 0..40 {
@@ -186,13 +191,7 @@ fn an_image_from_a_checkpoint_and_the_log_is_the_image_read_afresh() {
         let dir = tempfile::tempdir().unwrap();
         let url = dir.path().join("lake").to_str().unwrap().to_string();
         let store = new_lake(&url);
-        let mut t = store.begin();
-        t.create_table(inline_def()).unwrap();
-        t.stage_insert(M, "ducklake_snapshot", vec![snap(1)])
-            .unwrap();
-        t.stage_insert(M, "ducklake_snapshot_changes", vec![changes(1, "inl")])
-            .unwrap();
-        t.commit().unwrap();
+        seed_inline_table(&store);
         store.write_checkpoint_for_test();
         let reader = Store::open(&url, true).unwrap();
         let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);

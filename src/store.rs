@@ -231,9 +231,6 @@ fn writer_settings() -> Settings {
 /// How many times a garbage-collection pass retries a failed object-store call.
 const GC_RETRIES: u32 = 3;
 
-/// How many WAL objects after the replay boundary a writer's close leaves to the next open.
-const WAL_TAIL_KEPT: u64 = 8;
-
 /// How often a writer's garbage collector runs; its first pass is one interval after the open,
 /// never during an attach.
 const GC_INTERVAL: Duration = Duration::from_secs(10);
@@ -864,16 +861,6 @@ impl Store {
             }
             // A writer still holding the lake leaves nothing for the next open to replay: its
             // memtable goes to L0, and the WAL objects before the new boundary are collected.
-            // Every writer open writes a WAL fence object and a flush of an empty memtable does
-            // not move the boundary, so a lake opened many times without commits would replay
-            // ever more fences: rewriting the checkpoint pointer as it is gives the flush a
-            // record.
-            let fences = db.manifest().next_wal_sst_id() - db.manifest().replay_after_wal_id();
-            if fences > WAL_TAIL_KEPT && status.borrow().close_reason.is_none() {
-                if let Ok(Some(pointer)) = db.get(keys::image_checkpoint()).await {
-                    let _ = db.put(keys::image_checkpoint(), pointer).await;
-                }
-            }
             let tidy = status.borrow().close_reason.is_none()
                 && db
                     .flush_with_options(FlushOptions {

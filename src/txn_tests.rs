@@ -1140,6 +1140,42 @@ fn memory_stores_are_shared_by_name_across_attaches() {
     assert_eq!(rows_of(&reopened, "ducklake_snapshot", true), vec![snap(0)]);
 }
 
+/// A writer that closes leaves its lake tidy for the next open (RFC 0009, "Storage hygiene"):
+/// the WAL objects its commits wrote are collected, and a checkpoint of its last commit is
+/// there for the next attach, which starts from it.
+#[test]
+fn a_closed_writer_leaves_a_checkpoint_and_no_wal_to_replay() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("lake");
+    let url = path.to_str().unwrap().to_string();
+    let files = |sub: &str| std::fs::read_dir(path.join(sub)).map_or(0, |d| d.count());
+    let store = new_lake(&url);
+    for i in 1..=100 {
+        commit_table(&store, i, i, &format!("t{i}"));
+    }
+    assert!(files("wal") > 60, "every commit wrote a WAL object");
+    let head = store.head().unwrap();
+    drop(store);
+    assert!(
+        files("wal") <= 3,
+        "{} WAL objects left after close",
+        files("wal")
+    );
+    assert!(
+        (1..=2).contains(&files("moraine/image")),
+        "{} checkpoint objects",
+        files("moraine/image")
+    );
+    let store = Store::open(&url, false).unwrap();
+    let image = store.pin_image().unwrap();
+    assert_eq!(image.head(), head);
+    assert_eq!(image.checkpoint_batch(), Some(head.batch_count));
+    assert_eq!(
+        column_of(&store, "ducklake_table", false, "table_name").len(),
+        100
+    );
+}
+
 #[test]
 fn a_local_directory_store_reopens_with_the_same_data() {
     let dir = tempfile::tempdir().unwrap();
