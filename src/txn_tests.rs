@@ -2264,31 +2264,22 @@ fn dropping_the_snapshot_table_forgets_the_head() {
 fn a_previous_format_store_opens_only_when_its_layout_is_this_one() {
     let dir = tempfile::tempdir().unwrap();
     let url = dir.path().join("lake").to_str().unwrap().to_string();
-    let store = new_lake(&url);
+    let mut store = new_lake(&url);
     commit_table(&store, 1, 1, "t1");
-    store
-        .put_raw(&keys::sys_format(), b"moraine-store-1")
-        .unwrap();
-    drop(store);
-    let store = Store::open(&url, false).unwrap();
-    assert_eq!(
-        rows_of(&store, "ducklake_table", false),
-        vec![table_row(1, 1, None, "t1")]
-    );
-    assert_eq!(
-        raw(&store, &keys::sys_format())[0].1,
-        crate::store::STORE_FORMAT.as_bytes()
-    );
-    // the format before the image's own records is this layout without them: upgraded as is
-    store
-        .put_raw(&keys::sys_format(), b"moraine-store-2")
-        .unwrap();
-    drop(store);
-    let store = Store::open(&url, false).unwrap();
-    assert_eq!(
-        raw(&store, &keys::sys_format())[0].1,
-        crate::store::STORE_FORMAT.as_bytes()
-    );
+    // store-2, the format before the image's own records, is this layout without them
+    for older in [&b"moraine-store-1"[..], b"moraine-store-2"] {
+        store.put_raw(&keys::sys_format(), older).unwrap();
+        drop(store);
+        store = Store::open(&url, false).unwrap();
+        assert_eq!(
+            rows_of(&store, "ducklake_table", false),
+            vec![table_row(1, 1, None, "t1")]
+        );
+        assert_eq!(
+            raw(&store, &keys::sys_format())[0].1,
+            crate::store::STORE_FORMAT.as_bytes()
+        );
+    }
 
     // the same marker on a store with a lake in schema lakemeta is refused
     let mut t = store.begin();
