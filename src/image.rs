@@ -309,12 +309,9 @@ fn always_held(space: &[u8]) -> bool {
 /// A consistent committed image of one store.
 pub struct Image {
     head: Head,
-    /// The spaces read so far. A writer's image reads a space on first use, through the
-    /// snapshot it was taken with (so every space it reads is of the one state); a reader's is
-    /// read whole at once (`complete`).
+    /// The decoded spaces. With the checkpoint sections not decoded yet they are every space
+    /// of the image: a space in neither is empty.
     spaces: Mutex<BTreeMap<Vec<u8>, Arc<Space>>>,
-    /// Every space is in `spaces`: an absent one is empty.
-    complete: bool,
     history: History,
     /// The schemas and table definitions, decoded on first use.
     catalog: OnceLock<Arc<CommittedCatalog>>,
@@ -332,23 +329,6 @@ impl std::fmt::Debug for Image {
             .field("spaces", &self.loaded().len())
             .finish()
     }
-}
-
-/// The prefixes a full image read scans: everything but the history keyspace.
-fn live_prefixes(lakes: &[String]) -> Vec<Vec<u8>> {
-    let top = |s: &str| keys::encode_key(&[Cell::Text(s.into())]);
-    let mut out = vec![top("sys"), top("snapshot"), top("current"), top("inline")];
-    for l in lakes.iter().filter(|l| *l != keys::DEFAULT_LAKE) {
-        let lake = |s: &str| {
-            keys::encode_key(&[
-                Cell::Text("lake".into()),
-                Cell::Text(l.clone()),
-                Cell::Text(s.into()),
-            ])
-        };
-        out.extend([lake("head"), lake("snapshot"), lake("current")]);
-    }
-    out
 }
 
 /// The schemas the store's `sys/` records name: every lake has one.
@@ -446,7 +426,7 @@ async fn scan_snapshot(snap: &DbSnapshot, prefix: &[u8]) -> Result<Vec<(Bytes, B
 }
 
 impl Image {
-    /// Read the image of `store` afresh: one consistent read of everything outside history.
+    /// Read the image of `store` afresh, of one committed state.
     ///
     /// A writer reads through one SlateDB snapshot. A reader has none: SlateDB 0.18's `DbReader`
     /// scans each see the reader's state of the moment they start, and a background poll may
@@ -469,19 +449,13 @@ impl Image {
         };
         match &store.backend {
             Backend::Writer(db, _) => {
-                // `sys` and the lake heads now; every other space when first used
                 let snap = db.snapshot()?;
-                let mut held = scan_snapshot(&snap, &live_prefixes(&[])[0]).await?;
-                for l in lakes_of(&held)? {
-                    if l != keys::DEFAULT_LAKE {
-                        held.extend(scan_snapshot(&snap, &keys::lake_head(&l)).await?);
-                    }
-                }
-                match Self::from_checkpoint(store, Some(&snap)).await {
-                    Ok(Some(image)) => match image.with_held(held.clone()) {
-                        Ok(image) => return Ok(image),
-                        Err(e) => unusable(e),
-                    },
+                let checkpointed = match Self::from_checkpoint(store, Some(&snap)).await {
+                    Ok(Some(image)) => image.with_held(&snap).await.map(Some),
+                    other => other,
+                };
+                match checkpointed {
+                    Ok(Some(image)) => return Ok(image),
                     Ok(None) => {}
                     Err(e) => unusable(e),
                 }
@@ -490,7 +464,7 @@ impl Image {
             }
             Backend::Reader(_) => {
                 let reaches = |i: &Image| i.head.batch_count >= at_least.batch_count;
-                if let Some(prev) = previous.filter(|p| p.complete) {
+                if let Some(prev) = previous {
                     let followed = match read_log(store, None, prev.head.batch_count + 1).await {
                         Ok(log) => prev.follow(log, None),
                         Err(e) => Err(e),
@@ -533,7 +507,7 @@ impl Image {
             Some(s) => History::Snapshot(s),
             None => History::Latest,
         };
-        Self::assemble(records, history, previous, true)
+        Self::assemble(records, history, previous)
     }
 
     /// The image of the newest checkpoint brought up to the end of the commit log, read through
@@ -562,7 +536,6 @@ impl Image {
         let image = Image {
             head: cp.head,
             spaces: Mutex::new(BTreeMap::new()),
-            complete: true,
             history: match snap {
                 Some(s) => History::Snapshot(s.clone()),
                 None => History::Latest,
@@ -587,7 +560,6 @@ impl Image {
             None => Ok(Image {
                 head: self.head,
                 spaces: Mutex::new(self.loaded().clone()),
-                complete: self.complete,
                 history: match snap {
                     Some(s) => History::Snapshot(s),
                     None => History::Latest,
@@ -599,10 +571,17 @@ impl Image {
         }
     }
 
-    /// This image with its `sys` and lake-head spaces replaced by `held`, read at the same
-    /// state: they must name the same head (the log reached the store's head).
-    fn with_held(self, held: Vec<(Bytes, Bytes)>) -> Result<Image> {
-        let fresh = Self::assemble(held, History::Latest, None, false)?;
+    /// This image with its `sys` and lake-head spaces replaced by those read through `snap`,
+    /// the snapshot it was loaded through: they must name the same head (the log reached the
+    /// store's head).
+    async fn with_held(self, snap: &DbSnapshot) -> Result<Image> {
+        let mut held = scan_snapshot(snap, &place_space(&keys::sys_head())?).await?;
+        for l in lakes_of(&held)? {
+            if l != keys::DEFAULT_LAKE {
+                held.extend(scan_snapshot(snap, &keys::lake_head(&l)).await?);
+            }
+        }
+        let fresh = Self::assemble(held, History::Latest, None)?;
         if fresh.head != self.head {
             return Err(Error::Corrupt(format!(
                 "the commit log ends at batch {}, the store's head is batch {}",
@@ -627,31 +606,12 @@ impl Image {
         Ok(self)
     }
 
-    /// Every space of this image as checkpoint sections, by space prefix. An image that reads
-    /// its spaces on first use reads them all now, through its snapshot.
-    pub(crate) async fn checkpoint_sections(&self) -> Result<Vec<(Vec<u8>, Bytes)>> {
+    /// Every space of this image as checkpoint sections, by space prefix: a section it has not
+    /// decoded as it is, a decoded space encoded again.
+    pub(crate) fn checkpoint_sections(&self) -> Vec<(Vec<u8>, Bytes)> {
         let encode = |entries: &BTreeMap<Vec<u8>, Entry>| {
             checkpoint::encode_section(entries.iter().map(|(k, e)| (&k[..], &e.value[..])))
         };
-        if !self.complete {
-            let History::Snapshot(snap) = &self.history else {
-                return Err(Error::Corrupt("a partial image without a snapshot".into()));
-            };
-            let records = read_live(snap.scan_with_options(.., &bulk_scan()).await?).await?;
-            let mut grouped: BTreeMap<Vec<u8>, BTreeMap<Vec<u8>, Entry>> = BTreeMap::new();
-            for (k, v) in records {
-                if let Place::Space(space) = place_of(&k)? {
-                    grouped
-                        .entry(space)
-                        .or_default()
-                        .insert(k.to_vec(), Entry::new(v));
-                }
-            }
-            return Ok(grouped
-                .iter()
-                .map(|(p, e)| (p.clone(), encode(e)))
-                .collect());
-        }
         let spaces = self.loaded().clone();
         let mut out: BTreeMap<Vec<u8>, Bytes> = BTreeMap::new();
         for (p, section) in self.sections.iter() {
@@ -664,14 +624,13 @@ impl Image {
                 out.insert(p, encode(&space.entries));
             }
         }
-        Ok(out.into_iter().collect())
+        out.into_iter().collect()
     }
 
     fn assemble(
         records: Vec<(Bytes, Bytes)>,
         history: History,
         previous: Option<&Image>,
-        complete: bool,
     ) -> Result<Image> {
         let mut grouped: BTreeMap<Vec<u8>, BTreeMap<Vec<u8>, Entry>> = BTreeMap::new();
         for (k, v) in records {
@@ -698,7 +657,6 @@ impl Image {
                     .map(|(p, e)| (p, Arc::new(Space::with_entries(e))))
                     .collect(),
             ),
-            complete,
             history,
             catalog: OnceLock::new(),
             sections: Default::default(),
@@ -710,18 +668,17 @@ impl Image {
         self.spaces.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// A record of a space the image holds already (`sys`, the lake heads, or any space of a
-    /// complete image).
+    /// A record of the image.
     fn entry(&self, space: &[u8], key: &[u8]) -> Option<Entry> {
-        self.space_now(space)
+        self.space(space)
             .ok()
             .flatten()
             .and_then(|s| s.entries.get(key).cloned())
     }
 
-    /// The space with prefix `prefix` if the image holds it without reading storage: read
-    /// already, or decoded now from the checkpoint the image came from.
-    fn space_now(&self, prefix: &[u8]) -> Result<Option<Arc<Space>>> {
+    /// The space with prefix `prefix`, decoded from the checkpoint the image came from on first
+    /// use; `None` when the image holds nothing under it.
+    fn space(&self, prefix: &[u8]) -> Result<Option<Arc<Space>>> {
         if let Some(space) = self.loaded().get(prefix) {
             return Ok(Some(space.clone()));
         }
@@ -729,35 +686,7 @@ impl Image {
             return Ok(None);
         };
         let space = Arc::new(Space::from_section(section)?);
-        Ok(Some(
-            self.loaded()
-                .entry(prefix.to_vec())
-                .or_insert(space)
-                .clone(),
-        ))
-    }
-
-    /// The space with prefix `prefix`, read through the image's snapshot on first use;
-    /// `None` when it holds nothing.
-    async fn space(&self, prefix: &[u8]) -> Result<Option<Arc<Space>>> {
-        if let Some(space) = self.space_now(prefix)? {
-            return Ok(Some(space));
-        }
-        let History::Snapshot(snap) = &self.history else {
-            return Ok(None);
-        };
-        if self.complete || always_held(prefix) {
-            return Ok(None);
-        }
-        let span = tracing::debug_span!("moraine.image.space");
-        let _enter = span.enter();
-        let entries: BTreeMap<Vec<u8>, Entry> = scan_snapshot(snap, prefix)
-            .await?
-            .into_iter()
-            .map(|(k, v)| (k.to_vec(), Entry::new(v)))
-            .collect();
-        let space = Arc::new(Space::with_entries(entries));
-        // two first uses read the same records: the first one kept serves both
+        // two first uses decode the same section: the first one kept serves both
         Ok(Some(
             self.loaded()
                 .entry(prefix.to_vec())
@@ -781,7 +710,7 @@ impl Image {
         for k in writes.keys() {
             if let Place::Space(space) | Place::History(space) = place_of(k)? {
                 if self.sections.contains_key(&space) {
-                    self.space_now(&space)?;
+                    self.space(&space)?;
                 }
             }
         }
@@ -794,13 +723,6 @@ impl Image {
                 Place::History(space) => (space, false),
                 Place::Image => continue,
             };
-            // a space not read yet stays unread: the next image's snapshot has the commit
-            if !spaces.contains_key(&space)
-                && !touched.contains_key(&space)
-                && !(self.complete || always_held(&space))
-            {
-                continue;
-            }
             let entries = touched.entry(space.clone()).or_insert_with(|| {
                 spaces
                     .get(&space)
@@ -821,13 +743,9 @@ impl Image {
         }
         for (space, entries) in touched {
             // (an emptied space a section still holds must stay, empty, to supersede it)
-            if entries.is_empty()
-                && (self.complete || always_held(&space))
-                && !self.sections.contains_key(&space)
-            {
+            if entries.is_empty() && !self.sections.contains_key(&space) {
                 spaces.remove(&space);
             } else {
-                // (an emptied space of a lazy image stays, empty: it is read)
                 spaces.insert(space, Arc::new(Space::with_entries(entries)));
             }
         }
@@ -845,7 +763,6 @@ impl Image {
         Ok(Image {
             head,
             spaces: Mutex::new(spaces),
-            complete: self.complete,
             history: match snapshot {
                 Some(s) => History::Snapshot(s),
                 None => History::Latest,
@@ -856,10 +773,10 @@ impl Image {
         })
     }
 
-    /// Whether two images hold the same head, and every space this one has read holds the
-    /// same records in `other` (read there on demand).
+    /// Whether two images hold the same head, and every space this one has decoded holds the
+    /// same records in `other` (decoded there if need be).
     #[cfg(test)]
-    pub(crate) async fn same_records(&self, other: &Image) -> bool {
+    pub(crate) fn same_records(&self, other: &Image) -> bool {
         if self.head != other.head {
             return false;
         }
@@ -869,7 +786,7 @@ impl Image {
             .map(|(p, s)| (p.clone(), s.clone()))
             .collect();
         for (prefix, a) in mine {
-            let b = other.space(&prefix).await.ok().flatten();
+            let b = other.space(&prefix).ok().flatten();
             let empty = BTreeMap::new();
             let b_entries = b.as_ref().map_or(&empty, |s| &s.entries);
             if a.entries.len() != b_entries.len()
@@ -885,24 +802,17 @@ impl Image {
         true
     }
 
-    /// Every record of a complete image, sections decoded (tests).
+    /// Every record of the image, sections decoded (tests).
     #[cfg(test)]
     pub(crate) fn all_records(&self) -> BTreeMap<Vec<u8>, Bytes> {
-        assert!(self.complete, "only a complete image holds every record");
         let prefixes: Vec<Vec<u8>> = self.sections.keys().cloned().collect();
         for p in prefixes {
-            self.space_now(&p).unwrap();
+            self.space(&p).unwrap();
         }
         self.loaded()
             .values()
             .flat_map(|s| s.entries.iter().map(|(k, e)| (k.clone(), e.value.clone())))
             .collect()
-    }
-
-    /// Whether this image was read from a checkpoint (tests).
-    #[cfg(test)]
-    pub(crate) fn from_a_checkpoint(&self) -> bool {
-        !self.sections.is_empty()
     }
 
     /// The batch of the checkpoint this image was loaded from, if it was.
@@ -970,7 +880,7 @@ impl Image {
     /// A point read at this image (history keys read on demand).
     pub(crate) async fn get(&self, store: &Store, key: &[u8]) -> Result<Option<Bytes>> {
         match place_of(key)? {
-            Place::Space(space) => Ok(match self.space(&space).await? {
+            Place::Space(space) => Ok(match self.space(&space)? {
                 Some(s) => s.entries.get(key).map(|e| e.value.clone()),
                 None => None,
             }),
@@ -1007,7 +917,7 @@ impl Image {
         // the space holding the prefix, if the prefix lies within one
         if let Ok(Place::Space(space_prefix)) = place_of(prefix) {
             if prefix.starts_with(&space_prefix) {
-                if let Some(space) = self.space(&space_prefix).await? {
+                if let Some(space) = self.space(&space_prefix)? {
                     out.extend(
                         space
                             .range(prefix)
@@ -1018,9 +928,6 @@ impl Image {
             }
         }
         // else every space the prefix spans, in key order
-        if let (false, History::Snapshot(snap)) = (self.complete, &self.history) {
-            return scan_snapshot(snap, prefix).await;
-        }
         let spanned: Vec<Vec<u8>> = self
             .sections
             .range(prefix.to_vec()..)
@@ -1028,7 +935,7 @@ impl Image {
             .map(|(p, _)| p.clone())
             .collect();
         for p in spanned {
-            self.space_now(&p)?;
+            self.space(&p)?;
         }
         for (space_prefix, space) in self.loaded().range(prefix.to_vec()..) {
             if !space_prefix.starts_with(prefix) {
@@ -1104,7 +1011,7 @@ impl Image {
             _ => keys::current_prefix(&def.schema, &def.name),
         };
         let space_prefix = place_space(&live_prefix)?;
-        let Some(space) = self.space(&space_prefix).await? else {
+        let Some(space) = self.space(&space_prefix)? else {
             if !need_history {
                 return Ok(Arc::new(RowSet::new(Vec::new())));
             }

@@ -165,7 +165,7 @@ fn an_image_advanced_by_commits_is_the_image_read_afresh() {
             let advanced = store.current_image().expect("a commit installs its image");
             let fresh = fresh_image(&store);
             assert!(
-                block_on(advanced.same_records(&fresh)),
+                advanced.same_records(&fresh),
                 "seed {seed} step {step}: the advanced image differs from a fresh read\n\
                  advanced {advanced:?}\nfresh {fresh:?}"
             );
@@ -205,7 +205,10 @@ fn an_image_from_a_checkpoint_and_the_log_is_the_image_read_afresh() {
             let fresh = fresh_image(&store).all_records();
             let loaded = block_on(Image::load(&store, None, head)).unwrap();
             assert_eq!(loaded.head(), head, "seed {seed} step {step}");
-            assert!(loaded.from_a_checkpoint(), "seed {seed} step {step}");
+            assert!(
+                loaded.checkpoint_batch().is_some(),
+                "seed {seed} step {step}"
+            );
             assert!(
                 loaded.all_records() == fresh,
                 "seed {seed} step {step}: the checkpoint and log image differs"
@@ -251,7 +254,7 @@ fn a_damaged_checkpoint_is_refused_and_the_records_are_read() {
     });
     let head = store.head().unwrap();
     let loaded = block_on(Image::load(&store, None, head)).unwrap();
-    assert!(!loaded.from_a_checkpoint());
+    assert!(!loaded.checkpoint_batch().is_some());
     assert!(loaded.all_records() == fresh_image(&store).all_records());
     drop(store);
     // a new process reads the records too, and its next checkpoint replaces the damaged one
@@ -264,7 +267,7 @@ fn a_damaged_checkpoint_is_refused_and_the_records_are_read() {
     store.write_checkpoint_for_test();
     let head = store.head().unwrap();
     let loaded = block_on(Image::load(&store, None, head)).unwrap();
-    assert!(loaded.from_a_checkpoint());
+    assert!(loaded.checkpoint_batch().is_some());
     assert!(loaded.all_records() == fresh_image(&store).all_records());
 }
 

@@ -1037,7 +1037,7 @@ impl Checkpointer {
         if batch <= previous {
             return Ok(());
         }
-        let sections = image.checkpoint_sections().await?;
+        let sections = image.checkpoint_sections();
         let object = checkpoint::encode_checkpoint(image.head(), &sections);
         let path = checkpoint::object_path(batch);
         self.object_store
