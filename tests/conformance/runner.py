@@ -52,6 +52,10 @@ MORAINE_CONNECTION = "moraine:__TEST_DIR__/{BASE_TEST_NAME}_meta"
 # ---- worker: one test file ------------------------------------------------------------------
 
 def worker_main():
+    # a crash (SIGSEGV, SIGABRT) prints every thread's Python stack to stderr, which the
+    # parent shows under the test's FAIL line
+    import faulthandler
+    faulthandler.enable(all_threads=True)
     spec = json.loads(sys.stdin.read())
     sys.path.insert(0, HERE)
     from slt import runtime
@@ -489,6 +493,10 @@ def main(argv):
                 if res["status"] == "fail":
                     write_log(out_dir, cat, name, res)
                     print(f"FAIL {cat} {name}:{res.get('line', 0)}: {res['message']}", flush=True)
+                    if res["message"].startswith(("crashed", "worker exited")) and res.get("detail"):
+                        # a crash is rarely reproducible: its stderr is all there is to go on
+                        print("\n".join("    | " + l for l in res["detail"].splitlines()),
+                              flush=True)
                 elif args.verbose:
                     extra = f" ({res['reason']})" if res["status"] == "skip" else ""
                     print(f"{res['status'].upper()} {cat} {name}{extra} [{res['elapsed']}s]",
