@@ -9,6 +9,7 @@ use crate::cell::{decode_row, encode_row, Cell, Row};
 use crate::error::{Error, Result};
 use crate::keys;
 use crate::tables;
+use std::ops::Range;
 
 /// One column of a table as DuckDB declared it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -492,6 +493,9 @@ pub struct SnapshotRecord {
 
 const SNAPSHOT_RECORD_VERSION: u8 = 1;
 
+/// Where a stored snapshot record's two row records lie (snapshot, changes).
+type HalfRanges = (Option<Range<usize>>, Option<Range<usize>>);
+
 impl SnapshotRecord {
     pub fn half(&self, h: SnapshotHalf) -> &Option<Row> {
         match h {
@@ -530,6 +534,30 @@ impl SnapshotRecord {
     }
 
     pub fn decode(bytes: &[u8]) -> Result<SnapshotRecord> {
+        let (snapshot, changes) = Self::halves(bytes)?;
+        Ok(SnapshotRecord {
+            snapshot: snapshot.map(|r| decode_row(&bytes[r])).transpose()?,
+            changes: changes.map(|r| decode_row(&bytes[r])).transpose()?,
+        })
+    }
+
+    /// One half of a stored record as the row record it holds (sharing `bytes`), checked whole.
+    pub fn half_record(bytes: &bytes::Bytes, h: SnapshotHalf) -> Result<Option<bytes::Bytes>> {
+        let (snapshot, changes) = Self::halves(bytes)?;
+        let half = match h {
+            SnapshotHalf::Snapshot => snapshot,
+            SnapshotHalf::Changes => changes,
+        };
+        half.map(|r| {
+            let record = bytes.slice(r);
+            crate::cell::walk_row(&record, |_, _| {})?;
+            Ok(record)
+        })
+        .transpose()
+    }
+
+    /// Where each half's row record lies in a stored record.
+    fn halves(bytes: &[u8]) -> Result<HalfRanges> {
         let bad = || Error::Corrupt("snapshot record is malformed".into());
         if bytes.len() < 3 || bytes[0] != SNAPSHOT_RECORD_VERSION {
             return Err(bad());
@@ -550,24 +578,19 @@ impl SnapshotRecord {
                 return Err(bad());
             }
         }
-        let len = len as usize;
-        if bytes.len() < pos + len {
+        let end = pos.checked_add(len as usize).ok_or_else(bad)?;
+        if bytes.len() < end {
             return Err(bad());
         }
-        let snapshot = if flags & 1 != 0 {
-            Some(decode_row(&bytes[pos..pos + len])?)
-        } else {
-            None
-        };
-        let rest = &bytes[pos + len..];
+        let snapshot = (flags & 1 != 0).then_some(pos..end);
         let changes = if flags & 2 != 0 {
-            Some(decode_row(rest)?)
-        } else if rest.is_empty() {
+            Some(end..bytes.len())
+        } else if end == bytes.len() {
             None
         } else {
             return Err(bad());
         };
-        Ok(SnapshotRecord { snapshot, changes })
+        Ok((snapshot, changes))
     }
 }
 

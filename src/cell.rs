@@ -35,6 +35,18 @@ impl Cell {
         matches!(self, Cell::Null)
     }
 
+    /// The cell borrowed, as a record holds it.
+    pub fn as_ref(&self) -> CellRef<'_> {
+        match self {
+            Cell::Null => CellRef::Null,
+            Cell::Int(v) => CellRef::Int(*v),
+            Cell::Bool(v) => CellRef::Bool(*v),
+            Cell::Float(v) => CellRef::Float(*v),
+            Cell::Text(v) => CellRef::Text(v),
+            Cell::Blob(v) => CellRef::Blob(v),
+        }
+    }
+
     pub fn as_int(&self) -> Option<i64> {
         match self {
             Cell::Int(v) => Some(*v),
@@ -170,6 +182,42 @@ pub fn decode_row(bytes: &[u8]) -> Result<Row> {
 
 /// Decode a row record and, when it carries one, where the row was first written.
 pub fn decode_row_at(bytes: &[u8]) -> Result<(Row, Option<WriteSeq>)> {
+    let mut row = Vec::new();
+    let seq = walk_row(bytes, |_, cell| row.push(cell.to_cell()))?;
+    Ok((row, seq))
+}
+
+/// A cell as a row record holds it, borrowed from the record.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum CellRef<'a> {
+    Null,
+    Int(i64),
+    Bool(bool),
+    Float(f64),
+    Text(&'a str),
+    Blob(&'a [u8]),
+}
+
+impl CellRef<'_> {
+    pub fn to_cell(self) -> Cell {
+        match self {
+            CellRef::Null => Cell::Null,
+            CellRef::Int(v) => Cell::Int(v),
+            CellRef::Bool(v) => Cell::Bool(v),
+            CellRef::Float(v) => Cell::Float(v),
+            CellRef::Text(v) => Cell::Text(v.to_string()),
+            CellRef::Blob(v) => Cell::Blob(v.to_vec()),
+        }
+    }
+}
+
+/// Check a whole row record (either format), handing each cell to `visit` with its column
+/// without copying it; returns where the row was first written, when the record carries it. A
+/// record this accepts decodes without error.
+pub fn walk_row<'a>(
+    bytes: &'a [u8],
+    mut visit: impl FnMut(usize, CellRef<'a>),
+) -> Result<Option<WriteSeq>> {
     let mut r = Reader { buf: bytes, pos: 0 };
     let version = r.byte()?;
     let seq = match version {
@@ -189,24 +237,22 @@ pub fn decode_row_at(bytes: &[u8]) -> Result<(Row, Option<WriteSeq>)> {
             bytes.len()
         )));
     }
-    let mut row = Vec::with_capacity(n);
-    for _ in 0..n {
+    for column in 0..n {
         let tag = r.byte()?;
         let cell = match tag {
-            TAG_NULL => Cell::Null,
-            TAG_INT => Cell::Int(i64::from_le_bytes(r.array::<8>()?)),
-            TAG_BOOL => Cell::Bool(r.byte()? != 0),
-            TAG_FLOAT => Cell::Float(f64::from_bits(u64::from_le_bytes(r.array::<8>()?))),
+            TAG_NULL => CellRef::Null,
+            TAG_INT => CellRef::Int(i64::from_le_bytes(r.array::<8>()?)),
+            TAG_BOOL => CellRef::Bool(r.byte()? != 0),
+            TAG_FLOAT => CellRef::Float(f64::from_bits(u64::from_le_bytes(r.array::<8>()?))),
             TAG_TEXT => {
                 let len = r.varint()? as usize;
-                let b = r.take(len)?;
-                Cell::Text(String::from_utf8(b.to_vec()).map_err(|_| {
+                CellRef::Text(std::str::from_utf8(r.take(len)?).map_err(|_| {
                     Error::Corrupt("row record holds a text cell that is not UTF-8".into())
                 })?)
             }
             TAG_BLOB => {
                 let len = r.varint()? as usize;
-                Cell::Blob(r.take(len)?.to_vec())
+                CellRef::Blob(r.take(len)?)
             }
             t => {
                 return Err(Error::Corrupt(format!(
@@ -214,7 +260,7 @@ pub fn decode_row_at(bytes: &[u8]) -> Result<(Row, Option<WriteSeq>)> {
                 )))
             }
         };
-        row.push(cell);
+        visit(column, cell);
     }
     if r.pos != bytes.len() {
         return Err(Error::Corrupt(format!(
@@ -222,7 +268,7 @@ pub fn decode_row_at(bytes: &[u8]) -> Result<(Row, Option<WriteSeq>)> {
             bytes.len() - r.pos
         )));
     }
-    Ok((row, seq))
+    Ok(seq)
 }
 
 pub(crate) fn put_varint(out: &mut Vec<u8>, mut v: u64) {
@@ -321,6 +367,29 @@ mod tests {
         for cut in 0..at.len() {
             assert!(decode_row_at(&at[..cut]).is_err(), "truncated at {cut}");
         }
+    }
+
+    #[test]
+    fn walking_a_row_visits_the_cells_decoding_reads() {
+        let row = sample();
+        let at = encode_row_at(&row, (3, 4));
+        let mut seen = Vec::new();
+        let seq = walk_row(&at, |i, c| seen.push((i, c.to_cell()))).unwrap();
+        assert_eq!(seq, Some((3, 4)));
+        assert_eq!(seen.len(), row.len());
+        for (i, (at, cell)) in seen.iter().enumerate() {
+            assert_eq!((*at, cell), (i, &row[i]));
+            assert_eq!(row[i].as_ref().to_cell(), row[i]);
+        }
+        for cut in 0..at.len() {
+            assert!(
+                walk_row(&at[..cut], |_, _| {}).is_err(),
+                "truncated at {cut}"
+            );
+        }
+        let mut bad_text = encode_row(&[Cell::Text("ab".into())]);
+        *bad_text.last_mut().unwrap() = 0xff;
+        assert!(walk_row(&bad_text, |_, _| {}).is_err());
     }
 
     #[test]

@@ -767,7 +767,8 @@ pub unsafe extern "C" fn moraine_txn_stage_update(
         let mut position = std::collections::HashMap::new();
         for (i, rowid) in rowids.iter().enumerate() {
             let (mat, index) = txn.resolve(*rowid)?;
-            let mut row = mat.rows[index].clone();
+            // (resolve checked the index)
+            let mut row = mat.rows.get(index).cloned().unwrap_or_default();
             for (j, col) in cols.iter().enumerate() {
                 let value = values
                     .get(i)

@@ -16,7 +16,7 @@
 //! versions that had ended by the image's head).
 
 use crate::catalog::{CommittedCatalog, Kind, TableDef};
-use crate::cell::{decode_row, decode_row_at, Cell, Row};
+use crate::cell::{decode_row, decode_row_at, walk_row, Cell, CellRef, Row};
 use crate::checkpoint::{self, Writes};
 use crate::chunk::decode_chunk;
 use crate::error::{Error, Result};
@@ -30,8 +30,16 @@ use std::ops::Deref;
 use std::sync::{Arc, Mutex, OnceLock};
 
 /// Rows in the order a scan serves them, with integer indexes built on demand.
+///
+/// A row set served from the image's records keeps them encoded (sharing the records' bytes)
+/// and decodes a row when it is first read: a scan narrowed by an index decodes only the rows
+/// it emits, and the indexes are built from the one column they need. Every record was checked
+/// whole when the set was built, so a later decode cannot fail.
 pub struct RowSet {
-    rows: Vec<Row>,
+    /// Every row decoded: given at construction, or built when something needs them all.
+    decoded: OnceLock<Vec<Row>>,
+    /// The rows as records, each decoded on first read; empty for a set built from rows.
+    encoded: Vec<(Bytes, OnceLock<Row>)>,
     /// column -> (value -> positions in `rows`, ascending), built from `ints`;
     /// `None` for a column with cells that are not integers.
     index: Mutex<HashMap<usize, Option<Arc<HashMap<i64, Vec<u32>>>>>>,
@@ -61,27 +69,67 @@ impl IntColumn {
     }
 }
 
+/// Every row, decoded (for the callers that read them all: overlays, tests).
 impl Deref for RowSet {
     type Target = Vec<Row>;
     fn deref(&self) -> &Vec<Row> {
-        &self.rows
+        self.decoded.get_or_init(|| {
+            (0..self.encoded.len())
+                .map(|i| self.get(i).cloned().unwrap_or_default())
+                .collect()
+        })
     }
 }
 
 impl std::fmt::Debug for RowSet {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        self.rows.fmt(f)
+        (**self).fmt(f)
     }
 }
 
 impl RowSet {
     pub fn new(rows: Vec<Row>) -> RowSet {
+        RowSet::with(OnceLock::from(rows), Vec::new())
+    }
+
+    /// Rows kept as the records that hold them, in this order. Each record must have passed
+    /// [`crate::cell::walk_row`].
+    pub(crate) fn encoded(records: Vec<Bytes>) -> RowSet {
+        RowSet::with(
+            OnceLock::new(),
+            records.into_iter().map(|r| (r, OnceLock::new())).collect(),
+        )
+    }
+
+    fn with(decoded: OnceLock<Vec<Row>>, encoded: Vec<(Bytes, OnceLock<Row>)>) -> RowSet {
         RowSet {
-            rows,
+            decoded,
+            encoded,
             index: Mutex::new(HashMap::new()),
             sorted: Mutex::new(HashMap::new()),
             ints: Mutex::new(HashMap::new()),
         }
+    }
+
+    pub fn len(&self) -> usize {
+        match self.decoded.get() {
+            Some(rows) => rows.len(),
+            None => self.encoded.len(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Row `i`, decoded on first read.
+    pub fn get(&self, i: usize) -> Option<&Row> {
+        if let Some(rows) = self.decoded.get() {
+            return rows.get(i);
+        }
+        let (record, row) = self.encoded.get(i)?;
+        // checked when the set was built: a record that fails now is a bug, served as no row
+        Some(row.get_or_init(|| decode_row(record).unwrap_or_default()))
     }
 
     /// The positions of the rows whose `column` holds one of `values`, ascending; `None` when
@@ -125,23 +173,37 @@ impl RowSet {
             .entry(column)
             .or_insert_with(|| {
                 let mut col = IntColumn {
-                    values: Vec::with_capacity(self.rows.len()),
-                    valid: Vec::with_capacity(self.rows.len()),
+                    values: Vec::with_capacity(self.len()),
+                    valid: Vec::with_capacity(self.len()),
                 };
-                for r in &self.rows {
-                    match r.get(column) {
-                        Some(Cell::Int(v)) => {
-                            col.values.push(*v);
-                            col.valid.push(1);
-                        }
-                        Some(Cell::Null) | None => {
-                            col.values.push(0);
-                            col.valid.push(0);
-                        }
-                        Some(_) => return None,
+                let mut push = |cell: Option<CellRef<'_>>| match cell {
+                    Some(CellRef::Int(v)) => {
+                        col.values.push(v);
+                        col.valid.push(1);
+                        true
                     }
-                }
-                Some(Arc::new(col))
+                    Some(CellRef::Null) | None => {
+                        col.values.push(0);
+                        col.valid.push(0);
+                        true
+                    }
+                    Some(_) => false,
+                };
+                let all_ints = match self.decoded.get() {
+                    Some(rows) => rows.iter().all(|r| push(r.get(column).map(Cell::as_ref))),
+                    // only the column's cell of each record, nothing decoded
+                    None => self.encoded.iter().all(|(record, _)| {
+                        let mut cell = None;
+                        walk_row(record, |c, v| {
+                            if c == column {
+                                cell = Some(v)
+                            }
+                        })
+                        .is_ok()
+                            && push(cell)
+                    }),
+                };
+                all_ints.then(|| Arc::new(col))
             })
             .clone()
     }
@@ -171,7 +233,7 @@ impl RowSet {
         }
         let start = sorted.partition_point(|(v, _)| *v < lo);
         let end = sorted.partition_point(|(v, _)| *v <= hi);
-        if end - start == self.rows.len() {
+        if end - start == self.len() {
             return None;
         }
         let mut out: Vec<u32> = sorted[start..end].iter().map(|(_, p)| *p).collect();
@@ -1015,9 +1077,7 @@ impl Image {
             if !need_history {
                 return Ok(Arc::new(RowSet::new(Vec::new())));
             }
-            return Ok(Arc::new(RowSet::new(
-                self.serve(store, def, kind, None, true).await?,
-            )));
+            return Ok(Arc::new(self.serve(store, def, kind, None, true).await?));
         };
         let cache_key = (def.name.clone(), need_history);
         if let Some(r) = space
@@ -1028,7 +1088,7 @@ impl Image {
         {
             return Ok(r.clone());
         }
-        let rows = Arc::new(RowSet::new(
+        let rows = Arc::new(
             self.serve(
                 store,
                 def,
@@ -1037,7 +1097,7 @@ impl Image {
                 need_history,
             )
             .await?,
-        ));
+        );
         space
             .served
             .lock()
@@ -1053,15 +1113,27 @@ impl Image {
         kind: &Kind,
         live: Option<(&Space, &[u8])>,
         need_history: bool,
-    ) -> Result<Vec<Row>> {
+    ) -> Result<RowSet> {
         let live = live.into_iter().flat_map(|(s, p)| s.range(p));
-        Ok(match kind {
-            Kind::Snapshot(half) => kinds::snapshot::rows(live.map(|(_, e)| &e.value[..]), *half)?,
+        Ok(RowSet::new(match kind {
+            Kind::Snapshot(half) => {
+                return Ok(RowSet::encoded(kinds::snapshot::records(
+                    live.map(|(_, e)| &e.value),
+                    *half,
+                )?))
+            }
             Kind::Inline => {
                 let chunks = live
                     .map(|(_, e)| e.chunk_rows())
                     .collect::<Result<Vec<_>>>()?;
                 kinds::inline::rows(chunks.iter().map(|c| c.as_slice()))
+            }
+            Kind::Versioned { .. } | Kind::Unversioned { .. } if !need_history => {
+                // live rows only: kept encoded, decoded as they are read
+                return Ok(RowSet::encoded(kinds::fixed::serve_encoded(
+                    live.map(|(_, e)| &e.value),
+                    kind,
+                )?));
             }
             Kind::Versioned { .. } | Kind::Unversioned { .. } => {
                 let mut rows = Vec::new();
@@ -1076,7 +1148,7 @@ impl Image {
                 }
                 kinds::fixed::serve(rows, kind, !need_history)
             }
-        })
+        }))
     }
 }
 
@@ -1156,6 +1228,91 @@ mod tests {
         let a = place_space(&keys::current_prefix("main", "t")).unwrap();
         let b = place_space(&keys::current_prefix("main", "t2")).unwrap();
         assert!(!a.starts_with(&b) && !b.starts_with(&a));
+    }
+
+    #[test]
+    fn a_row_set_kept_encoded_reads_as_its_rows_and_decodes_only_what_is_read() {
+        use crate::cell::encode_row_at;
+        let kind = Kind::Versioned {
+            key: vec![0],
+            begin: 1,
+            end: 2,
+        };
+        // first-write sequences out of key order, ties broken by begin, then by key; a record
+        // without a sequence sorts first
+        let stored: Vec<(Row, Option<(u64, u64)>)> = (0..40i64)
+            .map(|i| {
+                let row = vec![
+                    Cell::Int(i),
+                    Cell::Int(100 - i % 5),
+                    if i % 7 == 0 {
+                        Cell::Null
+                    } else {
+                        Cell::Int(i % 4)
+                    },
+                    Cell::Text(format!("file-{i} é")),
+                ];
+                let seq = (i != 13).then_some(((i % 6) as u64, (i % 2) as u64));
+                (row, seq)
+            })
+            .collect();
+        let records: Vec<Bytes> = stored
+            .iter()
+            .map(|(row, seq)| match seq {
+                Some(seq) => Bytes::from(encode_row_at(row, *seq)),
+                None => Bytes::from(crate::cell::encode_row(row)),
+            })
+            .collect();
+        let eager = RowSet::new(kinds::fixed::serve(stored, &kind, true));
+        let lazy = RowSet::encoded(kinds::fixed::serve_encoded(records.iter(), &kind).unwrap());
+        assert_eq!(lazy.len(), eager.len());
+        assert_eq!(lazy.get(3), eager.get(3));
+        assert_eq!(lazy.positions(2, &[1, 3]), eager.positions(2, &[1, 3]));
+        assert_eq!(
+            lazy.positions_between(0, 5, 17),
+            eager.positions_between(0, 5, 17)
+        );
+        // a column with text cells has no index in either
+        assert_eq!(lazy.positions(3, &[1]), None);
+        // the count, one row and the indexes decoded nothing else
+        assert!(lazy.decoded.get().is_none());
+        assert_eq!(
+            lazy.encoded
+                .iter()
+                .filter(|(_, r)| r.get().is_some())
+                .count(),
+            1
+        );
+        assert_eq!(*lazy, *eager);
+        assert_eq!(lazy.get(39), eager.get(39));
+        // a damaged record is refused when the set is built, not served as a short row later
+        let mut bad = records.clone();
+        bad[5] = bad[5].slice(..bad[5].len() - 1);
+        assert!(kinds::fixed::serve_encoded(bad.iter(), &kind).is_err());
+    }
+
+    #[test]
+    fn a_snapshot_half_is_served_as_the_row_record_it_holds() {
+        use crate::catalog::{SnapshotHalf, SnapshotRecord};
+        let full = SnapshotRecord {
+            snapshot: Some(vec![Cell::Int(7), Cell::Text("t".into())]),
+            changes: Some(vec![Cell::Int(7), Cell::Text("created_table:x".into())]),
+        };
+        let only = SnapshotRecord {
+            snapshot: Some(vec![Cell::Int(8)]),
+            changes: None,
+        };
+        for record in [full, only] {
+            let bytes = Bytes::from(record.encode());
+            for half in [SnapshotHalf::Snapshot, SnapshotHalf::Changes] {
+                let served = SnapshotRecord::half_record(&bytes, half)
+                    .unwrap()
+                    .map(|r| decode_row(&r).unwrap());
+                assert_eq!(&served, record.half(half));
+            }
+            let cut = bytes.slice(..bytes.len() - 1);
+            assert!(SnapshotRecord::half_record(&cut, SnapshotHalf::Changes).is_err());
+        }
     }
 
     #[test]

@@ -44,6 +44,22 @@ impl std::ops::Deref for Rows {
     }
 }
 
+/// Reading one row, or the count, decodes nothing else (a row set served from records
+/// decodes each row on first read); the deref to `Vec<Row>` decodes them all.
+impl Rows {
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    pub fn get(&self, i: usize) -> Option<&Row> {
+        self.0.get(i)
+    }
+}
+
 impl std::fmt::Debug for Rows {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         (**self).fmt(f)
@@ -551,7 +567,10 @@ impl Transaction {
                 ),
             });
         }
-        Ok((m.rows[index].clone(), index >= m.stored))
+        Ok((
+            m.rows.get(index).cloned().unwrap_or_default(),
+            index >= m.stored,
+        ))
     }
 
     fn check_width(def: &TableDef, row: &Row) -> Result<()> {

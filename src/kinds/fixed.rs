@@ -11,10 +11,13 @@
 
 use super::{duplicate, vanished};
 use crate::catalog::{self, Kind, TableDef};
-use crate::cell::{decode_row_at, encode_row, encode_row_at, Cell, Row, WriteSeq};
+use crate::cell::{
+    decode_row_at, encode_row, encode_row_at, walk_row, Cell, CellRef, Row, WriteSeq,
+};
 use crate::error::Result;
 use crate::keys;
 use crate::write_set::WriteSet;
+use bytes::Bytes;
 
 /// Rows in the order they were first written, as a DuckDB-file catalog scans them, so readers
 /// that take "the first row" without ORDER BY see what they would there. Records without a
@@ -32,7 +35,7 @@ pub(crate) fn serve(
         _ => None,
     };
     if key_ordered {
-        rows.sort_by_key(|(row, seq)| (*seq, begin.and_then(|b| row[b].as_int())));
+        rows.sort_by_key(|(row, seq)| order(*seq, begin.and_then(|b| row[b].as_int())));
     } else {
         rows.sort_by_cached_key(|(row, seq)| {
             let key_cells: Vec<Cell> = match kind {
@@ -40,13 +43,45 @@ pub(crate) fn serve(
                 _ => Vec::new(),
             };
             (
-                *seq,
-                begin.and_then(|b| row[b].as_int()),
+                order(*seq, begin.and_then(|b| row[b].as_int())),
                 keys::encode_key(&key_cells),
             )
         });
     }
     rows.into_iter().map(|(row, _)| row).collect()
+}
+
+/// Where a row goes in scan order, before key order: its write sequence, then the snapshot
+/// that began its version.
+fn order(seq: Option<WriteSeq>, begin: Option<i64>) -> (Option<WriteSeq>, Option<i64>) {
+    (seq, begin)
+}
+
+/// [`serve`] of live records in key order, keeping them encoded: each is checked whole and
+/// only its sequence and begin cell are read. The records in scan order.
+pub(crate) fn serve_encoded<'r>(
+    records: impl Iterator<Item = &'r Bytes>,
+    kind: &Kind,
+) -> Result<Vec<Bytes>> {
+    let begin = match kind {
+        Kind::Versioned { begin, .. } => Some(*begin),
+        _ => None,
+    };
+    let mut keyed = Vec::new();
+    for record in records {
+        let mut began = None;
+        let seq = walk_row(record, |column, cell| {
+            if Some(column) == begin {
+                if let CellRef::Int(v) = cell {
+                    began = Some(v);
+                }
+            }
+        })?;
+        keyed.push((order(seq, began), record.clone()));
+    }
+    // stable: ties keep key order, as in `serve`
+    keyed.sort_by_key(|(o, _)| *o);
+    Ok(keyed.into_iter().map(|(_, r)| r).collect())
 }
 
 /// A version bound a written row carries: (begins | ends, snapshot).

@@ -14,18 +14,18 @@ use crate::keys;
 use crate::write_set::WriteSet;
 use std::collections::BTreeSet;
 
-/// The rows one half serves from the lake's records, in id order.
-pub(crate) fn rows<'r>(
-    records: impl Iterator<Item = &'r [u8]>,
+/// The row records one half serves from the lake's records, in id order, kept encoded.
+pub(crate) fn records<'r>(
+    records: impl Iterator<Item = &'r bytes::Bytes>,
     half: SnapshotHalf,
-) -> Result<Vec<Row>> {
-    let mut rows = Vec::new();
+) -> Result<Vec<bytes::Bytes>> {
+    let mut out = Vec::new();
     for v in records {
-        if let Some(r) = SnapshotRecord::decode(v)?.half(half) {
-            rows.push(r.clone());
+        if let Some(r) = SnapshotRecord::half_record(v, half)? {
+            out.push(r);
         }
     }
-    Ok(rows)
+    Ok(out)
 }
 
 pub(crate) fn snapshot_id(def: &TableDef, row: &Row) -> Result<i64> {
