@@ -588,7 +588,7 @@ impl Image {
             return Ok(None);
         };
         let (batch, path) = checkpoint::decode_pointer(&pointer)?;
-        let cp = checkpoint::decode_checkpoint(store.read_object(&path).await?, &path)?;
+        let cp = checkpoint::decode_checkpoint(store.read_checkpoint_object(&path).await?, &path)?;
         if cp.head.batch_count != batch {
             return Err(Error::Corrupt(format!(
                 "image checkpoint {path} holds batch {}, image/checkpoint says {batch}",

@@ -448,3 +448,49 @@ fn a_reader_never_serves_a_version_twice_when_the_writer_ends_it_after_the_pin()
         vec![table_row(1, 1, Some(1), "t1")]
     );
 }
+
+/// The checkpoint an attach reads ahead (the newest object, read while SlateDB opens) is used
+/// only when it is the one `image/checkpoint` names: an object newer than the pointer (a writer
+/// that died between writing a checkpoint and recording it) is not.
+#[test]
+fn a_checkpoint_read_ahead_is_used_only_if_the_pointer_names_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = dir.path().join("lake").to_str().unwrap().to_string();
+    let store = new_lake(&url);
+    commit_table(&store, 1, 1, "t1");
+    store.write_checkpoint_for_test();
+    commit_table(&store, 2, 2, "t2");
+    let os = store.object_store_for_test();
+    drop(store);
+    // the pointed-at checkpoint is read ahead and used
+    let store = Store::open(&url, true).unwrap();
+    let read_ahead = store.prefetched_path_for_test();
+    let head = store.head().unwrap();
+    let image = store.pin_image().unwrap();
+    assert_eq!(image.head(), head);
+    let pointer = raw(&store, &keys::image_checkpoint());
+    let (batch, path) = crate::checkpoint::decode_pointer(&pointer[0].1).unwrap();
+    assert_eq!(read_ahead.as_deref(), Some(path.as_str()));
+    assert_eq!(image.checkpoint_batch(), Some(batch));
+    drop((image, store));
+    // a newer object the pointer does not name is read ahead, and refused
+    let stray = object_store::path::Path::from(crate::checkpoint::object_path(batch + 1000));
+    block_on(async {
+        use object_store::ObjectStoreExt;
+        os.put(&stray, b"not a checkpoint".to_vec().into())
+            .await
+            .unwrap()
+    });
+    let store = Store::open(&url, true).unwrap();
+    assert_eq!(
+        store.prefetched_path_for_test().as_deref(),
+        Some(stray.as_ref())
+    );
+    let image = store.pin_image().unwrap();
+    assert_eq!(image.checkpoint_batch(), Some(batch));
+    assert!(image.all_records() == fresh_image(&store).all_records());
+    assert_eq!(
+        column_of(&store, "ducklake_table", false, "table_name").len(),
+        2
+    );
+}

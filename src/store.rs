@@ -176,6 +176,8 @@ pub struct Store {
     boundary_files: bool,
     /// The checkpoint being written in the background, if any.
     checkpointing: Mutex<Option<tokio::task::JoinHandle<()>>>,
+    /// The newest checkpoint object, read while SlateDB opened; the first image load takes it.
+    prefetched: Mutex<Option<Prefetch>>,
     /// When the first commit after the last checkpoint this writer started was installed.
     uncheckpointed_since: Mutex<Option<std::time::Instant>>,
     /// A writer's garbage collector (`start_collector`), stopped at close.
@@ -456,6 +458,8 @@ impl Store {
         location: String,
     ) -> Result<Arc<Store>> {
         let cache_scope = crate::sst_cache::new_scope();
+        // the attach's image load needs the newest checkpoint: read it while SlateDB opens
+        let prefetched = runtime().spawn(prefetch_checkpoint(object_store.clone()));
         let backend = block_on(open_backend(
             object_store.clone(),
             read_only,
@@ -476,6 +480,7 @@ impl Store {
             boundary_files,
             checkpointed: Arc::new(std::sync::atomic::AtomicU64::new(u64::MAX)),
             checkpointing: Mutex::new(None),
+            prefetched: Mutex::new(Some(prefetched)),
             uncheckpointed_since: Mutex::new(None),
             collector,
             image: Mutex::new(None),
@@ -741,6 +746,36 @@ impl Store {
     }
 
     /// The bytes of an object beside SlateDB's (an image checkpoint).
+    /// Test hook: waits for the checkpoint read ahead at open and says which object it read
+    /// (leaving it for the first load).
+    #[cfg(test)]
+    pub(crate) fn prefetched_path_for_test(&self) -> Option<String> {
+        let mut slot = self.prefetched.lock().unwrap();
+        let task = slot.take()?;
+        let got = block_on(task).ok().flatten();
+        let path = got.as_ref().map(|(p, _)| p.clone());
+        *slot = Some(runtime().spawn(async move { got }));
+        path
+    }
+
+    /// The object at `path`: the checkpoint read while SlateDB opened if it is that one (taken:
+    /// only the first load can use it), else read now.
+    pub(crate) async fn read_checkpoint_object(&self, path: &str) -> Result<Bytes> {
+        let prefetched = self
+            .prefetched
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+        if let Some(task) = prefetched {
+            if let Ok(Some((read, bytes))) = task.await {
+                if read == path {
+                    return Ok(bytes);
+                }
+            }
+        }
+        self.read_object(path).await
+    }
+
     pub(crate) async fn read_object(&self, path: &str) -> Result<Bytes> {
         let path = object_store::path::Path::from(path);
         let got = self
@@ -891,6 +926,32 @@ impl Drop for Store {
             tracing::warn!("moraine: closing {} failed: {e}", self.canonical);
         }
     }
+}
+
+/// A checkpoint object read ahead: its path and bytes.
+type Prefetch = tokio::task::JoinHandle<Option<(String, Bytes)>>;
+
+/// The newest image checkpoint object under `moraine/image/`, if any can be read: the one the
+/// store's `image/checkpoint` names, unless a writer moved it meanwhile (the load checks).
+/// Best effort: any failure leaves the load to read what the pointer names.
+async fn prefetch_checkpoint(object_store: Arc<dyn ObjectStore>) -> Option<(String, Bytes)> {
+    let span = tracing::debug_span!("moraine.checkpoint.prefetch");
+    let _enter = span.enter();
+    let dir = object_store::path::Path::from(checkpoint::OBJECT_DIR);
+    let listed = object_store.list_with_delimiter(Some(&dir)).await.ok()?;
+    let newest = listed
+        .objects
+        .into_iter()
+        .filter_map(|m| {
+            Some((
+                checkpoint::batch_of_object(m.location.as_ref())?,
+                m.location,
+            ))
+        })
+        .max_by_key(|(batch, _)| *batch)?
+        .1;
+    let bytes = object_store.get(&newest).await.ok()?.bytes().await.ok()?;
+    Some((newest.to_string(), bytes))
 }
 
 async fn open_backend(
