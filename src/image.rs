@@ -74,8 +74,13 @@ impl Deref for RowSet {
     type Target = Vec<Row>;
     fn deref(&self) -> &Vec<Row> {
         self.decoded.get_or_init(|| {
-            (0..self.encoded.len())
-                .map(|i| self.get(i).cloned().unwrap_or_default())
+            // (rows already read are copied; the others are decoded here, not cached twice)
+            self.encoded
+                .iter()
+                .map(|(record, row)| match row.get() {
+                    Some(r) => r.clone(),
+                    None => decode_row(record).unwrap_or_default(),
+                })
                 .collect()
         })
     }
@@ -506,6 +511,13 @@ impl Image {
     ) -> Result<Image> {
         let span = tracing::debug_span!("moraine.image.load", store = store.url());
         let _enter = span.enter();
+        // the checkpoint read ahead at open serves only the first load's from_checkpoint
+        let loaded = Self::load_from(store, previous, at_least).await;
+        store.drop_prefetched();
+        loaded
+    }
+
+    async fn load_from(store: &Store, previous: Option<&Image>, at_least: Head) -> Result<Image> {
         let unusable = |e: Error| {
             tracing::warn!("moraine: the image checkpoint cannot be used ({e}); reading records");
         };
@@ -1310,8 +1322,12 @@ mod tests {
                     .map(|r| decode_row(&r).unwrap());
                 assert_eq!(&served, record.half(half));
             }
+            // a damaged record is refused whichever half is asked for, as decoding it is
             let cut = bytes.slice(..bytes.len() - 1);
-            assert!(SnapshotRecord::half_record(&cut, SnapshotHalf::Changes).is_err());
+            assert!(SnapshotRecord::decode(&cut).is_err());
+            for half in [SnapshotHalf::Snapshot, SnapshotHalf::Changes] {
+                assert!(SnapshotRecord::half_record(&cut, half).is_err());
+            }
         }
     }
 

@@ -227,16 +227,22 @@ fn an_image_from_a_checkpoint_and_the_log_is_the_image_read_afresh() {
     }
 }
 
-/// A damaged checkpoint object is never used: the image is read from the records instead, and
-/// the next checkpoint replaces it.
-#[test]
-fn a_damaged_checkpoint_is_refused_and_the_records_are_read() {
+/// A lake in a local directory with a checkpoint after its first table and a commit after it.
+fn checkpointed_lake() -> (tempfile::TempDir, String, Arc<Store>) {
     let dir = tempfile::tempdir().unwrap();
     let url = dir.path().join("lake").to_str().unwrap().to_string();
     let store = new_lake(&url);
     commit_table(&store, 1, 1, "t1");
     store.write_checkpoint_for_test();
     commit_table(&store, 2, 2, "t2");
+    (dir, url, store)
+}
+
+/// A damaged checkpoint object is never used: the image is read from the records instead, and
+/// the next checkpoint replaces it.
+#[test]
+fn a_damaged_checkpoint_is_refused_and_the_records_are_read() {
+    let (_dir, url, store) = checkpointed_lake();
     let pointer = raw(&store, &keys::image_checkpoint());
     let (_, path) = crate::checkpoint::decode_pointer(&pointer[0].1).unwrap();
     let os = store.object_store_for_test();
@@ -254,7 +260,7 @@ fn a_damaged_checkpoint_is_refused_and_the_records_are_read() {
     });
     let head = store.head().unwrap();
     let loaded = block_on(Image::load(&store, None, head)).unwrap();
-    assert!(!loaded.checkpoint_batch().is_some());
+    assert!(loaded.checkpoint_batch().is_none());
     assert!(loaded.all_records() == fresh_image(&store).all_records());
     drop(store);
     // a new process reads the records too, and its next checkpoint replaces the damaged one
@@ -454,25 +460,32 @@ fn a_reader_never_serves_a_version_twice_when_the_writer_ends_it_after_the_pin()
 /// that died between writing a checkpoint and recording it) is not.
 #[test]
 fn a_checkpoint_read_ahead_is_used_only_if_the_pointer_names_it() {
-    let dir = tempfile::tempdir().unwrap();
-    let url = dir.path().join("lake").to_str().unwrap().to_string();
-    let store = new_lake(&url);
-    commit_table(&store, 1, 1, "t1");
-    store.write_checkpoint_for_test();
-    commit_table(&store, 2, 2, "t2");
+    let (_dir, url, store) = checkpointed_lake();
     let os = store.object_store_for_test();
     drop(store);
-    // the pointed-at checkpoint is read ahead and used
+    // the pointed-at checkpoint is read ahead and used: the load does not read it again (gone
+    // by then, it would fall back to the records)
     let store = Store::open(&url, true).unwrap();
     let read_ahead = store.prefetched_path_for_test();
-    let head = store.head().unwrap();
-    let image = store.pin_image().unwrap();
-    assert_eq!(image.head(), head);
     let pointer = raw(&store, &keys::image_checkpoint());
     let (batch, path) = crate::checkpoint::decode_pointer(&pointer[0].1).unwrap();
     assert_eq!(read_ahead.as_deref(), Some(path.as_str()));
+    let object = object_store::path::Path::from(path.as_str());
+    let kept = block_on(async {
+        use object_store::ObjectStoreExt;
+        let bytes = os.get(&object).await.unwrap().bytes().await.unwrap();
+        os.delete(&object).await.unwrap();
+        bytes
+    });
+    let head = store.head().unwrap();
+    let image = store.pin_image().unwrap();
+    assert_eq!(image.head(), head);
     assert_eq!(image.checkpoint_batch(), Some(batch));
     drop((image, store));
+    block_on(async {
+        use object_store::ObjectStoreExt;
+        os.put(&object, kept.into()).await.unwrap()
+    });
     // a newer object the pointer does not name is read ahead, and refused
     let stray = object_store::path::Path::from(crate::checkpoint::object_path(batch + 1000));
     block_on(async {

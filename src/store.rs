@@ -466,7 +466,10 @@ impl Store {
             location,
             cache_scope,
         ))
-        .inspect_err(|_| crate::sst_cache::shared().drop_scope(cache_scope))?;
+        .inspect_err(|_| {
+            prefetched.abort();
+            crate::sst_cache::shared().drop_scope(cache_scope)
+        })?;
         let collector = matches!(backend, Backend::Writer(..))
             .then(|| start_collector(object_store.clone(), boundary_files));
         Ok(Arc::new(Store {
@@ -745,7 +748,6 @@ impl Store {
         Ok(())
     }
 
-    /// The bytes of an object beside SlateDB's (an image checkpoint).
     /// Test hook: waits for the checkpoint read ahead at open and says which object it read
     /// (leaving it for the first load).
     #[cfg(test)]
@@ -776,6 +778,20 @@ impl Store {
         self.read_object(path).await
     }
 
+    /// Drop the checkpoint read ahead at open, if no load took it (a load that found no
+    /// checkpoint, or failed before reading it): its bytes are not kept for nothing.
+    pub(crate) fn drop_prefetched(&self) {
+        if let Some(task) = self
+            .prefetched
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
+        {
+            task.abort();
+        }
+    }
+
+    /// The bytes of an object beside SlateDB's (an image checkpoint).
     pub(crate) async fn read_object(&self, path: &str) -> Result<Bytes> {
         let path = object_store::path::Path::from(path);
         let got = self
@@ -935,8 +951,12 @@ type Prefetch = tokio::task::JoinHandle<Option<(String, Bytes)>>;
 /// store's `image/checkpoint` names, unless a writer moved it meanwhile (the load checks).
 /// Best effort: any failure leaves the load to read what the pointer names.
 async fn prefetch_checkpoint(object_store: Arc<dyn ObjectStore>) -> Option<(String, Bytes)> {
+    use tracing::Instrument;
     let span = tracing::debug_span!("moraine.checkpoint.prefetch");
-    let _enter = span.enter();
+    read_newest_checkpoint(object_store).instrument(span).await
+}
+
+async fn read_newest_checkpoint(object_store: Arc<dyn ObjectStore>) -> Option<(String, Bytes)> {
     let dir = object_store::path::Path::from(checkpoint::OBJECT_DIR);
     let listed = object_store.list_with_delimiter(Some(&dir)).await.ok()?;
     let newest = listed

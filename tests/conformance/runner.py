@@ -309,7 +309,10 @@ def run_one(cat, name, setup, suite, work_root, args):
             msg = f"crashed ({signal.Signals(-proc.returncode).name}) {where}"
         else:
             msg = f"worker exited with status {proc.returncode} {where}"
-        tail = "\n".join(stderr.strip().splitlines()[-20:])
+        lines = stderr.strip().splitlines()
+        # a crash's Python stacks (faulthandler) start at "Fatal Python error": keep them whole
+        fatal = next((i for i, l in enumerate(lines) if l.startswith("Fatal Python error")), None)
+        tail = "\n".join(lines[fatal:fatal + 200] if fatal is not None else lines[-20:])
         line_no = int(last_at) if last_at and last_at.isdigit() else 0
         result = {"status": "fail", "line": line_no, "message": msg, "detail": tail}
     elif result["status"] == "pass" and proc.returncode not in (0, None):
