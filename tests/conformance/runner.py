@@ -26,7 +26,9 @@ Output: one line per failing test (`FAIL <catalog> <test>:<line>: <first mismatc
 per-directory table, where the suite came from (`suite: <dir> (<how found>; commit <sha>)`), and
 last one line per catalog: `<catalog>: N passed, N failed, N skipped`.
 Exit status 0 only if moraine (when it ran; otherwise every catalog that ran) had no failures.
-Details of every failure go to <out>/logs/<catalog>/, all results to <out>/results.json.
+Details of every failure go to <out>/logs/<catalog>/, all results to <out>/results.json. A
+crashed worker's Python stacks and, from its core file when gdb is installed, its native stacks
+are printed under its FAIL line.
 """
 
 import argparse
@@ -56,6 +58,14 @@ def worker_main():
     # parent shows under the test's FAIL line
     import faulthandler
     faulthandler.enable(all_threads=True)
+    # and it leaves a core file in the work directory (where the kernel's core pattern allows),
+    # from which the parent prints every thread's native stack
+    try:
+        import resource
+        hard = resource.getrlimit(resource.RLIMIT_CORE)[1]
+        resource.setrlimit(resource.RLIMIT_CORE, (hard, hard))
+    except (ImportError, ValueError, OSError):
+        pass
     spec = json.loads(sys.stdin.read())
     sys.path.insert(0, HERE)
     from slt import runtime
@@ -266,6 +276,29 @@ def slug(name):
     return name.replace("/", "_")
 
 
+def native_stacks(work):
+    """Every thread's native stack from a crashed worker's core file in `work` (gdb), or ''.
+    The core is removed afterwards: it is large, and the stacks are what is kept."""
+    cores = [os.path.join(work, f) for f in os.listdir(work)
+             if f == "core" or f.startswith("core.")]
+    if not cores or not shutil.which("gdb"):
+        return ""
+    try:
+        out = subprocess.run(["gdb", "-batch", "-nx", "-ex", "thread apply all bt 30",
+                              sys.executable, cores[0]],
+                             capture_output=True, text=True, timeout=180).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    finally:
+        for core in cores:
+            try:
+                os.remove(core)
+            except OSError:
+                pass
+    frames = [l for l in out.splitlines() if l.startswith(("#", "Thread "))]
+    return "\n".join(frames[:300])
+
+
 def run_one(cat, name, setup, suite, work_root, args):
     path = os.path.join(suite, name)
     work = os.path.join(work_root, cat, slug(name))
@@ -313,6 +346,10 @@ def run_one(cat, name, setup, suite, work_root, args):
         # a crash's Python stacks (faulthandler) start at "Fatal Python error": keep them whole
         fatal = next((i for i, l in enumerate(lines) if l.startswith("Fatal Python error")), None)
         tail = "\n".join(lines[fatal:fatal + 200] if fatal is not None else lines[-20:])
+        if proc.returncode < 0:
+            native = native_stacks(work)
+            if native:
+                tail += "\nnative stacks (gdb, from the core file):\n" + native
         line_no = int(last_at) if last_at and last_at.isdigit() else 0
         result = {"status": "fail", "line": line_no, "message": msg, "detail": tail}
     elif result["status"] == "pass" and proc.returncode not in (0, None):
