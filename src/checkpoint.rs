@@ -113,16 +113,21 @@ impl<'a> Reader<'a> {
     }
 }
 
-/// One space's records as a checkpoint holds them: a count, then each key and value.
+/// One space's records as a checkpoint holds them: a count, then each key and value. `count`
+/// is how many `records` yields.
 pub(crate) fn encode_section<'a>(
-    records: impl ExactSizeIterator<Item = (&'a [u8], &'a [u8])>,
+    count: usize,
+    records: impl Iterator<Item = (&'a [u8], &'a [u8])>,
 ) -> Bytes {
     let mut out = Vec::new();
-    out.extend_from_slice(&(records.len() as u32).to_le_bytes());
+    out.extend_from_slice(&(count as u32).to_le_bytes());
+    let mut written = 0;
     for (k, v) in records {
         put_bytes(&mut out, k);
         put_bytes(&mut out, v);
+        written += 1;
     }
+    debug_assert_eq!(written, count);
     Bytes::from(out)
 }
 
@@ -257,8 +262,11 @@ mod tests {
             snapshot_id: Some(7),
             batch_count: 9,
         };
-        let a = encode_section([(&b"k1"[..], &b"v1"[..]), (&b"k2"[..], &b""[..])].into_iter());
-        let b = encode_section(std::iter::empty());
+        let a = encode_section(
+            2,
+            [(&b"k1"[..], &b"v1"[..]), (&b"k2"[..], &b""[..])].into_iter(),
+        );
+        let b = encode_section(0, std::iter::empty());
         let obj = encode_checkpoint(head, &[(b"a".to_vec(), a.clone()), (b"b".to_vec(), b)]);
         let back = decode_checkpoint(Bytes::from(obj.clone()), "x").unwrap();
         assert_eq!(back.head, head);

@@ -22,6 +22,7 @@ use crate::chunk::decode_chunk;
 use crate::error::{Error, Result};
 use crate::keys;
 use crate::kinds;
+use crate::records::Records;
 use crate::store::{Backend, Head, Store};
 use bytes::Bytes;
 use slatedb::DbSnapshot;
@@ -275,13 +276,13 @@ impl Entry {
 /// The records under one space prefix, and the row sets served from them.
 #[derive(Default)]
 struct Space {
-    entries: BTreeMap<Vec<u8>, Entry>,
+    entries: Records<Entry>,
     /// (table name, with history) -> rows in scan order
     served: Mutex<HashMap<(String, bool), Arc<RowSet>>>,
 }
 
 impl Space {
-    fn with_entries(entries: BTreeMap<Vec<u8>, Entry>) -> Space {
+    fn with_entries(entries: Records<Entry>) -> Space {
         Space {
             entries,
             served: Mutex::new(HashMap::new()),
@@ -291,18 +292,18 @@ impl Space {
     /// A space decoded from a checkpoint section (its values share the checkpoint's buffer).
     fn from_section(section: &Bytes) -> Result<Space> {
         let records = crate::checkpoint::decode_section(section)?;
-        Ok(Space::with_entries(
-            records
-                .into_iter()
-                .map(|(k, v)| (k, Entry::new(v)))
-                .collect(),
-        ))
+        if records.windows(2).any(|w| w[0].0 >= w[1].0) {
+            return Err(Error::Corrupt(
+                "an image checkpoint section's keys are not in order".into(),
+            ));
+        }
+        Ok(Space::with_entries(Records::from_sorted(
+            records.into_iter().map(|(k, v)| (k, Entry::new(v))),
+        )))
     }
 
     fn range<'a>(&'a self, prefix: &'a [u8]) -> impl Iterator<Item = (&'a Vec<u8>, &'a Entry)> {
-        self.entries
-            .range(prefix.to_vec()..)
-            .take_while(move |(k, _)| k.starts_with(prefix))
+        self.entries.range(prefix)
     }
 }
 
@@ -683,8 +684,11 @@ impl Image {
     /// Every space of this image as checkpoint sections, by space prefix: a section it has not
     /// decoded as it is, a decoded space encoded again.
     pub(crate) fn checkpoint_sections(&self) -> Vec<(Vec<u8>, Bytes)> {
-        let encode = |entries: &BTreeMap<Vec<u8>, Entry>| {
-            checkpoint::encode_section(entries.iter().map(|(k, e)| (&k[..], &e.value[..])))
+        let encode = |entries: &Records<Entry>| {
+            checkpoint::encode_section(
+                entries.len(),
+                entries.iter().map(|(k, e)| (&k[..], &e.value[..])),
+            )
         };
         let spaces = self.loaded().clone();
         let mut out: BTreeMap<Vec<u8>, Bytes> = BTreeMap::new();
@@ -728,7 +732,7 @@ impl Image {
             spaces: Mutex::new(
                 grouped
                     .into_iter()
-                    .map(|(p, e)| (p, Arc::new(Space::with_entries(e))))
+                    .map(|(p, e)| (p, Arc::new(Space::with_entries(Records::from_sorted(e)))))
                     .collect(),
             ),
             history,
@@ -789,33 +793,29 @@ impl Image {
             }
         }
         let mut spaces = self.loaded().clone();
-        let mut touched: BTreeMap<Vec<u8>, BTreeMap<Vec<u8>, Entry>> = BTreeMap::new();
+        // each written space's changes (a space whose history alone changed gets none, but a
+        // new space all the same: its cached rows with history are stale)
+        let mut touched: BTreeMap<Vec<u8>, BTreeMap<Vec<u8>, Option<Entry>>> = BTreeMap::new();
         for (k, v) in writes {
             let (space, live) = match place_of(k)? {
                 Place::Space(space) => (space, true),
-                // a table's history changed: its cached rows with history are stale
                 Place::History(space) => (space, false),
                 Place::Image => continue,
             };
-            let entries = touched.entry(space.clone()).or_insert_with(|| {
-                spaces
-                    .get(&space)
-                    .map(|s| s.entries.clone())
-                    .unwrap_or_default()
-            });
-            if !live {
-                continue;
-            }
-            match v {
-                Some(v) => {
-                    entries.insert(k.clone(), Entry::new(Bytes::copy_from_slice(v)));
-                }
-                None => {
-                    entries.remove(k);
-                }
+            let changes = touched.entry(space).or_default();
+            if live {
+                changes.insert(
+                    k.clone(),
+                    v.as_ref().map(|v| Entry::new(Bytes::copy_from_slice(v))),
+                );
             }
         }
-        for (space, entries) in touched {
+        for (space, changes) in touched {
+            // only the chunks the changes fall in are copied
+            let entries = match spaces.get(&space) {
+                Some(s) => s.entries.changed(changes),
+                None => Records::default().changed(changes),
+            };
             // (an emptied space a section still holds must stay, empty, to supersede it)
             if entries.is_empty() && !self.sections.contains_key(&space) {
                 spaces.remove(&space);
@@ -861,13 +861,13 @@ impl Image {
             .collect();
         for (prefix, a) in mine {
             let b = other.space(&prefix).ok().flatten();
-            let empty = BTreeMap::new();
+            let empty = Records::default();
             let b_entries = b.as_ref().map_or(&empty, |s| &s.entries);
             if a.entries.len() != b_entries.len()
                 || !a
                     .entries
                     .iter()
-                    .zip(b_entries)
+                    .zip(b_entries.iter())
                     .all(|((k, e), (l, f))| k == l && e.value == f.value)
             {
                 return false;

@@ -14,6 +14,7 @@ pub mod keys;
 pub(crate) mod kinds;
 pub mod op;
 pub mod overlay;
+mod records;
 mod row_locks;
 mod sst_cache;
 pub mod store;
