@@ -752,23 +752,17 @@ impl Store {
     /// (leaving it for the first load).
     #[cfg(test)]
     pub(crate) fn prefetched_path_for_test(&self) -> Option<String> {
-        let mut slot = self.prefetched.lock().unwrap();
-        let task = slot.take()?;
+        let task = self.take_prefetched()?;
         let got = block_on(task).ok().flatten();
         let path = got.as_ref().map(|(p, _)| p.clone());
-        *slot = Some(runtime().spawn(async move { got }));
+        *self.prefetched.lock().unwrap() = Some(runtime().spawn(async move { got }));
         path
     }
 
     /// The object at `path`: the checkpoint read while SlateDB opened if it is that one (taken:
     /// only the first load can use it), else read now.
     pub(crate) async fn read_checkpoint_object(&self, path: &str) -> Result<Bytes> {
-        let prefetched = self
-            .prefetched
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .take();
-        if let Some(task) = prefetched {
+        if let Some(task) = self.take_prefetched() {
             if let Ok(Some((read, bytes))) = task.await {
                 if read == path {
                     return Ok(bytes);
@@ -781,14 +775,16 @@ impl Store {
     /// Drop the checkpoint read ahead at open, if no load took it (a load that found no
     /// checkpoint, or failed before reading it): its bytes are not kept for nothing.
     pub(crate) fn drop_prefetched(&self) {
-        if let Some(task) = self
-            .prefetched
+        if let Some(task) = self.take_prefetched() {
+            task.abort();
+        }
+    }
+
+    fn take_prefetched(&self) -> Option<Prefetch> {
+        self.prefetched
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .take()
-        {
-            task.abort();
-        }
     }
 
     /// The bytes of an object beside SlateDB's (an image checkpoint).

@@ -30,12 +30,9 @@ pub(crate) fn serve(
     kind: &Kind,
     key_ordered: bool,
 ) -> Vec<Row> {
-    let begin = match kind {
-        Kind::Versioned { begin, .. } => Some(*begin),
-        _ => None,
-    };
+    let begin = begin_column(kind);
     if key_ordered {
-        rows.sort_by_key(|(row, seq)| order(*seq, begin.and_then(|b| row[b].as_int())));
+        rows.sort_by_key(|(row, seq)| (*seq, begin.and_then(|b| row[b].as_int())));
     } else {
         rows.sort_by_cached_key(|(row, seq)| {
             let key_cells: Vec<Cell> = match kind {
@@ -43,7 +40,8 @@ pub(crate) fn serve(
                 _ => Vec::new(),
             };
             (
-                order(*seq, begin.and_then(|b| row[b].as_int())),
+                *seq,
+                begin.and_then(|b| row[b].as_int()),
                 keys::encode_key(&key_cells),
             )
         });
@@ -51,10 +49,13 @@ pub(crate) fn serve(
     rows.into_iter().map(|(row, _)| row).collect()
 }
 
-/// Where a row goes in scan order, before key order: its write sequence, then the snapshot
-/// that began its version.
-fn order(seq: Option<WriteSeq>, begin: Option<i64>) -> (Option<WriteSeq>, Option<i64>) {
-    (seq, begin)
+/// The column holding the snapshot that began a version, which orders rows after their write
+/// sequence.
+fn begin_column(kind: &Kind) -> Option<usize> {
+    match kind {
+        Kind::Versioned { begin, .. } => Some(*begin),
+        _ => None,
+    }
 }
 
 /// [`serve`] of live records in key order, keeping them encoded: each is checked whole and
@@ -63,10 +64,7 @@ pub(crate) fn serve_encoded<'r>(
     records: impl Iterator<Item = &'r Bytes>,
     kind: &Kind,
 ) -> Result<Vec<Bytes>> {
-    let begin = match kind {
-        Kind::Versioned { begin, .. } => Some(*begin),
-        _ => None,
-    };
+    let begin = begin_column(kind);
     let mut keyed = Vec::new();
     for record in records {
         let mut began = None;
@@ -77,10 +75,10 @@ pub(crate) fn serve_encoded<'r>(
                 }
             }
         })?;
-        keyed.push((order(seq, began), record.clone()));
+        keyed.push(((seq, began), record.clone()));
     }
-    // stable: ties keep key order, as in `serve`
-    keyed.sort_by_key(|(o, _)| *o);
+    // the same order as `serve`'s, stable: ties keep key order
+    keyed.sort_by_key(|(order, _)| *order);
     Ok(keyed.into_iter().map(|(_, r)| r).collect())
 }
 
