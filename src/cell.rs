@@ -271,6 +271,62 @@ pub fn walk_row<'a>(
     Ok(seq)
 }
 
+/// The cell in `column` of a row record that has passed [`walk_row`] (`None` past its last
+/// cell), stepping over the cells before it without checking them again.
+pub fn cell_at(bytes: &[u8], column: usize) -> Result<Option<CellRef<'_>>> {
+    let mut r = Reader { buf: bytes, pos: 0 };
+    if r.byte()? == ROW_FORMAT_SEQUENCED {
+        r.varint()?;
+        r.varint()?;
+    }
+    let n = r.varint()? as usize;
+    if column >= n {
+        return Ok(None);
+    }
+    for _ in 0..column {
+        match r.byte()? {
+            TAG_NULL => {}
+            TAG_BOOL => {
+                r.take(1)?;
+            }
+            TAG_INT | TAG_FLOAT => {
+                r.take(8)?;
+            }
+            TAG_TEXT | TAG_BLOB => {
+                let len = r.varint()? as usize;
+                r.take(len)?;
+            }
+            t => {
+                return Err(Error::Corrupt(format!(
+                    "row record has unknown cell tag {t}"
+                )))
+            }
+        }
+    }
+    let tag = r.byte()?;
+    Ok(Some(match tag {
+        TAG_NULL => CellRef::Null,
+        TAG_INT => CellRef::Int(i64::from_le_bytes(r.array::<8>()?)),
+        TAG_BOOL => CellRef::Bool(r.byte()? != 0),
+        TAG_FLOAT => CellRef::Float(f64::from_bits(u64::from_le_bytes(r.array::<8>()?))),
+        TAG_TEXT => {
+            let len = r.varint()? as usize;
+            CellRef::Text(std::str::from_utf8(r.take(len)?).map_err(|_| {
+                Error::Corrupt("row record holds a text cell that is not UTF-8".into())
+            })?)
+        }
+        TAG_BLOB => {
+            let len = r.varint()? as usize;
+            CellRef::Blob(r.take(len)?)
+        }
+        t => {
+            return Err(Error::Corrupt(format!(
+                "row record has unknown cell tag {t}"
+            )))
+        }
+    }))
+}
+
 pub(crate) fn put_varint(out: &mut Vec<u8>, mut v: u64) {
     while v >= 0x80 {
         out.push((v as u8) | 0x80);
@@ -349,6 +405,28 @@ mod tests {
             Cell::Blob((0..=255).collect()),
             Cell::Text("x".repeat(300)),
         ]
+    }
+
+    #[test]
+    fn one_cell_is_read_as_the_whole_walk_reads_it() {
+        let row = sample();
+        for record in [encode_row(&row), encode_row_at(&row, (7, 300))] {
+            let mut walked = Vec::new();
+            walk_row(&record, |_, c| walked.push(c)).unwrap();
+            for (column, cell) in walked.iter().enumerate() {
+                // compared as written: NaN is not equal to itself
+                let got = cell_at(&record, column)
+                    .unwrap()
+                    .map(|c| encode_row(&[c.to_cell()]));
+                assert_eq!(got, Some(encode_row(&[cell.to_cell()])), "column {column}");
+            }
+            assert_eq!(cell_at(&record, row.len()).unwrap(), None);
+            // a record cut short is an error, never a read past its end
+            for cut in 0..record.len() {
+                let _ = cell_at(&record[..cut], row.len() - 1);
+            }
+            assert!(cell_at(&record[..record.len() - 1], row.len() - 1).is_err());
+        }
     }
 
     #[test]

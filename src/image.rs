@@ -16,7 +16,7 @@
 //! versions that had ended by the image's head).
 
 use crate::catalog::{CommittedCatalog, Kind, TableDef};
-use crate::cell::{decode_row, decode_row_at, walk_row, Cell, CellRef, Row};
+use crate::cell::{cell_at, decode_row, decode_row_at, Cell, CellRef, Row};
 use crate::checkpoint::{self, Writes};
 use crate::chunk::decode_chunk;
 use crate::error::{Error, Result};
@@ -197,17 +197,11 @@ impl RowSet {
                 };
                 let all_ints = match self.decoded.get() {
                     Some(rows) => rows.iter().all(|r| push(r.get(column).map(Cell::as_ref))),
-                    // only the column's cell of each record, nothing decoded
-                    None => self.encoded.iter().all(|(record, _)| {
-                        let mut cell = None;
-                        walk_row(record, |c, v| {
-                            if c == column {
-                                cell = Some(v)
-                            }
-                        })
-                        .is_ok()
-                            && push(cell)
-                    }),
+                    // only the column's cell of each record (checked whole when served)
+                    None => self
+                        .encoded
+                        .iter()
+                        .all(|(record, _)| cell_at(record, column).is_ok_and(|cell| push(cell))),
                 };
                 all_ints.then(|| Arc::new(col))
             })
@@ -388,6 +382,9 @@ pub struct Image {
     sections: Arc<BTreeMap<Vec<u8>, Bytes>>,
     /// The batch of the checkpoint this image was loaded from, if it was.
     checkpoint: Option<u64>,
+    /// Row sets served with their history for tables with no live record in this image
+    /// (their history is read from the store once per image, not once per transaction).
+    served_without_space: Mutex<HashMap<(String, String), Arc<RowSet>>>,
 }
 
 impl std::fmt::Debug for Image {
@@ -618,6 +615,7 @@ impl Image {
             catalog: OnceLock::new(),
             sections: Arc::new(cp.sections),
             checkpoint: Some(batch),
+            served_without_space: Default::default(),
         };
         let log = read_log(store, snap, batch + 1).await?;
         Ok(Some(image.follow(log, snap.cloned())?))
@@ -642,6 +640,7 @@ impl Image {
                 catalog: OnceLock::new(),
                 sections: self.sections.clone(),
                 checkpoint: self.checkpoint,
+                served_without_space: Default::default(),
             }),
         }
     }
@@ -739,6 +738,7 @@ impl Image {
             catalog: OnceLock::new(),
             sections: Default::default(),
             checkpoint: None,
+            served_without_space: Default::default(),
         })
     }
 
@@ -844,6 +844,7 @@ impl Image {
             catalog,
             sections: self.sections.clone(),
             checkpoint: self.checkpoint,
+            served_without_space: Default::default(),
         })
     }
 
@@ -1089,7 +1090,22 @@ impl Image {
             if !need_history {
                 return Ok(Arc::new(RowSet::new(Vec::new())));
             }
-            return Ok(Arc::new(self.serve(store, def, kind, None, true).await?));
+            let cache_key = (def.schema.clone(), def.name.clone());
+            let cached = self
+                .served_without_space
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .get(&cache_key)
+                .cloned();
+            if let Some(r) = cached {
+                return Ok(r);
+            }
+            let rows = Arc::new(self.serve(store, def, kind, None, true).await?);
+            self.served_without_space
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .insert(cache_key, rows.clone());
+            return Ok(rows);
         };
         let cache_key = (def.name.clone(), need_history);
         if let Some(r) = space

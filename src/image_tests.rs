@@ -507,3 +507,56 @@ fn a_checkpoint_read_ahead_is_used_only_if_the_pointer_names_it() {
         2
     );
 }
+
+/// A table whose every version has ended has no live record in the image: its rows with
+/// history are read from the store once per image and shared by the transactions on it, and
+/// the image after a commit that ends another version reads them afresh.
+#[test]
+fn a_table_with_only_ended_versions_reads_its_history_once_per_image() {
+    let store = new_lake(&mem_url("history-only"));
+    commit_table(&store, 1, 1, "t1");
+    commit_table(&store, 2, 2, "t2");
+    // a hand edit ends t1's version at the head snapshot
+    let end = |id: i64, name: &str, at: usize| {
+        let mut t = store.begin();
+        let m = t.rows(M, "ducklake_table", false).unwrap();
+        t.stage_update(
+            M,
+            "ducklake_table",
+            vec![(rowid(m.id, at), table_row(id, id, Some(2), name))],
+        )
+        .unwrap();
+        t.commit().unwrap();
+    };
+    end(1, "t1", 0);
+    end(2, "t2", 0);
+    // no live ducklake_table record is left: the space is gone, the history is in the store
+    let mut a = store.begin();
+    let mut b = store.begin();
+    let ra = a.rows(M, "ducklake_table", true).unwrap();
+    let rb = b.rows(M, "ducklake_table", true).unwrap();
+    assert_eq!(ra.rows.len(), 2);
+    assert!(
+        Arc::ptr_eq(&ra.rows.0, &rb.rows.0),
+        "one history read, shared"
+    );
+    assert!(a.rows(M, "ducklake_table", false).unwrap().rows.is_empty());
+    drop((a, b));
+    // the next image holds a third ended version, read afresh
+    commit_table(&store, 3, 3, "t3");
+    let mut t = store.begin();
+    let m = t.rows(M, "ducklake_table", false).unwrap();
+    t.stage_update(
+        M,
+        "ducklake_table",
+        vec![(rowid(m.id, 0), table_row(3, 3, Some(3), "t3"))],
+    )
+    .unwrap();
+    t.commit().unwrap();
+    let mut c = store.begin();
+    let rc = c.rows(M, "ducklake_table", true).unwrap();
+    assert_eq!(
+        col(&rc.rows, "ducklake_table", "table_id"),
+        vec![Int(1), Int(2), Int(3)]
+    );
+}

@@ -18,8 +18,9 @@ Progress goes to stderr. Nothing here asserts anything about timing. Workloads:
   commit   one-row INSERT (inlined) and 10-row INSERT (one Parquet file) into an existing table,
            each an explicit transaction: the whole transaction and its COMMIT alone
   history  N one-row commits (N grows on one lake); at each N: attach + first query in a fresh
-           process, a warm query, then on a copy of the lake: expire all but the last 10
-           snapshots, cleanup_old_files, and the same two figures again
+           process, a warm query, then on copies of the lake: expire all but the last 10
+           snapshots and cleanup_old_files (medians over the copies), and on the last copy the
+           same two figures again
   files    a lake of F data files over T partitioned tables (no inlining): a count(*) of one
            table warm and in a fresh process, peak RSS, live catalog rows
   readers  READ_ONLY reader processes beside one writer process committing R times a second
@@ -454,38 +455,48 @@ def w_history(args, out):
             probe_figures(args, out, f"N={n}: attach + first query (fresh process)",
                           lake.attach_sql(), query, n)
 
-            # expiry on a copy, so the next N continues on the unexpired lake
-            copy = lake.copy_to(os.path.join(args.dir, "copy"), db)
-            try:
-                db.execute(copy.attach_sql())
-                ids = [r[0] for r in db.execute(
-                    "SELECT snapshot_id FROM lake.snapshots() ORDER BY snapshot_id").fetchall()]
-                expire = ids[:-10]
-                t0 = time.perf_counter()
-                db.execute("SELECT count(*) FROM ducklake_expire_snapshots('lake', versions => "
-                           f"[{', '.join(str(i) for i in expire)}])").fetchall()[0]
-                out.value(f"N={n}: expire all but the last 10 snapshots",
-                          ms(time.perf_counter() - t0), "ms")
-                t0 = time.perf_counter()
-                db.execute("SELECT count(*) FROM "
-                           "ducklake_cleanup_old_files('lake', cleanup_all => true)").fetchall()[0]
-                out.value(f"N={n}: cleanup_old_files after it", ms(time.perf_counter() - t0), "ms")
-                left = db.execute("SELECT count(*) FROM lake.snapshots()").fetchall()[0][0]
-                if left != 10:
-                    out.text(f"N={n}: note", f"{left} snapshots left after expiry, want 10")
-                out.value(f"N={n}: after expiry: warm query",
-                          warm_query(db, query, args.warm_reps, n), "ms")
-                db.execute("DETACH lake")
-                probe_figures(args, out, f"N={n}: after expiry: attach + first query (fresh process)",
-                              copy.attach_sql(), query, n)
-            except Exception as e:
-                out.error(f"N={n}: expire all but the last 10 snapshots", e)
+            # expiry on copies, so the next N continues on the unexpired lake; the figures after
+            # expiry come from the last copy
+            expire_ms, cleanup_ms = [], []
+            for rep in range(args.expiry_reps):
+                last_rep = rep + 1 == args.expiry_reps
+                copy = lake.copy_to(os.path.join(args.dir, "copy"), db)
                 try:
+                    db.execute(copy.attach_sql())
+                    ids = [r[0] for r in db.execute(
+                        "SELECT snapshot_id FROM lake.snapshots() ORDER BY snapshot_id").fetchall()]
+                    expire = ids[:-10]
+                    t0 = time.perf_counter()
+                    db.execute("SELECT count(*) FROM ducklake_expire_snapshots('lake', versions => "
+                               f"[{', '.join(str(i) for i in expire)}])").fetchall()[0]
+                    expire_ms.append(ms(time.perf_counter() - t0))
+                    t0 = time.perf_counter()
+                    db.execute("SELECT count(*) FROM "
+                               "ducklake_cleanup_old_files('lake', cleanup_all => true)").fetchall()[0]
+                    cleanup_ms.append(ms(time.perf_counter() - t0))
+                    left = db.execute("SELECT count(*) FROM lake.snapshots()").fetchall()[0][0]
+                    if left != 10:
+                        out.text(f"N={n}: note", f"{left} snapshots left after expiry, want 10")
+                    if last_rep:
+                        out.value(f"N={n}: expire all but the last 10 snapshots (median of "
+                                  f"{args.expiry_reps} runs, each on a copy)", median(expire_ms), "ms")
+                        out.value(f"N={n}: cleanup_old_files after it", median(cleanup_ms), "ms")
+                        out.value(f"N={n}: after expiry: warm query",
+                                  warm_query(db, query, args.warm_reps, n), "ms")
                     db.execute("DETACH lake")
-                except Exception:
-                    pass
-            finally:
-                copy.remove(db)
+                    if last_rep:
+                        probe_figures(args, out,
+                                      f"N={n}: after expiry: attach + first query (fresh process)",
+                                      copy.attach_sql(), query, n)
+                except Exception as e:
+                    out.error(f"N={n}: expire all but the last 10 snapshots", e)
+                    try:
+                        db.execute("DETACH lake")
+                    except Exception:
+                        pass
+                    break
+                finally:
+                    copy.remove(db)
             db.execute(lake.attach_sql())
         db.execute("DETACH lake")
     finally:
@@ -789,8 +800,9 @@ def main():
     ap.add_argument("--quick", action="store_true", help="small sizes (the defaults below shrink)")
     ap.add_argument("--reps", type=int, help="commit: repetitions (50; quick 10)")
     ap.add_argument("--commits", help="history: N values (100,1000,4000; quick 20,100)")
-    ap.add_argument("--warm-reps", type=int, help="warm query repetitions (50, files 20; quick 10)")
+    ap.add_argument("--warm-reps", type=int, help="warm query repetitions (50; quick 10)")
     ap.add_argument("--probe-reps", type=int, help="fresh processes per figure (5; quick 3)")
+    ap.add_argument("--expiry-reps", type=int, help="history: lake copies expired per N (3; quick 1)")
     ap.add_argument("--files", type=int, help="files: data files (20000; quick 2000)")
     ap.add_argument("--tables", type=int, help="files: tables (50; quick 10)")
     ap.add_argument("--seconds", type=float, help="readers: duration (60; quick 10)")
@@ -802,8 +814,9 @@ def main():
     defaults = {
         "reps": 10 if q else 50,
         "commits": "20,100" if q else "100,1000,4000",
-        "warm_reps": 10 if q else (20 if args.workload == "files" else 50),
+        "warm_reps": 10 if q else 50,
         "probe_reps": 3 if q else 5,
+        "expiry_reps": 1 if q else 3,
         "files": 2000 if q else 20000,
         "tables": 10 if q else 50,
         "seconds": 10.0 if q else 60.0,

@@ -124,6 +124,8 @@ fn sizes(workload: &str, quick: bool) -> Vec<String> {
             "10",
             "--probe-reps",
             "3",
+            "--expiry-reps",
+            "1",
         ],
         ("history", false) => &[
             "--commits",
@@ -132,6 +134,8 @@ fn sizes(workload: &str, quick: bool) -> Vec<String> {
             "50",
             "--probe-reps",
             "5",
+            "--expiry-reps",
+            "3",
         ],
         ("files", true) => &[
             "--files",
@@ -149,7 +153,7 @@ fn sizes(workload: &str, quick: bool) -> Vec<String> {
             "--tables",
             "50",
             "--warm-reps",
-            "20",
+            "50",
             "--probe-reps",
             "5",
         ],
