@@ -54,8 +54,18 @@ typedef void (*moraine_column_cb)(void *ud, const char *name, size_t name_len, c
 
 void moraine_error_free(MoraineError err);
 
-// Stores. `url` is what followed "moraine:" in ATTACH. Returns NULL and sets *err on failure.
-MoraineStore *moraine_store_open(const char *url, size_t url_len, int read_only, MoraineError *err);
+// Stores. `url` is what followed "moraine:" in ATTACH; `options` are key/value pairs (for an
+// s3:// URL the fields of the DuckDB secret that covers it: s3.name, s3.provider, s3.key_id,
+// s3.secret, s3.session_token, s3.region, s3.endpoint, s3.url_style, s3.use_ssl). Returns NULL
+// and sets *err on failure.
+typedef struct {
+	const char *key;
+	size_t key_len;
+	const char *value;
+	size_t value_len;
+} MoraineOption;
+MoraineStore *moraine_store_open(const char *url, size_t url_len, int read_only, const MoraineOption *options,
+                                 size_t n_options, MoraineError *err);
 void moraine_store_free(MoraineStore *store);
 // Describes the store (for GetDBPath / diagnostics): writes its URL via cb.
 void moraine_store_url(MoraineStore *store, void *ud, moraine_name_cb cb);

@@ -4,24 +4,118 @@
 #include "duckdb/main/attached_database.hpp"
 #include "duckdb/main/extension/extension_loader.hpp"
 #include "duckdb/parser/parsed_data/attach_info.hpp"
+#include "duckdb/catalog/catalog_transaction.hpp"
+#include "duckdb/main/config.hpp"
+#include "duckdb/main/secret/secret.hpp"
+#include "duckdb/main/secret/secret_manager.hpp"
 
 namespace duckdb {
+
+// Whether the ATTACH itself named an access mode (DuckDB bumps an s3:// path attached without one
+// to READ_ONLY before moraine sees it).
+static bool NamesAccessMode(const AttachInfo &info) {
+	for (auto &option : info.options) {
+		auto name = StringUtil::Lower(option.first);
+		if (name == "read_only" || name == "readonly" || name == "read_write" || name == "readwrite") {
+			return true;
+		}
+	}
+	return false;
+}
+
+// The fields of the s3 secret for `path` (named by SECRET, DuckLake's META_SECRET, else the one
+// DuckDB's secret manager matches to the path; the longest SCOPE wins) as s3.* store options.
+// None when no secret matches: the store says what to create.
+static vector<pair<string, string>> S3SecretOptions(ClientContext &context, const string &path,
+                                                    const string &secret_name) {
+	vector<pair<string, string>> out;
+	auto &manager = SecretManager::Get(context);
+	auto transaction = CatalogTransaction::GetSystemCatalogTransaction(context);
+	unique_ptr<SecretEntry> named;
+	SecretMatch match;
+	const BaseSecret *secret = nullptr;
+	if (!secret_name.empty()) {
+		named = manager.GetSecretByName(transaction, secret_name);
+		if (!named) {
+			throw InvalidInputException("moraine: no secret named \"%s\" exists (SECRET, DuckLake's META_SECRET) "
+			                            "for \"%s\"",
+			                            secret_name, path);
+		}
+		secret = named->secret.get();
+	} else {
+		match = manager.LookupSecret(transaction, path, "s3");
+		if (!match.HasMatch()) {
+			return out;
+		}
+		secret = &match.GetSecret();
+	}
+	if (secret->GetType() != "s3") {
+		throw InvalidInputException("moraine: secret \"%s\" is of type %s; \"%s\" needs a secret of type s3",
+		                            secret->GetName(), secret->GetType(), path);
+	}
+	auto kv = dynamic_cast<const KeyValueSecret *>(secret);
+	if (!kv) {
+		throw InvalidInputException("moraine: secret \"%s\" holds no key/value fields", secret->GetName());
+	}
+	out.emplace_back("s3.name", secret->GetName());
+	out.emplace_back("s3.provider", secret->GetProvider());
+	for (auto key : {"key_id", "secret", "session_token", "region", "endpoint", "url_style"}) {
+		Value v;
+		if (kv->TryGetValue(key, v) && !v.IsNull()) {
+			out.emplace_back(string("s3.") + key, v.ToString());
+		}
+	}
+	Value ssl;
+	if (kv->TryGetValue("use_ssl", ssl) && !ssl.IsNull()) {
+		out.emplace_back("s3.use_ssl", BooleanValue::Get(ssl.DefaultCastAs(LogicalType::BOOLEAN)) ? "true" : "false");
+	}
+	return out;
+}
 
 static unique_ptr<Catalog> MoraineAttach(optional_ptr<StorageExtensionInfo> storage_info, ClientContext &context,
                                          AttachedDatabase &db, const string &name, AttachInfo &info,
                                          AttachOptions &options) {
+	string secret_name;
 	for (auto &option : options.options) {
-		throw InvalidInputException("moraine: unknown ATTACH option \"%s\" for \"%s\" (moraine accepts only "
-		                            "READ_ONLY / READ_WRITE)",
+		if (StringUtil::Lower(option.first) == "secret") {
+			secret_name = option.second.ToString();
+			continue;
+		}
+		throw InvalidInputException("moraine: unknown ATTACH option \"%s\" for \"%s\" (moraine accepts READ_ONLY / "
+		                            "READ_WRITE, and SECRET: DuckLake's META_SECRET)",
 		                            option.first, info.path);
 	}
+	// with an explicit TYPE (DuckLake's META_TYPE 'moraine') DuckDB leaves the prefix on the path
+	string url = info.path;
+	if (StringUtil::StartsWith(url, "moraine:")) {
+		url = url.substr(8);
+	}
 	bool read_only = options.access_mode == AccessMode::READ_ONLY;
+	bool s3 = StringUtil::StartsWith(url, "s3://");
+	if (!secret_name.empty() && !s3) {
+		throw InvalidInputException("moraine: SECRET \"%s\" was given for \"%s\", but only an s3:// lake uses a secret",
+		                            secret_name, url);
+	}
+	if (s3 && read_only && !NamesAccessMode(info) &&
+	    DBConfig::GetConfig(context).options.access_mode == AccessMode::AUTOMATIC) {
+		throw InvalidInputException(
+		    "moraine: DuckDB attaches an s3:// path read-only unless the ATTACH names an access mode; for \"%s\" "
+		    "add READ_WRITE to write to the lake, or READ_ONLY to read it (ATTACH 'ducklake:moraine:%s' AS lake "
+		    "(READ_WRITE, DATA_PATH '...'))",
+		    url, url);
+	}
+	auto kv = s3 ? S3SecretOptions(context, url, secret_name) : vector<pair<string, string>>();
+	vector<MoraineOption> marshalled;
+	for (auto &o : kv) {
+		marshalled.push_back(MoraineOption {o.first.c_str(), o.first.size(), o.second.c_str(), o.second.size()});
+	}
 	MoraineError err {nullptr, 0};
-	auto store = moraine_store_open(info.path.c_str(), info.path.size(), read_only ? 1 : 0, &err);
+	auto store = moraine_store_open(url.c_str(), url.size(), read_only ? 1 : 0, marshalled.data(),
+	                                marshalled.size(), &err);
 	if (!store) {
 		MoraineThrow(err);
 	}
-	return make_uniq<MoraineCatalog>(db, make_shared_ptr<MoraineStoreRef>(store), info.path, read_only);
+	return make_uniq<MoraineCatalog>(db, make_shared_ptr<MoraineStoreRef>(store), url, read_only);
 }
 
 static unique_ptr<TransactionManager> MoraineCreateTransactionManager(optional_ptr<StorageExtensionInfo> storage_info,

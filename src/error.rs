@@ -21,6 +21,10 @@ pub enum Error {
     #[error("storage error: {0}")]
     Storage(String),
 
+    /// The store could not be reached, or did not answer in time; nothing was written.
+    #[error("cannot reach {location}: {reason}")]
+    Unreachable { location: String, reason: String },
+
     /// Another transaction committed first; DuckLake retries on this ("conflict").
     #[error("transaction conflict: {0}")]
     Conflict(String),
@@ -67,7 +71,7 @@ impl Error {
 /// `e` and its sources, so the message names the failure underneath ("wal unavailable (object
 /// store error)" alone does not say which object, or why). A source whose text the message
 /// already holds is not repeated.
-fn with_sources(e: &(dyn std::error::Error + 'static)) -> String {
+pub(crate) fn with_sources(e: &(dyn std::error::Error + 'static)) -> String {
     let mut msg = e.to_string();
     let mut source = e.source();
     while let Some(s) = source {

@@ -247,18 +247,38 @@ pub unsafe extern "C" fn moraine_error_free(err: MoraineError) {
     }
 }
 
+/// One store option, as the C++ layer passes it (`s3.key_id` = ..., from a DuckDB secret).
+#[repr(C)]
+pub struct MoraineOption {
+    key: *const c_char,
+    key_len: usize,
+    value: *const c_char,
+    value_len: usize,
+}
+
 #[no_mangle]
 pub unsafe extern "C" fn moraine_store_open(
     url: *const c_char,
     url_len: usize,
     read_only: i32,
+    options: *const MoraineOption,
+    n_options: usize,
     err: *mut MoraineError,
 ) -> *mut MoraineStore {
     guard(err, || {
         let url = text(url, url_len)?;
-        Ok(Box::into_raw(Box::new(MoraineStore(Store::open(
+        let mut opts = Vec::with_capacity(n_options);
+        for i in 0..n_options {
+            let o = &*options.add(i);
+            opts.push((
+                text(o.key, o.key_len)?.to_string(),
+                text(o.value, o.value_len)?.to_string(),
+            ));
+        }
+        Ok(Box::into_raw(Box::new(MoraineStore(Store::open_with(
             url,
             read_only != 0,
+            &opts,
         )?))))
     })
     .unwrap_or(std::ptr::null_mut())

@@ -16,6 +16,7 @@ pub mod op;
 pub mod overlay;
 mod records;
 mod row_locks;
+pub mod s3;
 mod sst_cache;
 pub mod store;
 pub mod tables;

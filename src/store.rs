@@ -230,6 +230,10 @@ fn writer_settings() -> Settings {
     }
 }
 
+/// How long opening SlateDB may take (reading its manifest, fencing, replaying its WAL): an
+/// attach fails after it rather than wait on an unreachable store.
+const OPEN_TIMEOUT: Duration = Duration::from_secs(120);
+
 /// How many times a garbage-collection pass retries a failed object-store call.
 const GC_RETRIES: u32 = 3;
 
@@ -385,7 +389,18 @@ impl Store {
     /// previous `Arc<Store>` is alive returns that store (a second SlateDB writer would fence
     /// the first).
     pub fn open(url: &str, read_only: bool) -> Result<Arc<Store>> {
+        Store::open_with(url, read_only, &[])
+    }
+
+    /// [`Store::open`] with the options the attach passes: for an `s3://` URL, the fields of
+    /// the DuckDB secret that covers it (`s3.*`, see [`crate::s3::S3Secret`]).
+    pub fn open_with(
+        url: &str,
+        read_only: bool,
+        options: &[(String, String)],
+    ) -> Result<Arc<Store>> {
         let parsed = url::parse(url)?;
+        let secret = crate::s3::S3Secret::from_options(options)?;
         let canonical = parsed.canonical();
         let mut reg = open_stores().lock().unwrap_or_else(|p| p.into_inner());
         reg.retain(|_, w| w.strong_count() > 0);
@@ -411,6 +426,19 @@ impl Store {
                     ));
                 }
                 (url::memory_store(name), canonical.clone())
+            }
+            StoreUrl::S3 { bucket, prefix } => {
+                let secret = secret.ok_or_else(|| Error::Url {
+                    url: url.to_string(),
+                    reason: format!(
+                        "no DuckDB secret of type s3 covers it; create one first, for example \
+                         CREATE SECRET (TYPE s3, KEY_ID '...', SECRET '...', REGION '...', \
+                         SCOPE '{canonical}'), or name one with META_SECRET"
+                    ),
+                })?;
+                let store = crate::s3::object_store(url, bucket, prefix, &secret)?;
+                block_on(crate::s3::probe(&store, &canonical))?;
+                (store, canonical.clone())
             }
         };
         // a local directory cannot update SlateDB's GC boundary objects in place
@@ -460,12 +488,24 @@ impl Store {
         let cache_scope = crate::sst_cache::new_scope();
         // the attach's image load needs the newest checkpoint: read it while SlateDB opens
         let prefetched = runtime().spawn(prefetch_checkpoint(object_store.clone()));
-        let backend = block_on(open_backend(
-            object_store.clone(),
-            read_only,
-            location,
-            cache_scope,
-        ))
+        let backend = block_on(async {
+            let opening = open_backend(
+                object_store.clone(),
+                read_only,
+                location.clone(),
+                cache_scope,
+            );
+            match tokio::time::timeout(OPEN_TIMEOUT, opening).await {
+                Ok(opened) => opened,
+                Err(_) => Err(Error::Unreachable {
+                    location,
+                    reason: format!(
+                        "SlateDB did not open it within {} s",
+                        OPEN_TIMEOUT.as_secs()
+                    ),
+                }),
+            }
+        })
         .inspect_err(|_| {
             prefetched.abort();
             crate::sst_cache::shared().drop_scope(cache_scope)

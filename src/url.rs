@@ -3,7 +3,9 @@
 //! - a plain local path (`/data/lake`, `lake.moraine`): a directory on the local filesystem;
 //! - `file:///abs/path`: the same, as a URL (the path must be absolute);
 //! - `memory://<name>`: a process-local in-memory object store. A global registry maps the name
-//!   to one `InMemory`, so a re-attach in the same process sees the same data.
+//!   to one `InMemory`, so a re-attach in the same process sees the same data;
+//! - `s3://<bucket>[/<prefix>]`: SlateDB's objects under `<prefix>/` in an S3 bucket (or an
+//!   S3-compatible service's), reached with the credentials of a DuckDB secret (`s3.rs`).
 //!
 //! Anything else is an error naming the URL.
 
@@ -20,6 +22,8 @@ pub enum StoreUrl {
     Local(PathBuf),
     /// A named process-local in-memory object store.
     Memory(String),
+    /// A key prefix in an S3 bucket: no leading or trailing `/`, empty for the bucket's root.
+    S3 { bucket: String, prefix: String },
 }
 
 impl StoreUrl {
@@ -28,6 +32,8 @@ impl StoreUrl {
         match self {
             StoreUrl::Local(p) => format!("file://{}", p.display()),
             StoreUrl::Memory(n) => format!("memory://{n}"),
+            StoreUrl::S3 { bucket, prefix } if prefix.is_empty() => format!("s3://{bucket}"),
+            StoreUrl::S3 { bucket, prefix } => format!("s3://{bucket}/{prefix}"),
         }
     }
 }
@@ -60,11 +66,15 @@ pub fn parse(url: &str) -> Result<StoreUrl> {
         }
         return Ok(StoreUrl::Local(normalize(PathBuf::from(path))));
     }
+    if let Some(rest) = trimmed.strip_prefix("s3://") {
+        return parse_s3(url, rest);
+    }
     if let Some((scheme, _)) = trimmed.split_once("://") {
         return Err(url_err(
             url,
             format!(
-                "scheme '{scheme}://' is not supported by this build; supported: local paths, file:///path, memory://name"
+                "scheme '{scheme}://' is not supported; supported: local paths, file:///path, \
+                 memory://name, s3://bucket/prefix"
             ),
         ));
     }
@@ -77,6 +87,51 @@ pub fn parse(url: &str) -> Result<StoreUrl> {
             .join(p)
     };
     Ok(StoreUrl::Local(normalize(abs)))
+}
+
+/// `s3://<bucket>[/<prefix>]` after its scheme: a bucket name as S3 allows it, and a key prefix
+/// of plain segments (no empty, `.` or `..` segment, no query or fragment).
+fn parse_s3(url: &str, rest: &str) -> Result<StoreUrl> {
+    if rest.contains(['?', '#']) {
+        return Err(url_err(
+            url,
+            "an s3:// URL takes no query or fragment; options go in the DuckDB secret",
+        ));
+    }
+    let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
+    let bucket_ok = (3..=63).contains(&bucket.len())
+        && bucket
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'.' || b == b'-')
+        && bucket.starts_with(|c: char| c.is_ascii_alphanumeric())
+        && bucket.ends_with(|c: char| c.is_ascii_alphanumeric());
+    if !bucket_ok {
+        return Err(url_err(
+            url,
+            format!(
+                "'{bucket}' is not an S3 bucket name (3 to 63 lowercase letters, digits, dots and \
+                 hyphens, beginning and ending with a letter or digit); write s3://bucket/prefix"
+            ),
+        ));
+    }
+    let prefix = prefix.trim_end_matches('/');
+    if !prefix.is_empty() {
+        for segment in prefix.split('/') {
+            if segment.is_empty() || segment == "." || segment == ".." {
+                return Err(url_err(
+                    url,
+                    format!(
+                        "the key prefix '{prefix}' has an empty, '.' or '..' segment; write \
+                         s3://bucket/a/b"
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(StoreUrl::S3 {
+        bucket: bucket.to_string(),
+        prefix: prefix.to_string(),
+    })
 }
 
 /// Drop `.` components and trailing slashes so two spellings of a path compare equal.
@@ -134,6 +189,25 @@ mod tests {
             StoreUrl::Local(p) => assert!(p.is_absolute() && p.ends_with("rel/dir")),
             other => panic!("{other:?}"),
         }
+        let s3 = |bucket: &str, prefix: &str| StoreUrl::S3 {
+            bucket: bucket.into(),
+            prefix: prefix.into(),
+        };
+        assert_eq!(
+            parse("s3://bucket/lake-meta").unwrap(),
+            s3("bucket", "lake-meta")
+        );
+        assert_eq!(
+            parse("s3://my.bucket-1/a/b/").unwrap(),
+            s3("my.bucket-1", "a/b")
+        );
+        assert_eq!(parse("s3://bucket").unwrap(), s3("bucket", ""));
+        assert_eq!(parse("s3://bucket/").unwrap(), s3("bucket", ""));
+        assert_eq!(
+            parse("s3://bucket/a/b/").unwrap().canonical(),
+            "s3://bucket/a/b"
+        );
+        assert_eq!(parse("s3://bucket").unwrap().canonical(), "s3://bucket");
     }
 
     #[test]
@@ -141,9 +215,18 @@ mod tests {
         for bad in [
             "",
             "   ",
-            "s3://bucket/lake",
+            "gs://bucket/lake",
             "foo://x",
             "file://relative/path",
+            "s3://",
+            "s3://Bucket/x",
+            "s3://ab/x",
+            "s3://-bucket/x",
+            "s3://bucket_1/x",
+            "s3://bucket//x",
+            "s3://bucket/a/../b",
+            "s3://bucket/./b",
+            "s3://bucket/x?region=eu",
         ] {
             let e = parse(bad).unwrap_err().to_string();
             assert!(e.contains(&format!("'{bad}'")), "{e}");

@@ -171,6 +171,72 @@ pub fn ensure_extras() -> Result<Vec<(String, PathBuf)>, String> {
     Ok(got)
 }
 
+/// The S3-compatible server the S3 tests run against (`moto_server`, S3 only: moto's `s3`
+/// extra and the Flask pieces of its `server` extra), every wheel pinned: pip installs them
+/// without resolving anything. Installed into `$MORAINE_CACHE/pypi-moto`.
+pub const MOTO_REQUIREMENTS: &[&str] = &[
+    "moto==5.2.5",
+    "boto3==1.44.8",
+    "botocore==1.44.8",
+    "s3transfer==0.19.3",
+    "jmespath==1.1.0",
+    "python_dateutil==2.9.0.post0",
+    "six==1.17.0",
+    "urllib3==2.8.0",
+    "cryptography==50.0.2",
+    "cffi==2.1.1",
+    "pycparser==3.12",
+    "requests==2.34.2",
+    "certifi==2026.10.19.post1",
+    "charset_normalizer==3.5.3",
+    "idna==3.20",
+    "xmltodict==1.0.4",
+    "werkzeug==3.1.9",
+    "markupsafe==3.0.4",
+    "responses==0.26.3",
+    "pyyaml==6.0.4",
+    "py_partiql_parser==0.6.3",
+    "flask==3.1.3",
+    "flask_cors==6.0.5",
+    "blinker==1.9.0",
+    "click==8.5.1",
+    "itsdangerous==2.2.0",
+    "jinja2==3.1.6",
+];
+
+/// Install (if needed) the pinned S3 test server; returns the directory to put on
+/// `PYTHONPATH` for `python3 -m moto.server`.
+pub fn ensure_moto() -> Result<PathBuf, String> {
+    ensure_set("pypi-moto", MOTO_REQUIREMENTS, Path::new("moto/server.py"))
+}
+
+/// Install (if needed) a pinned set of wheels into `$MORAINE_CACHE/<name>` (pip into a scratch
+/// directory, a stamp naming the set, a rename into place) and return that directory; `probe`
+/// is a file the install must leave, relative to it.
+pub(crate) fn ensure_set(name: &str, reqs: &[&str], probe: &Path) -> Result<PathBuf, String> {
+    let dir = paths::cache_root().join(name);
+    let stamp = format!("{}\n", reqs.join("\n"));
+    if std::fs::read_to_string(dir.join(STAMP)).ok().as_deref() == Some(stamp.as_str())
+        && dir.join(probe).is_file()
+    {
+        return Ok(dir);
+    }
+    let parent = dir.parent().expect("the cache dir has a parent");
+    std::fs::create_dir_all(parent).map_err(|e| format!("create {}: {e}", parent.display()))?;
+    let tmp = parent.join(format!("{name}.tmp-{}", std::process::id()));
+    pip_install_scratch(&tmp, &dir, reqs)
+        .map_err(|status| format!("pip install into {name} failed ({status})"))?;
+    std::fs::write(tmp.join(STAMP), &stamp).map_err(|e| format!("write stamp: {e}"))?;
+    if !tmp.join(probe).is_file() {
+        return Err(format!(
+            "pip install into {name} finished but {} is missing",
+            probe.display()
+        ));
+    }
+    move_into_place(&tmp, &dir)?;
+    Ok(dir)
+}
+
 /// SQL that keeps DuckDB from installing or auto-loading anything by itself:
 /// there is no network here except PyPI, and every extension must be the one
 /// we LOAD by path. The extension directory points at a scratch dir so

@@ -139,6 +139,7 @@ fn cmd_deps(args: &[String]) -> Result<bool, String> {
     println!("ducklake_ext    {}", d.ducklake_ext.display());
     println!("sqlite_ext      {}", d.sqlite_ext.display());
     println!("python_path     {}", d.python_path.display());
+    println!("moto_server     {}", crate::deps::ensure_moto()?.display());
     Ok(true)
 }
 

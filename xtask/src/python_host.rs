@@ -22,13 +22,29 @@ pub fn run_script(path: &Path, env: &Env) -> FileOutcome {
         Ok(d) => d,
         Err(e) => return fail(format!("temp dir: {e}")),
     };
-    let output = Command::new("python3")
-        .arg(path)
+    let mut cmd = Command::new("python3");
+    cmd.arg(path)
         .env("PYTHONPATH", &env.deps.python_path)
         .env("MORAINE_EXT", moraine)
         .env("DUCKLAKE_EXT", &env.deps.ducklake_ext)
-        .env("TEST_DIR", &test_dir)
-        .output();
+        .env("TEST_DIR", &test_dir);
+    // a scenario that says `# needs: moto_server` gets the pinned S3 test server and httpfs
+    let source = std::fs::read_to_string(path).unwrap_or_default();
+    if source.lines().any(|l| l.trim() == "# needs: moto_server") {
+        let moto = match crate::deps::ensure_moto() {
+            Ok(d) => d,
+            Err(e) => return fail(format!("the S3 test server: {e}")),
+        };
+        let httpfs = match crate::deps::ensure_extras() {
+            Ok(x) => x.into_iter().find(|(n, _)| n == "httpfs").map(|(_, p)| p),
+            Err(e) => return fail(format!("the httpfs extension: {e}")),
+        };
+        let Some(httpfs) = httpfs else {
+            return fail("the httpfs extension is not among the pinned extras".into());
+        };
+        cmd.env("MOTO_PYTHONPATH", moto).env("HTTPFS_EXT", httpfs);
+    }
+    let output = cmd.output();
     let output = match output {
         Ok(o) => o,
         Err(e) => return fail(format!("running python3: {e}")),

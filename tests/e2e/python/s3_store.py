@@ -1,0 +1,174 @@
+"""A moraine lake on S3 (issue 10): `ducklake:moraine:s3://bucket/prefix` against the pinned
+moto_server on 127.0.0.1, through stock DuckDB 1.5.5, DuckLake and httpfs from PyPI.
+
+- A writer creates, inserts (inlined and Parquet), updates, deletes, flushes inlined data,
+  merges files, expires snapshots and cleans up: DuckLake's data files come and go in the
+  bucket, moraine's objects live under the prefix, nothing is written to the local disk.
+- A fresh process re-attaches and reads the same rows, and time travel works there; a READ_ONLY
+  process reads beside the attached writer.
+- Errors: no secret covers the URL; SECRET names no secret; a missing bucket; an ATTACH with
+  no access mode (DuckDB attaches s3:// paths read-only by itself). Each names what was wrong
+  and leaves the bucket as it was.
+"""
+# needs: moto_server
+import json
+import os
+import subprocess
+import sys
+
+from _harness import TEST_DIR, check, connect, expect_error, finish
+from _s3 import HTTPFS, Moto
+
+BUCKET = "moraine-lake"
+META = f"s3://{BUCKET}/lake-meta"
+DATA = f"s3://{BUCKET}/lake-data/"
+
+
+def s3_connect(moto, secret=True):
+    db = connect()
+    db.execute(f"LOAD '{HTTPFS}'")
+    if secret:
+        db.execute(moto.secret_sql())
+    return db
+
+
+def attach_sql(mode="READ_WRITE", meta=META, extra=""):
+    mode_sql = f"{mode}, " if mode else ""
+    return f"ATTACH 'ducklake:moraine:{meta}' AS lake ({mode_sql}DATA_PATH '{DATA}'{extra})"
+
+
+def rows(db, sql):
+    return [tuple(r) for r in db.execute(sql).fetchall()]
+
+
+def in_fresh_process(moto, mode, queries):
+    """Runs `queries` in a new python3 process attached with `mode`; returns their rows."""
+    script = (
+        "import json, sys\n"
+        "sys.path.insert(0, %r)\n"
+        "from _harness import connect\n"
+        "db = connect()\n"
+        "db.execute(\"LOAD '%s'\")\n"
+        "db.execute(%r)\n"
+        "db.execute(%r)\n"
+        "print(json.dumps([[list(r) for r in db.execute(q).fetchall()] for q in %r], default=str))\n"
+    ) % (os.path.dirname(os.path.abspath(__file__)), HTTPFS, moto.secret_sql(), attach_sql(mode),
+         queries)
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         timeout=120, env=os.environ)
+    if out.returncode != 0:
+        raise RuntimeError(out.stderr[-2000:])
+    return [[tuple(r) for r in q] for q in json.loads(out.stdout.strip().splitlines()[-1])]
+
+
+def local_files():
+    """Files under the test directory, less the S3 server's own."""
+    found = []
+    for root, _, files in os.walk(TEST_DIR):
+        if os.path.relpath(root, TEST_DIR).split(os.sep)[0] == "moto":
+            continue
+        found += [os.path.join(root, f) for f in files]
+    return found
+
+
+def main():
+    moto = Moto(os.path.join(TEST_DIR, "moto"))
+    try:
+        scenario(moto)
+    finally:
+        moto.stop()
+
+
+def scenario(moto):
+    moto.create_bucket(BUCKET)
+    os.chdir(TEST_DIR)
+
+    # ---- errors first: each leaves the bucket empty ------------------------------------------
+    bare = s3_connect(moto, secret=False)
+    expect_error("no secret covers the URL", lambda: bare.execute(attach_sql()),
+                 "no duckdb secret of type s3 covers")
+    expect_error("SECRET names no secret",
+                 lambda: bare.execute(attach_sql(extra=", META_SECRET 'nope'")),
+                 'no secret named "nope"')
+    bare.close()
+    db = s3_connect(moto)
+    expect_error("an ATTACH without an access mode says to name one",
+                 lambda: db.execute(attach_sql(mode=None)), "add read_write")
+    expect_error("a missing bucket", lambda: db.execute(
+        attach_sql(meta="s3://no-such-bucket/lake-meta")), "no-such-bucket")
+    check("the failed attaches wrote nothing", moto.keys(BUCKET) == [], moto.keys(BUCKET))
+
+    # ---- a writer -----------------------------------------------------------------------------
+    db.execute(attach_sql())
+    db.execute("CREATE TABLE lake.t (i INTEGER, s VARCHAR)")
+    db.execute("INSERT INTO lake.t VALUES (1, 'one'), (2, 'two')")          # inlined
+    db.execute("INSERT INTO lake.t SELECT i, 'bulk' FROM range(100, 1100) r(i)")  # Parquet
+    bulk_snapshot = rows(db, "SELECT max(snapshot_id) FROM lake.snapshots()")[0][0]
+    db.execute("UPDATE lake.t SET s = 'uno' WHERE i = 1")
+    db.execute("DELETE FROM lake.t WHERE i >= 1000")
+    want = [(902, 1, 999)]
+    check("the writer reads its commits", rows(db, "SELECT count(*), min(i), max(i) FROM lake.t") == want,
+          rows(db, "SELECT count(*), min(i), max(i) FROM lake.t"))
+    db.execute("CALL ducklake_flush_inlined_data('lake')")
+    db.execute("INSERT INTO lake.t SELECT i, 'more' FROM range(2000, 2300) r(i)")
+    db.execute("CALL ducklake_merge_adjacent_files('lake')")
+    # a dropped table's files become garbage once the snapshots that see them expire
+    db.execute("CREATE TABLE lake.gone AS SELECT i FROM range(1000) r(i)")
+    db.execute("DROP TABLE lake.gone")
+    want = [(1202, 1, 2299)]
+    got = rows(db, "SELECT count(*), min(i), max(i) FROM lake.t")
+    check("flush and merge keep every row", got == want, got)
+    check("s for i = 1 is updated", rows(db, "SELECT s FROM lake.t WHERE i = 1") == [("uno",)])
+
+    meta_keys = moto.keys(BUCKET, "lake-meta/")
+    check("moraine's objects are under the prefix",
+          any("/manifest/" in k for k in meta_keys) and any("/wal/" in k for k in meta_keys),
+          meta_keys[:10])
+    data_keys = [k for k in moto.keys(BUCKET, "lake-data/") if k.endswith(".parquet")]
+    check("DuckLake's data files are in the bucket", len(data_keys) >= 2, data_keys)
+    stray = [k for k in moto.keys(BUCKET) if not k.startswith(("lake-meta/", "lake-data/"))]
+    check("nothing outside the two prefixes", stray == [], stray)
+    check("nothing written to the local disk", local_files() == [], local_files())
+
+    # ---- other processes: a READ_ONLY reader beside the writer, then a fresh writer ----------
+    [[reader_count]] = in_fresh_process(moto, "READ_ONLY", ["SELECT count(*) FROM lake.t"])
+    check("a READ_ONLY process reads the writer's commits", reader_count == (1202,), reader_count)
+    db.execute("DETACH lake")
+    got = in_fresh_process(moto, "READ_WRITE", [
+        "SELECT count(*), min(i), max(i) FROM lake.t",
+        f"SELECT count(*), count(*) FILTER (s = 'uno') FROM lake.t AT (VERSION => {bulk_snapshot})",
+        "INSERT INTO lake.t VALUES (5000, 'late')",
+        "SELECT i FROM lake.t WHERE s = 'late'",
+    ])
+    check("a fresh process re-attaches and reads the same rows", got[0] == [(1202, 1, 2299)], got[0])
+    check("time travel in a fresh process", got[1] == [(1002, 0)], got[1])
+    check("a fresh process commits", got[3] == [(5000,)], got[3])
+
+    # ---- expiry and cleanup delete data files from the bucket ----------------------------------
+    db.execute(attach_sql())
+    check("the fresh process's commit is seen", rows(db, "SELECT count(*) FROM lake.t") == [(1203,)])
+    before = set(k for k in moto.keys(BUCKET, "lake-data/") if k.endswith(".parquet"))
+    expired = rows(db, "SELECT count(*) FROM ducklake_expire_snapshots('lake', "
+                       "older_than => now() + INTERVAL 1 DAY)")
+    scheduled = rows(db, "SELECT count(*) FROM "
+                         "__ducklake_metadata_lake.ducklake_files_scheduled_for_deletion")
+    deleted = rows(db, "SELECT path FROM ducklake_cleanup_old_files('lake', cleanup_all => true)")
+    after = set(k for k in moto.keys(BUCKET, "lake-data/") if k.endswith(".parquet"))
+    check("cleanup deleted the scheduled data files from the bucket",
+          deleted and len(deleted) == scheduled[0][0] and after == before - {
+              p[len(f"s3://{BUCKET}/"):] for (p,) in deleted},
+          (expired, scheduled, deleted, sorted(before), sorted(after)))
+    got = rows(db, "SELECT count(*), min(i), max(i) FROM lake.t")
+    check("the rows survive expiry and cleanup", got == [(1203, 1, 5000)], got)
+    check("one snapshot is left", rows(db, "SELECT count(*) FROM lake.snapshots()") == [(1,)],
+          rows(db, "SELECT count(*) FROM lake.snapshots()"))
+    db.execute("DETACH lake")
+    got = in_fresh_process(moto, "READ_ONLY", ["SELECT count(*) FROM lake.t"])
+    check("a fresh process reads the lake after cleanup", got == [[(1203,)]], got)
+    check("still nothing on the local disk", local_files() == [], local_files())
+    db.close()
+
+
+if __name__ == "__main__":
+    main()
+    finish("s3_store")
