@@ -105,6 +105,14 @@ static unique_ptr<Catalog> MoraineAttach(optional_ptr<StorageExtensionInfo> stor
 		    url, url);
 	}
 	auto kv = s3 ? S3SecretOptions(context, url, secret_name) : vector<pair<string, string>>();
+	Value timeout;
+	if (context.TryGetCurrentSetting("moraine_io_timeout", timeout) && !timeout.IsNull()) {
+		auto ms = Interval::GetMicro(timeout.GetValue<interval_t>()) / 1000;
+		if (ms <= 0) {
+			throw InvalidInputException("moraine_io_timeout must be positive, not %s", timeout.ToString());
+		}
+		kv.emplace_back("io_timeout_ms", to_string(ms));
+	}
 	vector<MoraineOption> marshalled;
 	for (auto &o : kv) {
 		marshalled.push_back(MoraineOption {o.first.c_str(), o.first.size(), o.second.c_str(), o.second.size()});
@@ -136,6 +144,15 @@ shared_ptr<StorageExtension> MoraineStorageExtension() {
 extern "C" void moraine_cpp_register(void *loader_ptr) {
 	auto &loader = *static_cast<duckdb::ExtensionLoader *>(loader_ptr);
 	auto &db = loader.GetDatabaseInstance();
-	duckdb::StorageExtension::Register(duckdb::DBConfig::GetConfig(db), "moraine", duckdb::MoraineStorageExtension());
+	auto &config = duckdb::DBConfig::GetConfig(db);
+	duckdb::StorageExtension::Register(config, "moraine", duckdb::MoraineStorageExtension());
+	if (!config.HasExtensionOption("moraine_io_timeout")) {
+		config.AddExtensionOption("moraine_io_timeout",
+		                          "How long one moraine store operation (an ATTACH's reads, a COMMIT's write, a "
+		                          "DETACH) may take before it fails; read at ATTACH (a global setting: "
+		                          "DuckLake attaches its catalog on its own connection)",
+		                          duckdb::LogicalType::INTERVAL, duckdb::Value::INTERVAL(0, 0, 30 * 1000000LL),
+		                          nullptr, duckdb::SetScope::GLOBAL);
+	}
 	duckdb::MoraineRegisterFunctions(loader);
 }

@@ -21,6 +21,12 @@ pub enum Error {
     #[error("storage error: {0}")]
     Storage(String),
 
+    /// A commit's write did not finish within the store's time limit: it may still reach the
+    /// store, or may not. The handle that sent it refuses further work; a re-attach reads what
+    /// the store holds.
+    #[error("the outcome of the commit is unknown: {0}")]
+    OutcomeUnknown(String),
+
     /// The store could not be reached, or did not answer in time; nothing was written.
     #[error("cannot reach {location}: {reason}")]
     Unreachable { location: String, reason: String },

@@ -15,9 +15,7 @@ use object_store::{
 use std::sync::Arc;
 use std::time::Duration;
 
-/// How long one object-store request may take, and how long its retries may go on.
-pub(crate) const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
-/// How long connecting may take.
+/// How long connecting may take (at most the store's time limit).
 pub(crate) const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// How many times a failed request is retried.
 pub(crate) const MAX_RETRIES: usize = 3;
@@ -145,12 +143,14 @@ fn is_aws(endpoint: &str) -> bool {
     endpoint.is_empty() || endpoint == "s3.amazonaws.com"
 }
 
-/// The object store for `bucket`, rooted at `prefix`, signed with `secret`'s credentials.
+/// The object store for `bucket`, rooted at `prefix`, signed with `secret`'s credentials; one
+/// request and its retries take at most `io_timeout`.
 pub fn object_store(
     url: &str,
     bucket: &str,
     prefix: &str,
     secret: &S3Secret,
+    io_timeout: Duration,
 ) -> Result<Arc<dyn ObjectStore>> {
     let credential = secret.credential(url)?;
     let path_style = match secret.url_style.as_str() {
@@ -178,13 +178,13 @@ pub fn object_store(
         .with_client_options(
             ClientOptions::new()
                 .with_allow_http(!secret.use_ssl)
-                .with_timeout(REQUEST_TIMEOUT)
-                .with_connect_timeout(CONNECT_TIMEOUT),
+                .with_timeout(io_timeout)
+                .with_connect_timeout(CONNECT_TIMEOUT.min(io_timeout)),
         )
         .with_retry(RetryConfig {
             backoff: BackoffConfig::default(),
             max_retries: MAX_RETRIES,
-            retry_timeout: REQUEST_TIMEOUT,
+            retry_timeout: io_timeout,
         });
     if !is_aws(&secret.endpoint) {
         let scheme = if secret.use_ssl { "https" } else { "http" };
@@ -206,23 +206,20 @@ pub fn object_store(
     })
 }
 
-/// How long [`probe`] may take in all: one request and its bounded retries.
-pub(crate) const PROBE_TIMEOUT: Duration = Duration::from_secs(60);
-
 /// One listing of the store's root, before SlateDB opens it: a missing bucket, a refused key or
 /// an endpoint that does not answer is an error naming the URL now (SlateDB would retry such a
 /// failure without end). Reads only.
-pub async fn probe(store: &Arc<dyn ObjectStore>, url: &str) -> Result<()> {
+pub async fn probe(store: &Arc<dyn ObjectStore>, url: &str, io_timeout: Duration) -> Result<()> {
     let unreachable = |reason: String| Error::Unreachable {
         location: url.to_string(),
         reason,
     };
-    match tokio::time::timeout(PROBE_TIMEOUT, store.list_with_delimiter(None)).await {
+    match tokio::time::timeout(io_timeout, store.list_with_delimiter(None)).await {
         Ok(Ok(_)) => Ok(()),
         Ok(Err(e)) => Err(unreachable(crate::error::with_sources(&e))),
         Err(_) => Err(unreachable(format!(
-            "no answer within {} s",
-            PROBE_TIMEOUT.as_secs()
+            "no answer within {:.3} s (moraine_io_timeout)",
+            io_timeout.as_secs_f64()
         ))),
     }
 }
@@ -268,7 +265,7 @@ mod tests {
             provider: "config".into(),
             ..Default::default()
         };
-        let e = object_store("s3://bucket/x", "bucket", "x", &s)
+        let e = object_store("s3://bucket/x", "bucket", "x", &s, Duration::from_secs(1))
             .err()
             .unwrap()
             .to_string();
@@ -284,7 +281,7 @@ mod tests {
             url_style: "sideways".into(),
             ..Default::default()
         };
-        let e = object_store("s3://bucket/x", "bucket", "x", &s)
+        let e = object_store("s3://bucket/x", "bucket", "x", &s, Duration::from_secs(1))
             .err()
             .unwrap()
             .to_string();

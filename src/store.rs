@@ -198,6 +198,11 @@ pub struct Store {
     /// Set while a commit is between its write and the install of its image, and left set if
     /// it never got there (a panic): a writer then trusts its image no more and reads the head.
     image_unsure: std::sync::atomic::AtomicBool,
+    /// How long one store operation (an attach's reads, a commit's write, a close) may take.
+    io_timeout: Duration,
+    /// Set when a commit's write outlived `io_timeout`: its outcome is unknown, so this handle
+    /// serves nothing more (a re-attach reads the truth).
+    broken: std::sync::atomic::AtomicBool,
     /// How many times `sys/head` was read from storage (tests).
     #[cfg(test)]
     pub(crate) head_reads: std::sync::atomic::AtomicU64,
@@ -230,9 +235,28 @@ fn writer_settings() -> Settings {
     }
 }
 
-/// How long opening SlateDB may take (reading its manifest, fencing, replaying its WAL): an
-/// attach fails after it rather than wait on an unreachable store.
-const OPEN_TIMEOUT: Duration = Duration::from_secs(120);
+/// How long one store operation may take unless the attach says otherwise (DuckDB's
+/// `moraine_io_timeout` setting): opening SlateDB (its manifest, fencing, WAL replay), a
+/// commit's durable write, a close.
+pub(crate) const DEFAULT_IO_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The `io_timeout_ms` option (from `moraine_io_timeout`), else [`DEFAULT_IO_TIMEOUT`].
+fn io_timeout_option(options: &[(String, String)]) -> Result<Duration> {
+    match options.iter().find(|(k, _)| k == "io_timeout_ms") {
+        None => Ok(DEFAULT_IO_TIMEOUT),
+        Some((_, v)) => match v.parse::<u64>() {
+            Ok(ms) if ms > 0 => Ok(Duration::from_millis(ms)),
+            _ => Err(Error::InvalidInput(format!(
+                "moraine_io_timeout must be a positive number of milliseconds, not '{v}'"
+            ))),
+        },
+    }
+}
+
+/// `d` in seconds, for messages.
+fn seconds(d: Duration) -> String {
+    format!("{:.3} s", d.as_secs_f64())
+}
 
 /// How many times a garbage-collection pass retries a failed object-store call.
 const GC_RETRIES: u32 = 3;
@@ -401,6 +425,7 @@ impl Store {
     ) -> Result<Arc<Store>> {
         let parsed = url::parse(url)?;
         let secret = crate::s3::S3Secret::from_options(options)?;
+        let io_timeout = io_timeout_option(options)?;
         let canonical = parsed.canonical();
         let mut reg = open_stores().lock().unwrap_or_else(|p| p.into_inner());
         reg.retain(|_, w| w.strong_count() > 0);
@@ -436,8 +461,8 @@ impl Store {
                          SCOPE '{canonical}'), or name one with META_SECRET"
                     ),
                 })?;
-                let store = crate::s3::object_store(url, bucket, prefix, &secret)?;
-                block_on(crate::s3::probe(&store, &canonical))?;
+                let store = crate::s3::object_store(url, bucket, prefix, &secret, io_timeout)?;
+                block_on(crate::s3::probe(&store, &canonical, io_timeout))?;
                 (store, canonical.clone())
             }
         };
@@ -450,6 +475,7 @@ impl Store {
             url,
             &canonical,
             location,
+            io_timeout,
         )?;
         reg.insert((canonical, read_only), Arc::downgrade(&store));
         Ok(store)
@@ -472,6 +498,7 @@ impl Store {
             label,
             label,
             label.to_string(),
+            DEFAULT_IO_TIMEOUT,
         )
     }
 
@@ -484,6 +511,7 @@ impl Store {
         url: &str,
         canonical: &str,
         location: String,
+        io_timeout: Duration,
     ) -> Result<Arc<Store>> {
         let cache_scope = crate::sst_cache::new_scope();
         // the attach's image load needs the newest checkpoint: read it while SlateDB opens
@@ -495,13 +523,13 @@ impl Store {
                 location.clone(),
                 cache_scope,
             );
-            match tokio::time::timeout(OPEN_TIMEOUT, opening).await {
+            match tokio::time::timeout(io_timeout, opening).await {
                 Ok(opened) => opened,
                 Err(_) => Err(Error::Unreachable {
                     location,
                     reason: format!(
-                        "SlateDB did not open it within {} s",
-                        OPEN_TIMEOUT.as_secs()
+                        "SlateDB did not open it within {} (moraine_io_timeout)",
+                        seconds(io_timeout)
                     ),
                 }),
             }
@@ -531,6 +559,8 @@ impl Store {
             unflushed_commits: Default::default(),
             cache_scope,
             image_unsure: Default::default(),
+            io_timeout,
+            broken: Default::default(),
             #[cfg(test)]
             head_reads: Default::default(),
         }))
@@ -587,6 +617,19 @@ impl Store {
         self.install_image(Some(stale));
     }
 
+    /// An attach whose commit had an unknown outcome serves nothing more.
+    fn check_not_broken(&self) -> Result<()> {
+        if self.broken.load(Ordering::SeqCst) {
+            return Err(Error::OutcomeUnknown(format!(
+                "an earlier commit to {} did not finish within {} and may still land; DETACH \
+                 and ATTACH again to see what the lake holds",
+                self.url,
+                seconds(self.io_timeout)
+            )));
+        }
+        Ok(())
+    }
+
     fn install_image(&self, image: Option<Arc<Image>>) {
         *self.image.lock().unwrap_or_else(|p| p.into_inner()) = image;
     }
@@ -597,6 +640,7 @@ impl Store {
     pub(crate) fn pin_image(&self) -> Result<Arc<Image>> {
         let span = tracing::trace_span!("moraine.pin", store = %self.url);
         let _enter = span.enter();
+        self.check_not_broken()?;
         if let Backend::Writer(_, status) = &self.backend {
             // Only this process writes the lake while its writer is open, and each of its
             // commits installs its image under the commit lock: the image is the head, and
@@ -674,6 +718,7 @@ impl Store {
             }
         };
         let _commit = self.commit_lock.lock().unwrap_or_else(|p| p.into_inner());
+        self.check_not_broken()?;
         // the store's own head, not the image: a commit that landed but never installed its
         // image (a panic between the two) must still be seen
         let head_now = block_on(self.read_head())?;
@@ -707,11 +752,27 @@ impl Store {
         );
         self.image_unsure.store(true, Ordering::SeqCst);
         let written = block_on(async {
-            let handle = db.write(batch).await?;
-            // make the commit durable now rather than at the next flush tick
-            db.flush().await?;
-            handle.await_durable().await?;
-            Ok::<(), Error>(())
+            let write = async {
+                let handle = db.write(batch).await?;
+                // make the commit durable now rather than at the next flush tick
+                db.flush().await?;
+                handle.await_durable().await?;
+                Ok::<(), Error>(())
+            };
+            match tokio::time::timeout(self.io_timeout, write).await {
+                Ok(written) => written,
+                Err(_) => {
+                    // SlateDB holds the batch and retries its upload: it may land later
+                    self.broken.store(true, Ordering::SeqCst);
+                    Err(Error::OutcomeUnknown(format!(
+                        "the write to {} did not finish within {} (moraine_io_timeout) and may \
+                         still reach the store; this attach accepts no more work: DETACH and \
+                         ATTACH again to see what the lake holds",
+                        self.url,
+                        seconds(self.io_timeout)
+                    )))
+                }
+            }
         });
         if let Err(e) = written {
             // whether any of it landed is the store's to say: read it afresh next time
@@ -921,10 +982,15 @@ impl Store {
         }
         let span = tracing::debug_span!("moraine.close", store = %self.url);
         let _enter = span.enter();
-        let closed = block_on(async {
+        let broken = self.broken.load(Ordering::SeqCst);
+        let closing = async {
             let Backend::Writer(db, status) = &self.backend else {
                 return self.backend.close().await;
             };
+            if broken {
+                // a write of unknown outcome is pending: nothing more is written
+                return self.backend.close().await;
+            }
             if let Some(collector) = &self.collector {
                 collector.abort();
             }
@@ -966,6 +1032,20 @@ impl Store {
                 }
             }
             Ok(())
+        };
+        let closed = block_on(async {
+            tokio::time::timeout(self.io_timeout, closing)
+                .await
+                .unwrap_or_else(|_| {
+                    Err(Error::Unreachable {
+                        location: self.url.clone(),
+                        reason: format!(
+                            "closing did not finish within {} (moraine_io_timeout); every \
+                             acknowledged commit was already durable",
+                            seconds(self.io_timeout)
+                        ),
+                    })
+                })
         });
         crate::sst_cache::shared().drop_scope(self.cache_scope);
         closed

@@ -99,10 +99,11 @@ class Moto:
                 return out
             token = nxt[0].text
 
-    def secret_sql(self, name="moto", scope=None):
+    def secret_sql(self, name="moto", scope=None, endpoint=None):
+        """A secret for the server (or for `endpoint`, a proxy in front of it)."""
         scope_sql = f", SCOPE '{scope}'" if scope else ""
         return (f"CREATE SECRET {name} (TYPE s3, KEY_ID '{KEY_ID}', SECRET '{SECRET}', "
-                f"REGION '{REGION}', ENDPOINT '{self.endpoint}', URL_STYLE 'path', "
+                f"REGION '{REGION}', ENDPOINT '{endpoint or self.endpoint}', URL_STYLE 'path', "
                 f"USE_SSL false{scope_sql})")
 
     def stop(self):
@@ -114,3 +115,106 @@ class Moto:
                 self.proc.kill()
                 self.proc.wait()
 
+
+
+class FaultProxy:
+    """A loopback TCP proxy in front of the S3 server that can fail on request.
+
+    mode "pass" relays; "drop" closes each connection as it is accepted (and cuts those open);
+    "hang" accepts and never answers; "503" answers every request with 503 Slow Down.
+    """
+
+    def __init__(self, target_port):
+        import socket
+        self.target = ("127.0.0.1", target_port)
+        self.mode = "pass"
+        self.sock = socket.socket()
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(64)
+        self.port = self.sock.getsockname()[1]
+        self.open = []
+        self.lock = threading.Lock()
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    @property
+    def endpoint(self):
+        return f"127.0.0.1:{self.port}"
+
+    def set(self, mode):
+        self.mode = mode
+        if mode != "pass":
+            with self.lock:
+                for s in self.open:
+                    try:
+                        s.close()
+                    except OSError:
+                        pass
+                self.open = []
+
+    def _accept(self):
+        import socket
+        while True:
+            try:
+                client, _ = self.sock.accept()
+            except OSError:
+                return
+            mode = self.mode
+            if mode == "drop":
+                client.close()
+                continue
+            if mode == "hang":
+                with self.lock:
+                    self.open.append(client)
+                continue
+            if mode == "503":
+                threading.Thread(target=self._slow_down, args=(client,), daemon=True).start()
+                continue
+            try:
+                upstream = socket.create_connection(self.target, timeout=10)
+            except OSError:
+                client.close()
+                continue
+            with self.lock:
+                self.open += [client, upstream]
+            for a, b in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def _pipe(src, dst):
+        try:
+            while True:
+                data = src.recv(65536)
+                if not data:
+                    break
+                dst.sendall(data)
+        except OSError:
+            pass
+        for s in (src, dst):
+            try:
+                s.close()
+            except OSError:
+                pass
+
+    @staticmethod
+    def _slow_down(client):
+        body = (b"<?xml version=\"1.0\"?><Error><Code>SlowDown</Code>"
+                b"<Message>injected by the test proxy</Message></Error>")
+        try:
+            client.settimeout(10)
+            buf = b""
+            while b"\r\n\r\n" not in buf:
+                chunk = client.recv(65536)
+                if not chunk:
+                    break
+                buf += chunk
+            client.sendall(b"HTTP/1.1 503 Slow Down\r\nContent-Type: application/xml\r\n"
+                           b"Connection: close\r\nContent-Length: " + str(len(body)).encode()
+                           + b"\r\n\r\n" + body)
+        except OSError:
+            pass
+        client.close()
+
+    def stop(self):
+        self.set("drop")
+        self.sock.close()

@@ -8,7 +8,7 @@ moto_server on 127.0.0.1, through stock DuckDB 1.5.5, DuckLake and httpfs from P
   process reads beside the attached writer.
 - Errors: no secret covers the URL; SECRET names no secret; a missing bucket; an ATTACH with
   no access mode (DuckDB attaches s3:// paths read-only by itself). Each names what was wrong
-  and leaves the bucket as it was.
+  and leaves the bucket as it was. With META_TYPE 'moraine' no access mode is needed.
 """
 # needs: moto_server
 import json
@@ -162,6 +162,13 @@ def scenario(moto):
     check("the rows survive expiry and cleanup", got == [(1203, 1, 5000)], got)
     check("one snapshot is left", rows(db, "SELECT count(*) FROM lake.snapshots()") == [(1,)],
           rows(db, "SELECT count(*) FROM lake.snapshots()"))
+    db.execute("DETACH lake")
+    # with META_TYPE DuckDB keeps the moraine: prefix on the path and does not make it read-only
+    db.execute(f"ATTACH 'ducklake:moraine:{META}' AS lake (DATA_PATH '{DATA}', META_TYPE 'moraine')")
+    db.execute("INSERT INTO lake.t VALUES (6000, 'typed')")
+    check("META_TYPE 'moraine' attaches read-write without an access mode",
+          rows(db, "SELECT count(*) FROM lake.t") == [(1204,)])
+    db.execute("DELETE FROM lake.t WHERE i = 6000")
     db.execute("DETACH lake")
     got = in_fresh_process(moto, "READ_ONLY", ["SELECT count(*) FROM lake.t"])
     check("a fresh process reads the lake after cleanup", got == [[(1203,)]], got)

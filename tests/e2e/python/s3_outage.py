@@ -1,0 +1,114 @@
+"""Bounded failures on an S3 store (issue 10): a fault-injecting loopback proxy between moraine
+and the pinned moto_server drops connections, hangs, or answers 503, with
+`moraine_io_timeout` set to 3 s.
+
+- ATTACH during an outage fails naming the URL, within the limit, and writes nothing.
+- A COMMIT during an outage fails within the limit and says its outcome is unknown; that attach
+  then refuses more work, and DETACH returns. After the outage a fresh attach sees either the
+  whole commit or none of it, and its next commit works.
+Every statement runs under a hard limit (60 s): a hang is a failure, not a wait.
+"""
+# needs: moto_server
+import os
+import threading
+
+import duckdb
+
+from _harness import TEST_DIR, check, connect, finish
+from _s3 import HTTPFS, FaultProxy, Moto
+
+BUCKET = "moraine-outage"
+META = f"s3://{BUCKET}/meta"
+HARD_LIMIT = 60
+
+
+def bounded(db, sql):
+    """Runs `sql`; returns None or the error text. A statement still running after HARD_LIMIT
+    is reported as a hang (its thread is left behind, a daemon: the scenario fails anyway)."""
+    out = {}
+
+    def run():
+        try:
+            db.execute(sql).fetchall()
+            out["err"] = None
+        except duckdb.Error as e:
+            out["err"] = str(e)
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    t.join(HARD_LIMIT)
+    return out["err"] if "err" in out else "HANG"
+
+
+def s3_connect(proxy, moto):
+    db = connect()
+    db.execute(f"LOAD '{HTTPFS}'")
+    db.execute(moto.secret_sql(endpoint=proxy.endpoint))
+    db.execute("SET moraine_io_timeout = '3 seconds'")
+    return db
+
+
+ATTACH = f"ATTACH 'ducklake:moraine:{META}' AS lake (READ_WRITE, DATA_PATH 's3://{BUCKET}/data/')"
+
+
+def scenario(moto, proxy):
+    moto.create_bucket(BUCKET)
+    # ---- an attach during an outage ------------------------------------------------------------
+    for mode in ("drop", "hang", "503"):
+        proxy.set(mode)
+        db = s3_connect(proxy, moto)
+        err = bounded(db, ATTACH)
+        check(f"ATTACH during an outage ({mode}) fails, naming the URL",
+              err not in (None, "HANG") and META in err and "cannot reach" in err, err)
+        db.close()
+    proxy.set("pass")
+    check("the failed attaches wrote nothing", moto.keys(BUCKET) == [], moto.keys(BUCKET))
+
+    # ---- a commit during an outage -------------------------------------------------------------
+    db = s3_connect(proxy, moto)
+    check("ATTACH through the proxy", bounded(db, ATTACH) is None)
+    check("CREATE + INSERT", bounded(db, "CREATE TABLE lake.t (i INTEGER)") is None
+          and bounded(db, "INSERT INTO lake.t VALUES (1)") is None)
+    acked, maybe = [1], []
+    for mode, value in (("drop", 2), ("hang", 3), ("503", 4)):
+        proxy.set(mode)
+        err = bounded(db, f"INSERT INTO lake.t VALUES ({value})")
+        check(f"a commit during an outage ({mode}) fails within the limit, saying its outcome "
+              "is unknown", err not in (None, "HANG") and "outcome of the commit is unknown" in err,
+              err)
+        proxy.set("pass")
+        err = bounded(db, "SELECT count(*) FROM lake.t")
+        check(f"after it ({mode}) the attach refuses more work", err is not None and err != "HANG"
+              and "attach again" in err.lower(), err)
+        err = bounded(db, "DETACH lake")
+        check(f"DETACH returns ({mode})", err != "HANG", err)
+        db.close()
+        db = s3_connect(proxy, moto)
+        check(f"a fresh attach after the outage ({mode})", bounded(db, ATTACH) is None)
+        got = [r[0] for r in db.execute("SELECT i FROM lake.t ORDER BY i").fetchall()]
+        check(f"every acknowledged commit is there, the failed one once or not at all ({mode})",
+              set(acked) <= set(got) and got.count(value) <= 1
+              and set(got) <= set(acked) | set(maybe) | {value}, (got, acked))
+        maybe.append(value)
+        check(f"the next commit works ({mode})",
+              bounded(db, f"INSERT INTO lake.t VALUES ({10 + value})") is None
+              and db.execute(f"SELECT count(*) FROM lake.t WHERE i = {10 + value}").fetchall()
+              == [(1,)])
+        acked.append(10 + value)
+    db.close()
+    check("nothing written to the local disk",
+          [f for r, _, fs in os.walk(TEST_DIR) if "moto" not in r for f in fs] == [])
+
+
+def main():
+    moto = Moto(os.path.join(TEST_DIR, "moto"))
+    proxy = FaultProxy(moto.port)
+    try:
+        scenario(moto, proxy)
+    finally:
+        proxy.stop()
+        moto.stop()
+
+
+if __name__ == "__main__":
+    main()
+    finish("s3_outage")
