@@ -238,29 +238,7 @@ pub fn walk_row<'a>(
         )));
     }
     for column in 0..n {
-        let tag = r.byte()?;
-        let cell = match tag {
-            TAG_NULL => CellRef::Null,
-            TAG_INT => CellRef::Int(i64::from_le_bytes(r.array::<8>()?)),
-            TAG_BOOL => CellRef::Bool(r.byte()? != 0),
-            TAG_FLOAT => CellRef::Float(f64::from_bits(u64::from_le_bytes(r.array::<8>()?))),
-            TAG_TEXT => {
-                let len = r.varint()? as usize;
-                CellRef::Text(std::str::from_utf8(r.take(len)?).map_err(|_| {
-                    Error::Corrupt("row record holds a text cell that is not UTF-8".into())
-                })?)
-            }
-            TAG_BLOB => {
-                let len = r.varint()? as usize;
-                CellRef::Blob(r.take(len)?)
-            }
-            t => {
-                return Err(Error::Corrupt(format!(
-                    "row record has unknown cell tag {t}"
-                )))
-            }
-        };
-        visit(column, cell);
+        visit(column, r.cell()?);
     }
     if r.pos != bytes.len() {
         return Err(Error::Corrupt(format!(
@@ -303,28 +281,7 @@ pub fn cell_at(bytes: &[u8], column: usize) -> Result<Option<CellRef<'_>>> {
             }
         }
     }
-    let tag = r.byte()?;
-    Ok(Some(match tag {
-        TAG_NULL => CellRef::Null,
-        TAG_INT => CellRef::Int(i64::from_le_bytes(r.array::<8>()?)),
-        TAG_BOOL => CellRef::Bool(r.byte()? != 0),
-        TAG_FLOAT => CellRef::Float(f64::from_bits(u64::from_le_bytes(r.array::<8>()?))),
-        TAG_TEXT => {
-            let len = r.varint()? as usize;
-            CellRef::Text(std::str::from_utf8(r.take(len)?).map_err(|_| {
-                Error::Corrupt("row record holds a text cell that is not UTF-8".into())
-            })?)
-        }
-        TAG_BLOB => {
-            let len = r.varint()? as usize;
-            CellRef::Blob(r.take(len)?)
-        }
-        t => {
-            return Err(Error::Corrupt(format!(
-                "row record has unknown cell tag {t}"
-            )))
-        }
-    }))
+    Ok(Some(r.cell()?))
 }
 
 pub(crate) fn put_varint(out: &mut Vec<u8>, mut v: u64) {
@@ -364,6 +321,31 @@ impl<'a> Reader<'a> {
         let mut a = [0u8; N];
         a.copy_from_slice(s);
         Ok(a)
+    }
+
+    /// The next cell: its tag, then its value.
+    fn cell(&mut self) -> Result<CellRef<'a>> {
+        Ok(match self.byte()? {
+            TAG_NULL => CellRef::Null,
+            TAG_INT => CellRef::Int(i64::from_le_bytes(self.array::<8>()?)),
+            TAG_BOOL => CellRef::Bool(self.byte()? != 0),
+            TAG_FLOAT => CellRef::Float(f64::from_bits(u64::from_le_bytes(self.array::<8>()?))),
+            TAG_TEXT => {
+                let len = self.varint()? as usize;
+                CellRef::Text(std::str::from_utf8(self.take(len)?).map_err(|_| {
+                    Error::Corrupt("row record holds a text cell that is not UTF-8".into())
+                })?)
+            }
+            TAG_BLOB => {
+                let len = self.varint()? as usize;
+                CellRef::Blob(self.take(len)?)
+            }
+            t => {
+                return Err(Error::Corrupt(format!(
+                    "row record has unknown cell tag {t}"
+                )))
+            }
+        })
     }
 
     fn varint(&mut self) -> Result<u64> {

@@ -382,10 +382,7 @@ def w_commit(args, out):
                 measure(figure, stmt, params)
             except Exception as e:
                 out.error(f"{figure}: INSERT + COMMIT", e)
-                try:
-                    db.execute("ROLLBACK")
-                except Exception:
-                    pass
+                try_execute(db, "ROLLBACK")
         # sanity: the 10-row inserts did write files, the one-row inserts did not
         files = db.execute("SELECT count(*) FROM ducklake_list_files('lake', 't10')").fetchall()[0][0]
         inlined = db.execute("SELECT count(*) FROM ducklake_list_files('lake', 't1')").fetchall()[0][0]
@@ -399,6 +396,14 @@ def w_commit(args, out):
 
 
 # ---- workload: history (and expiry) -----------------------------------------------------------
+
+def try_execute(db, sql):
+    """Runs `sql`, ignoring its error (tidying up after a failed figure)."""
+    try:
+        db.execute(sql)
+    except Exception:
+        pass
+
 
 def warm_query(db, query, reps, expect=None):
     """Median of `reps` autocommit runs of `query`, after one untimed run."""
@@ -490,10 +495,7 @@ def w_history(args, out):
                                       copy.attach_sql(), query, n)
                 except Exception as e:
                     out.error(f"N={n}: expire all but the last 10 snapshots", e)
-                    try:
-                        db.execute("DETACH lake")
-                    except Exception:
-                        pass
+                    try_execute(db, "DETACH lake")
                     break
                 finally:
                     copy.remove(db)
