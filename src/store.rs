@@ -203,6 +203,8 @@ pub struct Store {
     /// Set when a commit's write outlived `io_timeout`: its outcome is unknown, so this handle
     /// serves nothing more (a re-attach reads the truth).
     broken: std::sync::atomic::AtomicBool,
+    /// The credentials an s3:// store was opened with (an attach sharing it must bring the same).
+    secret: Option<crate::s3::S3Secret>,
     /// How many times `sys/head` was read from storage (tests).
     #[cfg(test)]
     pub(crate) head_reads: std::sync::atomic::AtomicU64,
@@ -433,7 +435,21 @@ impl Store {
             .get(&(canonical.clone(), read_only))
             .and_then(Weak::upgrade)
         {
-            return Ok(existing);
+            if existing.secret != secret || existing.io_timeout != io_timeout {
+                return Err(Error::InvalidInput(format!(
+                    "{canonical} is already attached in this process with {}; DETACH it \
+                     first, or attach it with the same secret and moraine_io_timeout",
+                    match &existing.secret {
+                        Some(s) => format!("secret '{}'", s.name),
+                        None => "no secret".to_string(),
+                    }
+                )));
+            }
+            if !existing.broken.load(Ordering::SeqCst) {
+                return Ok(existing);
+            }
+            // an attach whose commit had an unknown outcome is not handed out again: a new
+            // open reads the store's truth (and fences the broken writer)
         }
         let (object_store, location): (Arc<dyn ObjectStore>, String) = match &parsed {
             StoreUrl::Local(path) => {
@@ -453,7 +469,7 @@ impl Store {
                 (url::memory_store(name), canonical.clone())
             }
             StoreUrl::S3 { bucket, prefix } => {
-                let secret = secret.ok_or_else(|| Error::Url {
+                let secret = secret.as_ref().ok_or_else(|| Error::Url {
                     url: url.to_string(),
                     reason: format!(
                         "no DuckDB secret of type s3 covers it; create one first, for example \
@@ -461,7 +477,7 @@ impl Store {
                          SCOPE '{canonical}'), or name one with META_SECRET"
                     ),
                 })?;
-                let store = crate::s3::object_store(url, bucket, prefix, &secret, io_timeout)?;
+                let store = crate::s3::object_store(url, bucket, prefix, secret, io_timeout)?;
                 block_on(crate::s3::probe(&store, &canonical, io_timeout))?;
                 (store, canonical.clone())
             }
@@ -476,6 +492,7 @@ impl Store {
             &canonical,
             location,
             io_timeout,
+            secret,
         )?;
         reg.insert((canonical, read_only), Arc::downgrade(&store));
         Ok(store)
@@ -499,6 +516,7 @@ impl Store {
             label,
             label.to_string(),
             DEFAULT_IO_TIMEOUT,
+            None,
         )
     }
 
@@ -512,6 +530,7 @@ impl Store {
         canonical: &str,
         location: String,
         io_timeout: Duration,
+        secret: Option<crate::s3::S3Secret>,
     ) -> Result<Arc<Store>> {
         let cache_scope = crate::sst_cache::new_scope();
         // the attach's image load needs the newest checkpoint: read it while SlateDB opens
@@ -561,6 +580,7 @@ impl Store {
             image_unsure: Default::default(),
             io_timeout,
             broken: Default::default(),
+            secret,
             #[cfg(test)]
             head_reads: Default::default(),
         }))
@@ -666,6 +686,9 @@ impl Store {
             return Ok(image);
         }
         let _one_at_a_time = self.commit_lock.lock().unwrap_or_else(|p| p.into_inner());
+        // a commit that timed out while this pin waited left a batch of unknown outcome in
+        // SlateDB's memtable, which a read would see: serve nothing
+        self.check_not_broken()?;
         // Under the commit lock no commit of this process is in flight, so the head read now is
         // the one to trust (the one read above may be older than a commit that wrote and never
         // installed its image while this pin waited for the lock).
@@ -987,12 +1010,23 @@ impl Store {
             let Backend::Writer(db, status) = &self.backend else {
                 return self.backend.close().await;
             };
-            if broken {
-                // a write of unknown outcome is pending: nothing more is written
-                return self.backend.close().await;
-            }
             if let Some(collector) = &self.collector {
                 collector.abort();
+            }
+            if broken {
+                // a write of unknown outcome is pending: stop without flushing the memtable
+                // that holds it (SlateDB's WAL upload may still deliver it, as the error said)
+                if let Some(running) = self
+                    .checkpointing
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .take()
+                {
+                    running.abort();
+                }
+                db.close_with_options(slatedb::config::CloseOptions { flush_type: None })
+                    .await?;
+                return Ok(());
             }
             // a writer leaves a checkpoint of its last commit for the next attach
             let running = self

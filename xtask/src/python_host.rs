@@ -42,7 +42,11 @@ pub fn run_script(path: &Path, env: &Env) -> FileOutcome {
         let Some(httpfs) = httpfs else {
             return fail("the httpfs extension is not among the pinned extras".into());
         };
-        cmd.env("MOTO_PYTHONPATH", moto).env("HTTPFS_EXT", httpfs);
+        // nothing may leave the loopback address through a proxy the environment names
+        cmd.env("MOTO_PYTHONPATH", moto)
+            .env("HTTPFS_EXT", httpfs)
+            .env("NO_PROXY", "127.0.0.1,localhost")
+            .env("no_proxy", "127.0.0.1,localhost");
     }
     let output = cmd.output();
     let output = match output {

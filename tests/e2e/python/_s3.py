@@ -10,6 +10,7 @@ import re
 import subprocess
 import sys
 import time
+import queue
 import threading
 import urllib.error
 import urllib.parse
@@ -18,6 +19,8 @@ import xml.etree.ElementTree as ET
 
 HTTPFS = os.environ["HTTPFS_EXT"]
 KEY_ID, SECRET, REGION = "moraine-test", "moraine-test-secret", "us-east-1"
+# requests to the server never go through a proxy the environment names
+_LOOPBACK = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 # moto checks that a request is signed, not the signature
 _AUTH = (f"AWS4-HMAC-SHA256 Credential={KEY_ID}/20260101/{REGION}/s3/aws4_request, "
          "SignedHeaders=host, Signature=0")
@@ -39,24 +42,33 @@ class Moto:
             [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", "0"],
             env=env, cwd=home, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         deadline = time.time() + 60
+        lines = queue.Queue()
+
+        def read_log():
+            # its whole log is read, so it never blocks on a full pipe
+            for line in self.proc.stdout:
+                lines.put(line)
+            lines.put(None)
+        threading.Thread(target=read_log, daemon=True).start()
         self.port = None
         seen = []
         while self.port is None:
-            line = self.proc.stdout.readline()
-            if not line:
+            try:
+                line = lines.get(timeout=max(0.1, deadline - time.time()))
+            except queue.Empty:
+                line = ""
+            if line is None:
                 raise RuntimeError("moto_server exited: " + "".join(seen))
             seen.append(line)
             m = re.search(r"Running on http://127\.0\.0\.1:(\d+)", line)
             if m:
                 self.port = int(m.group(1))
-            if time.time() > deadline:
+            elif time.time() > deadline:
                 self.stop()
                 raise RuntimeError("moto_server did not start in 60 s: " + "".join(seen))
-        # drain its log so it never blocks on a full pipe
-        threading.Thread(target=lambda: [None for _ in self.proc.stdout], daemon=True).start()
         while True:
             try:
-                urllib.request.urlopen(self.url("/"), timeout=5).read()
+                _LOOPBACK.open(self.url("/"), timeout=5).read()
                 break
             except (urllib.error.URLError, ConnectionError):
                 if time.time() > deadline:
@@ -75,7 +87,7 @@ class Moto:
         req = urllib.request.Request(self.url(path), data=body, method=method,
                                      headers={"Authorization": _AUTH,
                                               "Content-Type": "application/octet-stream"})
-        with urllib.request.urlopen(req, timeout=30) as r:
+        with _LOOPBACK.open(req, timeout=30) as r:
             return r.read()
 
     def create_bucket(self, bucket):

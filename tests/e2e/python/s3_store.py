@@ -95,7 +95,8 @@ def scenario(moto):
     expect_error("an ATTACH without an access mode says to name one",
                  lambda: db.execute(attach_sql(mode=None)), "add read_write")
     expect_error("a missing bucket", lambda: db.execute(
-        attach_sql(meta="s3://no-such-bucket/lake-meta")), "no-such-bucket")
+        attach_sql(meta="s3://no-such-bucket/lake-meta")),
+        "cannot reach s3://no-such-bucket/lake-meta")
     check("the failed attaches wrote nothing", moto.keys(BUCKET) == [], moto.keys(BUCKET))
 
     # ---- a writer -----------------------------------------------------------------------------
@@ -129,6 +130,14 @@ def scenario(moto):
     stray = [k for k in moto.keys(BUCKET) if not k.startswith(("lake-meta/", "lake-data/"))]
     check("nothing outside the two prefixes", stray == [], stray)
     check("nothing written to the local disk", local_files() == [], local_files())
+
+    # ---- a second DuckDB in this process shares the open store only with the same secret -----
+    other = connect()
+    other.execute(f"LOAD '{HTTPFS}'")
+    other.execute(moto.secret_sql(name="other").replace("KEY_ID 'moraine-test'", "KEY_ID 'other-key'"))
+    expect_error("a second attach in the process with another secret is refused",
+                 lambda: other.execute(attach_sql()), "already attached in this process")
+    other.close()
 
     # ---- other processes: a READ_ONLY reader beside the writer, then a fresh writer ----------
     [[reader_count]] = in_fresh_process(moto, "READ_ONLY", ["SELECT count(*) FROM lake.t"])
