@@ -97,6 +97,17 @@ impl S3Secret {
         Ok(any.then_some(out))
     }
 
+    /// `text` without the secret key or the session token in it (an S3 error body may echo the
+    /// request it refused, token included).
+    pub fn redact(&self, mut text: String) -> String {
+        for hidden in [&self.secret, &self.session_token] {
+            if hidden.len() >= 4 {
+                text = text.replace(hidden.as_str(), "<redacted>");
+            }
+        }
+        text
+    }
+
     /// The key, secret and token to sign with: the secret's own, or for `credential_chain` the
     /// process's `AWS_ACCESS_KEY_ID` / `AWS_SECRET_ACCESS_KEY` / `AWS_SESSION_TOKEN`.
     fn credential(&self, url: &str) -> Result<AwsCredential> {
@@ -168,6 +179,13 @@ pub fn object_store(
     } else {
         &secret.region
     };
+    if secret.endpoint.contains("://") {
+        return Err(Error::InvalidInput(format!(
+            "secret '{}': ENDPOINT is '{}'; give host[:port] without a scheme (USE_SSL chooses \
+             HTTPS or HTTP)",
+            secret.name, secret.endpoint
+        )));
+    }
     let mut builder = AmazonS3Builder::new()
         .with_bucket_name(bucket)
         .with_region(region)
@@ -209,10 +227,15 @@ pub fn object_store(
 /// One listing of the store's root, before SlateDB opens it: a missing bucket, a refused key or
 /// an endpoint that does not answer is an error naming the URL now (SlateDB would retry such a
 /// failure without end). Reads only.
-pub async fn probe(store: &Arc<dyn ObjectStore>, url: &str, io_timeout: Duration) -> Result<()> {
+pub async fn probe(
+    store: &Arc<dyn ObjectStore>,
+    url: &str,
+    secret: &S3Secret,
+    io_timeout: Duration,
+) -> Result<()> {
     let unreachable = |reason: String| Error::Unreachable {
         location: url.to_string(),
-        reason,
+        reason: secret.redact(reason),
     };
     match tokio::time::timeout(io_timeout, store.list_with_delimiter(None)).await {
         Ok(Ok(_)) => Ok(()),
@@ -270,6 +293,31 @@ mod tests {
             .unwrap()
             .to_string();
         assert!(e.contains("s3://bucket/x") && e.contains("'empty'"), "{e}");
+    }
+
+    #[test]
+    fn an_endpoint_with_a_scheme_is_refused_and_errors_never_show_the_secret() {
+        let s = S3Secret {
+            name: "k".into(),
+            key_id: "a".into(),
+            secret: "very-secret-key".into(),
+            session_token: "token-1234".into(),
+            endpoint: "http://127.0.0.1:9000".into(),
+            ..Default::default()
+        };
+        let e = object_store("s3://bucket/x", "bucket", "x", &s, Duration::from_secs(1))
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(
+            e.contains("ENDPOINT") && e.contains("without a scheme"),
+            "{e}"
+        );
+        let shown = s.redact("refused: x-amz-security-token=token-1234 key very-secret-key".into());
+        assert!(
+            !shown.contains("token-1234") && !shown.contains("very-secret-key"),
+            "{shown}"
+        );
     }
 
     #[test]

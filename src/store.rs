@@ -478,7 +478,7 @@ impl Store {
                     ),
                 })?;
                 let store = crate::s3::object_store(url, bucket, prefix, secret, io_timeout)?;
-                block_on(crate::s3::probe(&store, &canonical, io_timeout))?;
+                block_on(crate::s3::probe(&store, &canonical, secret, io_timeout))?;
                 (store, canonical.clone())
             }
         };
@@ -597,7 +597,7 @@ impl Store {
 
     /// The committed `sys/head`.
     pub fn head(&self) -> Result<Head> {
-        block_on(self.read_head())
+        self.bounded("reading the head", self.read_head())
     }
 
     pub(crate) async fn read_head(&self) -> Result<Head> {
@@ -635,6 +635,28 @@ impl Store {
     pub(crate) fn lose_install_for_test(&self, stale: Arc<Image>) {
         self.image_unsure.store(true, Ordering::SeqCst);
         self.install_image(Some(stale));
+    }
+
+    /// `f` on the store's runtime, failing with [`Error::Unreachable`] when it takes longer than
+    /// the store's time limit (`what` names it). For reads: a read given up writes nothing.
+    pub(crate) fn bounded<T: Send>(
+        &self,
+        what: &str,
+        f: impl Future<Output = Result<T>> + Send,
+    ) -> Result<T> {
+        let limit = self.io_timeout;
+        block_on(async move {
+            match tokio::time::timeout(limit, f).await {
+                Ok(done) => done,
+                Err(_) => Err(Error::Unreachable {
+                    location: self.url.clone(),
+                    reason: format!(
+                        "{what} did not finish within {} (moraine_io_timeout)",
+                        seconds(limit)
+                    ),
+                }),
+            }
+        })
     }
 
     /// An attach whose commit had an unknown outcome serves nothing more.
@@ -678,7 +700,7 @@ impl Store {
                 }
             }
         }
-        let now = block_on(self.read_head())?;
+        let now = self.bounded("reading the head", self.read_head())?;
         // an image at or past the head just read is current: a writer's moves only under the
         // commit lock, and a reader's state only moves forward
         let current = |image: &Arc<Image>| image.head().batch_count >= now.batch_count;
@@ -692,7 +714,7 @@ impl Store {
         // Under the commit lock no commit of this process is in flight, so the head read now is
         // the one to trust (the one read above may be older than a commit that wrote and never
         // installed its image while this pin waited for the lock).
-        let now = block_on(self.read_head())?;
+        let now = self.bounded("reading the head", self.read_head())?;
         let previous = self.current_image();
         if let Some(image) = previous
             .as_ref()
@@ -702,7 +724,10 @@ impl Store {
             self.image_unsure.store(false, Ordering::SeqCst);
             return Ok(image.clone());
         }
-        let image = Arc::new(block_on(Image::load(self, previous.as_deref(), now))?);
+        let image = Arc::new(self.bounded(
+            "reading the image",
+            Image::load(self, previous.as_deref(), now),
+        )?);
         if let (Some(batch), Backend::Writer(..)) = (image.checkpoint_batch(), &self.backend) {
             // the newest checkpoint is known: the next one is due 64 commits after it
             let _ = self
@@ -744,7 +769,7 @@ impl Store {
         self.check_not_broken()?;
         // the store's own head, not the image: a commit that landed but never installed its
         // image (a panic between the two) must still be seen
-        let head_now = block_on(self.read_head())?;
+        let head_now = self.bounded("reading the head", self.read_head())?;
         if head_now != base.head() {
             if self.current_image().is_some_and(|i| i.head() != head_now) {
                 // the installed image is not the store's head either: the next pin rereads
@@ -829,9 +854,13 @@ impl Store {
         {
             self.unflushed_commits
                 .store(0, std::sync::atomic::Ordering::Relaxed);
-            let flushed = block_on(db.flush_with_options(FlushOptions {
-                flush_type: FlushType::MemTable,
-            }));
+            let flushed = self.bounded("flushing the memtable", async {
+                Ok(db
+                    .flush_with_options(FlushOptions {
+                        flush_type: FlushType::MemTable,
+                    })
+                    .await?)
+            });
             if let Err(e) = flushed {
                 // the commit is durable in the WAL; only the next open's replay grows
                 tracing::warn!("moraine: flushing the memtable after a commit failed: {e}");
@@ -978,7 +1007,7 @@ impl Store {
     /// other than the default one names its keyspaces `lake/<schema>/<keyspace>`.
     /// An operator's view of the store; reads everything, so not for hot paths.
     pub fn keyspace_counts(self: &Arc<Self>) -> Result<Vec<(String, String, u64)>> {
-        let entries = block_on(self.backend.scan(&[]))?;
+        let entries = self.bounded("reading every record", self.backend.scan(&[]))?;
         let mut counts: Vec<(String, String, u64)> = Vec::new();
         for (key, _) in entries {
             let segments = keys::decode_key(&key)?;

@@ -13,7 +13,9 @@ use crate::image::{Image, RowSet};
 use crate::keys;
 pub use crate::op::Op;
 use crate::overlay::{self, RowOp};
-use crate::store::{block_on, Head, Store};
+#[cfg(test)]
+use crate::store::block_on;
+use crate::store::{Head, Store};
 use crate::translate;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
@@ -184,7 +186,9 @@ impl Transaction {
             return Ok(cat.clone());
         }
         let image = self.pinned()?;
-        let cat = block_on(image.catalog(&self.store))?;
+        let cat = self
+            .store
+            .bounded("reading the catalog", image.catalog(&self.store))?;
         self.catalog = Some(cat.clone());
         Ok(cat)
     }
@@ -355,7 +359,10 @@ impl Transaction {
         need_history: bool,
     ) -> Result<Arc<RowSet>> {
         let image = self.pinned()?;
-        block_on(image.rows(&self.store, def, kind, need_history))
+        self.store.bounded(
+            "reading rows",
+            image.rows(&self.store, def, kind, need_history),
+        )
     }
 
     /// The table's rows as this transaction sees them (committed + staged, in stage order).
@@ -757,7 +764,10 @@ impl Transaction {
         let tables = &catalog.tables;
         let ops = &self.ops;
         store.commit_writes(&image, || {
-            let t = block_on(translate::translate(&store, &image, tables, ops))?;
+            let t = store.bounded(
+                "translating the commit",
+                translate::translate(&store, &image, tables, ops),
+            )?;
             Ok((t.writes, t.head, ()))
         })
     }

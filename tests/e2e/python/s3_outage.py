@@ -3,6 +3,8 @@ and the pinned moto_server drops connections, hangs, or answers 503, with
 `moraine_io_timeout` set to 3 s.
 
 - ATTACH during an outage fails naming the URL, within the limit, and writes nothing.
+- A READ_ONLY reader's query during an outage answers or fails naming the URL; afterwards it
+  reads again.
 - A COMMIT during an outage fails within the limit and says its outcome is unknown; that attach
   then refuses more work, and DETACH returns. After the outage a fresh attach sees either the
   whole commit or none of it, and its next commit works.
@@ -72,6 +74,18 @@ def scenario(moto, proxy):
     check("ATTACH through the proxy", bounded(db, ATTACH) is None)
     check("CREATE + INSERT", bounded(db, "CREATE TABLE lake.t (i INTEGER)") is None
           and bounded(db, "INSERT INTO lake.t VALUES (1)") is None)
+    # ---- a READ_ONLY reader during an outage: its queries answer or fail, never hang ---------
+    reader = s3_connect(proxy, moto)
+    check("a READ_ONLY attach", bounded(reader, ATTACH.replace("READ_WRITE", "READ_ONLY")) is None)
+    proxy.set("hang")
+    err = bounded(reader, "SELECT count(*) FROM lake.t")
+    check("a reader's query during an outage answers or fails naming the URL",
+          err is None or "cannot reach" in err, err)
+    proxy.set("pass")
+    check("after it the reader reads again", bounded(reader, "SELECT count(*) FROM lake.t") is None
+          and reader.execute("SELECT count(*) FROM lake.t").fetchall() == [(1,)])
+    reader.close()
+
     acked, maybe = [1], []
     for mode, value in (("drop", 2), ("hang", 3), ("503", 4)):
         proxy.set(mode)
