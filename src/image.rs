@@ -201,7 +201,7 @@ impl RowSet {
                     None => self
                         .encoded
                         .iter()
-                        .all(|(record, _)| cell_at(record, column).is_ok_and(|cell| push(cell))),
+                        .all(|(record, _)| cell_at(record, column).is_ok_and(&mut push)),
                 };
                 all_ints.then(|| Arc::new(col))
             })

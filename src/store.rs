@@ -198,13 +198,11 @@ pub struct Store {
     /// Set while a commit is between its write and the install of its image, and left set if
     /// it never got there (a panic): a writer then trusts its image no more and reads the head.
     image_unsure: std::sync::atomic::AtomicBool,
-    /// How long one store operation (an attach's reads, a commit's write, a close) may take.
-    io_timeout: Duration,
+    /// The credentials and time limit it was opened with.
+    access: Access,
     /// Set when a commit's write outlived `io_timeout`: its outcome is unknown, so this handle
     /// serves nothing more (a re-attach reads the truth).
     broken: std::sync::atomic::AtomicBool,
-    /// The credentials an s3:// store was opened with (an attach sharing it must bring the same).
-    secret: Option<crate::s3::S3Secret>,
     /// How many times `sys/head` was read from storage (tests).
     #[cfg(test)]
     pub(crate) head_reads: std::sync::atomic::AtomicU64,
@@ -241,6 +239,14 @@ fn writer_settings() -> Settings {
 /// `moraine_io_timeout` setting): opening SlateDB (its manifest, fencing, WAL replay), a
 /// commit's durable write, a close.
 pub(crate) const DEFAULT_IO_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// How an attach reaches its store: the credentials of an s3:// store and the time limit of
+/// each operation. An attach that would share an open store must bring the same.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Access {
+    secret: Option<crate::s3::S3Secret>,
+    io_timeout: Duration,
+}
 
 /// The `io_timeout_ms` option (from `moraine_io_timeout`), else [`DEFAULT_IO_TIMEOUT`].
 fn io_timeout_option(options: &[(String, String)]) -> Result<Duration> {
@@ -426,8 +432,11 @@ impl Store {
         options: &[(String, String)],
     ) -> Result<Arc<Store>> {
         let parsed = url::parse(url)?;
-        let secret = crate::s3::S3Secret::from_options(options)?;
-        let io_timeout = io_timeout_option(options)?;
+        let access = Access {
+            secret: crate::s3::S3Secret::from_options(options)?,
+            io_timeout: io_timeout_option(options)?,
+        };
+        let io_timeout = access.io_timeout;
         let canonical = parsed.canonical();
         let mut reg = open_stores().lock().unwrap_or_else(|p| p.into_inner());
         reg.retain(|_, w| w.strong_count() > 0);
@@ -435,11 +444,11 @@ impl Store {
             .get(&(canonical.clone(), read_only))
             .and_then(Weak::upgrade)
         {
-            if existing.secret != secret || existing.io_timeout != io_timeout {
+            if existing.access != access {
                 return Err(Error::InvalidInput(format!(
                     "{canonical} is already attached in this process with {}; DETACH it \
                      first, or attach it with the same secret and moraine_io_timeout",
-                    match &existing.secret {
+                    match &existing.access.secret {
                         Some(s) => format!("secret '{}'", s.name),
                         None => "no secret".to_string(),
                     }
@@ -469,7 +478,7 @@ impl Store {
                 (url::memory_store(name), canonical.clone())
             }
             StoreUrl::S3 { bucket, prefix } => {
-                let secret = secret.as_ref().ok_or_else(|| Error::Url {
+                let secret = access.secret.as_ref().ok_or_else(|| Error::Url {
                     url: url.to_string(),
                     reason: format!(
                         "no DuckDB secret of type s3 covers it; create one first, for example \
@@ -491,8 +500,7 @@ impl Store {
             url,
             &canonical,
             location,
-            io_timeout,
-            secret,
+            access,
         )?;
         reg.insert((canonical, read_only), Arc::downgrade(&store));
         Ok(store)
@@ -515,8 +523,10 @@ impl Store {
             label,
             label,
             label.to_string(),
-            DEFAULT_IO_TIMEOUT,
-            None,
+            Access {
+                secret: None,
+                io_timeout: DEFAULT_IO_TIMEOUT,
+            },
         )
     }
 
@@ -529,9 +539,9 @@ impl Store {
         url: &str,
         canonical: &str,
         location: String,
-        io_timeout: Duration,
-        secret: Option<crate::s3::S3Secret>,
+        access: Access,
     ) -> Result<Arc<Store>> {
+        let io_timeout = access.io_timeout;
         let cache_scope = crate::sst_cache::new_scope();
         // the attach's image load needs the newest checkpoint: read it while SlateDB opens
         let prefetched = runtime().spawn(prefetch_checkpoint(object_store.clone()));
@@ -578,9 +588,8 @@ impl Store {
             unflushed_commits: Default::default(),
             cache_scope,
             image_unsure: Default::default(),
-            io_timeout,
+            access,
             broken: Default::default(),
-            secret,
             #[cfg(test)]
             head_reads: Default::default(),
         }))
@@ -644,7 +653,7 @@ impl Store {
         what: &str,
         f: impl Future<Output = Result<T>> + Send,
     ) -> Result<T> {
-        let limit = self.io_timeout;
+        let limit = self.access.io_timeout;
         block_on(async move {
             match tokio::time::timeout(limit, f).await {
                 Ok(done) => done,
@@ -666,7 +675,7 @@ impl Store {
                 "an earlier commit to {} did not finish within {} and may still land; DETACH \
                  and ATTACH again to see what the lake holds",
                 self.url,
-                seconds(self.io_timeout)
+                seconds(self.access.io_timeout)
             )));
         }
         Ok(())
@@ -807,7 +816,7 @@ impl Store {
                 handle.await_durable().await?;
                 Ok::<(), Error>(())
             };
-            match tokio::time::timeout(self.io_timeout, write).await {
+            match tokio::time::timeout(self.access.io_timeout, write).await {
                 Ok(written) => written,
                 Err(_) => {
                     // SlateDB holds the batch and retries its upload: it may land later
@@ -817,7 +826,7 @@ impl Store {
                          still reach the store; this attach accepts no more work: DETACH and \
                          ATTACH again to see what the lake holds",
                         self.url,
-                        seconds(self.io_timeout)
+                        seconds(self.access.io_timeout)
                     )))
                 }
             }
@@ -1097,7 +1106,7 @@ impl Store {
             Ok(())
         };
         let closed = block_on(async {
-            tokio::time::timeout(self.io_timeout, closing)
+            tokio::time::timeout(self.access.io_timeout, closing)
                 .await
                 .unwrap_or_else(|_| {
                     Err(Error::Unreachable {
@@ -1105,7 +1114,7 @@ impl Store {
                         reason: format!(
                             "closing did not finish within {} (moraine_io_timeout); every \
                              acknowledged commit was already durable",
-                            seconds(self.io_timeout)
+                            seconds(self.access.io_timeout)
                         ),
                     })
                 })
