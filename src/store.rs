@@ -516,6 +516,17 @@ impl Store {
         read_only: bool,
         label: &str,
     ) -> Result<Arc<Store>> {
+        Store::open_on_limited(object_store, read_only, label, DEFAULT_IO_TIMEOUT)
+    }
+
+    /// [`Store::open_on`] with the time limit `io_timeout`.
+    #[cfg(test)]
+    pub(crate) fn open_on_limited(
+        object_store: Arc<dyn ObjectStore>,
+        read_only: bool,
+        label: &str,
+        io_timeout: Duration,
+    ) -> Result<Arc<Store>> {
         Store::on_backend(
             object_store,
             true,
@@ -525,7 +536,7 @@ impl Store {
             label.to_string(),
             Access {
                 secret: None,
-                io_timeout: DEFAULT_IO_TIMEOUT,
+                io_timeout,
             },
         )
     }

@@ -1818,6 +1818,53 @@ fn a_commit_whose_object_store_writes_fail_returns_the_error_and_writes_nothing(
 }
 
 #[test]
+fn a_commit_outliving_the_time_limit_says_its_outcome_is_unknown_and_the_handle_stops() {
+    use std::time::Duration;
+    let mem = Arc::new(object_store::memory::InMemory::new());
+    let (faulty, store) = faulty_lake(&mem);
+    store.close().unwrap();
+    drop(store);
+    // the same lake, attached with a 1 s limit; every write then fails with an error SlateDB
+    // retries (a network failure): the commit gives up after the limit
+    let store = Store::open_on_limited(
+        faulty.clone(),
+        false,
+        "faulty://limited",
+        Duration::from_secs(1),
+    )
+    .unwrap();
+    assert_eq!(store.head().unwrap(), AFTER_COMMIT_1);
+    faulty.fail_writes(true, true);
+    let rx = commit_snapshot_2_in_background(&store);
+    let e = rx
+        .recv_timeout(Duration::from_secs(30))
+        .expect("the commit returns after the limit, not when the store comes back")
+        .unwrap_err();
+    assert!(matches!(e, Error::OutcomeUnknown(_)), "{e}");
+    assert!(e.to_string().contains("may still reach the store"), "{e}");
+    // the handle serves nothing more, even once the store is back
+    faulty.fail_writes(false, true);
+    let pin = store.begin().head_snapshot(M).unwrap_err();
+    assert!(matches!(pin, Error::OutcomeUnknown(_)), "{pin}");
+    let again = commit_snapshot_2(&store).unwrap_err();
+    assert!(matches!(again, Error::OutcomeUnknown(_)), "{again}");
+    store.close().unwrap();
+    drop(store);
+    // a fresh attach reads the store's truth: the commit whole or not at all
+    let store = reopen(&mem);
+    let head = store.head().unwrap();
+    let names = table_names(&store);
+    if head == AFTER_COMMIT_1 {
+        assert_eq!(names, vec![Text("kept".into())]);
+    } else {
+        assert_eq!(head.snapshot_id, Some(2), "{head:?}");
+        assert_eq!(names, vec![Text("kept".into()), Text("lost".into())]);
+    }
+    // and commits again
+    commit_table(&store, 3, 3, "after");
+}
+
+#[test]
 fn a_commit_during_a_retryable_object_store_outage_waits_and_is_stored_iff_acknowledged() {
     use std::time::Duration;
     // Errors SlateDB retries (a network failure, a 5xx): the commit waits for the store to come
