@@ -382,9 +382,10 @@ pub struct Image {
     sections: Arc<BTreeMap<Vec<u8>, Bytes>>,
     /// The batch of the checkpoint this image was loaded from, if it was.
     checkpoint: Option<u64>,
-    /// Row sets served with their history for tables with no live record in this image
-    /// (their history is read from the store once per image, not once per transaction).
-    served_without_space: Mutex<HashMap<(String, String), Arc<RowSet>>>,
+    /// Empty stand-ins for spaces with no live record in this image, by space prefix: their
+    /// tables' rows with history are cached there like any space's, so the history is read
+    /// from the store once per image, not once per transaction. Never checkpointed or advanced.
+    stand_ins: Mutex<HashMap<Vec<u8>, Arc<Space>>>,
 }
 
 impl std::fmt::Debug for Image {
@@ -615,7 +616,7 @@ impl Image {
             catalog: OnceLock::new(),
             sections: Arc::new(cp.sections),
             checkpoint: Some(batch),
-            served_without_space: Default::default(),
+            stand_ins: Default::default(),
         };
         let log = read_log(store, snap, batch + 1).await?;
         Ok(Some(image.follow(log, snap.cloned())?))
@@ -640,7 +641,7 @@ impl Image {
                 catalog: OnceLock::new(),
                 sections: self.sections.clone(),
                 checkpoint: self.checkpoint,
-                served_without_space: Default::default(),
+                stand_ins: Default::default(),
             }),
         }
     }
@@ -738,7 +739,7 @@ impl Image {
             catalog: OnceLock::new(),
             sections: Default::default(),
             checkpoint: None,
-            served_without_space: Default::default(),
+            stand_ins: Default::default(),
         })
     }
 
@@ -844,7 +845,7 @@ impl Image {
             catalog,
             sections: self.sections.clone(),
             checkpoint: self.checkpoint,
-            served_without_space: Default::default(),
+            stand_ins: Default::default(),
         })
     }
 
@@ -1086,26 +1087,16 @@ impl Image {
             _ => keys::current_prefix(&def.schema, &def.name),
         };
         let space_prefix = place_space(&live_prefix)?;
-        let Some(space) = self.space(&space_prefix)? else {
-            if !need_history {
-                return Ok(Arc::new(RowSet::new(Vec::new())));
-            }
-            let cache_key = (def.schema.clone(), def.name.clone());
-            let cached = self
-                .served_without_space
+        let space = match self.space(&space_prefix)? {
+            Some(space) => space,
+            None if need_history => self
+                .stand_ins
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
-                .get(&cache_key)
-                .cloned();
-            if let Some(r) = cached {
-                return Ok(r);
-            }
-            let rows = Arc::new(self.serve(store, def, kind, None, true).await?);
-            self.served_without_space
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .insert(cache_key, rows.clone());
-            return Ok(rows);
+                .entry(space_prefix)
+                .or_default()
+                .clone(),
+            None => return Ok(Arc::new(RowSet::new(Vec::new()))),
         };
         let cache_key = (def.name.clone(), need_history);
         if let Some(r) = space
@@ -1117,14 +1108,8 @@ impl Image {
             return Ok(r.clone());
         }
         let rows = Arc::new(
-            self.serve(
-                store,
-                def,
-                kind,
-                Some((space.as_ref(), live_prefix.as_slice())),
-                need_history,
-            )
-            .await?,
+            self.serve(store, def, kind, space.range(&live_prefix), need_history)
+                .await?,
         );
         space
             .served
@@ -1139,10 +1124,9 @@ impl Image {
         store: &Store,
         def: &TableDef,
         kind: &Kind,
-        live: Option<(&Space, &[u8])>,
+        live: impl Iterator<Item = (&Vec<u8>, &Entry)> + Send,
         need_history: bool,
     ) -> Result<RowSet> {
-        let live = live.into_iter().flat_map(|(s, p)| s.range(p));
         Ok(RowSet::new(match kind {
             Kind::Snapshot(half) => {
                 return Ok(RowSet::encoded(kinds::snapshot::records(

@@ -233,18 +233,16 @@ pub async fn probe(
     secret: &S3Secret,
     io_timeout: Duration,
 ) -> Result<()> {
-    let unreachable = |reason: String| Error::Unreachable {
-        location: url.to_string(),
-        reason: secret.redact(reason),
+    let listing = async {
+        match store.list_with_delimiter(None).await {
+            Ok(_) => Ok(()),
+            Err(e) => Err(Error::Unreachable {
+                location: url.to_string(),
+                reason: secret.redact(crate::error::with_sources(&e)),
+            }),
+        }
     };
-    match tokio::time::timeout(io_timeout, store.list_with_delimiter(None)).await {
-        Ok(Ok(_)) => Ok(()),
-        Ok(Err(e)) => Err(unreachable(crate::error::with_sources(&e))),
-        Err(_) => Err(unreachable(format!(
-            "no answer within {:.3} s (moraine_io_timeout)",
-            io_timeout.as_secs_f64()
-        ))),
-    }
+    crate::store::within(io_timeout, url, "listing the prefix", listing).await
 }
 
 #[cfg(test)]

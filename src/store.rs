@@ -266,6 +266,26 @@ fn seconds(d: Duration) -> String {
     format!("{:.3} s", d.as_secs_f64())
 }
 
+/// `f`, or [`Error::Unreachable`] naming `location` and `what` when it takes longer than
+/// `limit` (the store's `moraine_io_timeout`).
+pub(crate) async fn within<T>(
+    limit: Duration,
+    location: &str,
+    what: &str,
+    f: impl Future<Output = Result<T>>,
+) -> Result<T> {
+    match tokio::time::timeout(limit, f).await {
+        Ok(done) => done,
+        Err(_) => Err(Error::Unreachable {
+            location: location.to_string(),
+            reason: format!(
+                "{what} did not finish within {} (moraine_io_timeout)",
+                seconds(limit)
+            ),
+        }),
+    }
+}
+
 /// How many times a garbage-collection pass retries a failed object-store call.
 const GC_RETRIES: u32 = 3;
 
@@ -436,7 +456,6 @@ impl Store {
             secret: crate::s3::S3Secret::from_options(options)?,
             io_timeout: io_timeout_option(options)?,
         };
-        let io_timeout = access.io_timeout;
         let canonical = parsed.canonical();
         let mut reg = open_stores().lock().unwrap_or_else(|p| p.into_inner());
         reg.retain(|_, w| w.strong_count() > 0);
@@ -486,8 +505,14 @@ impl Store {
                          SCOPE '{canonical}'), or name one with META_SECRET"
                     ),
                 })?;
-                let store = crate::s3::object_store(url, bucket, prefix, secret, io_timeout)?;
-                block_on(crate::s3::probe(&store, &canonical, secret, io_timeout))?;
+                let store =
+                    crate::s3::object_store(url, bucket, prefix, secret, access.io_timeout)?;
+                block_on(crate::s3::probe(
+                    &store,
+                    &canonical,
+                    secret,
+                    access.io_timeout,
+                ))?;
                 (store, canonical.clone())
             }
         };
@@ -552,28 +577,20 @@ impl Store {
         location: String,
         access: Access,
     ) -> Result<Arc<Store>> {
-        let io_timeout = access.io_timeout;
         let cache_scope = crate::sst_cache::new_scope();
         // the attach's image load needs the newest checkpoint: read it while SlateDB opens
         let prefetched = runtime().spawn(prefetch_checkpoint(object_store.clone()));
-        let backend = block_on(async {
-            let opening = open_backend(
+        let backend = block_on(within(
+            access.io_timeout,
+            &location,
+            "opening SlateDB",
+            open_backend(
                 object_store.clone(),
                 read_only,
                 location.clone(),
                 cache_scope,
-            );
-            match tokio::time::timeout(io_timeout, opening).await {
-                Ok(opened) => opened,
-                Err(_) => Err(Error::Unreachable {
-                    location,
-                    reason: format!(
-                        "SlateDB did not open it within {} (moraine_io_timeout)",
-                        seconds(io_timeout)
-                    ),
-                }),
-            }
-        })
+            ),
+        ))
         .inspect_err(|_| {
             prefetched.abort();
             crate::sst_cache::shared().drop_scope(cache_scope)
@@ -664,19 +681,7 @@ impl Store {
         what: &str,
         f: impl Future<Output = Result<T>> + Send,
     ) -> Result<T> {
-        let limit = self.access.io_timeout;
-        block_on(async move {
-            match tokio::time::timeout(limit, f).await {
-                Ok(done) => done,
-                Err(_) => Err(Error::Unreachable {
-                    location: self.url.clone(),
-                    reason: format!(
-                        "{what} did not finish within {} (moraine_io_timeout)",
-                        seconds(limit)
-                    ),
-                }),
-            }
-        })
+        block_on(within(self.access.io_timeout, &self.url, what, f))
     }
 
     /// An attach whose commit had an unknown outcome serves nothing more.
@@ -1116,20 +1121,12 @@ impl Store {
             }
             Ok(())
         };
-        let closed = block_on(async {
-            tokio::time::timeout(self.access.io_timeout, closing)
-                .await
-                .unwrap_or_else(|_| {
-                    Err(Error::Unreachable {
-                        location: self.url.clone(),
-                        reason: format!(
-                            "closing did not finish within {} (moraine_io_timeout); every \
-                             acknowledged commit was already durable",
-                            seconds(self.access.io_timeout)
-                        ),
-                    })
-                })
-        });
+        let closed = block_on(within(
+            self.access.io_timeout,
+            &self.url,
+            "closing (every commit it acknowledged was already durable)",
+            closing,
+        ));
         crate::sst_cache::shared().drop_scope(self.cache_scope);
         closed
     }

@@ -681,38 +681,13 @@ fn run_one(s: &Setup, workload: &str, catalog: &str, dir: &Path) -> RunOutcome {
 
 const POSTGRES_REQ: &str = "duckdb-extension-postgres-scanner==1.5.5";
 
-/// Installs (if needed) the pinned postgres_scanner extension into `$MORAINE_CACHE/pypi-postgres`,
-/// the way `deps::ensure_extras` installs the conformance extras (pip into a scratch directory,
-/// a stamp, a rename into place), and returns its path.
+/// Installs (if needed) the pinned postgres_scanner extension into `$MORAINE_CACHE/pypi-postgres`
+/// (`deps::ensure_set`) and returns its path.
 fn ensure_postgres_ext() -> Result<PathBuf, String> {
-    let dir = paths::cache_root().join("pypi-postgres");
-    let ext_in = |d: &Path| {
-        d.join("duckdb_extension_postgres_scanner/extensions")
-            .join(deps::DUCKDB_VERSION)
-            .join("postgres_scanner.duckdb_extension")
-    };
-    let stamp = format!("{POSTGRES_REQ}\n");
-    const STAMP: &str = ".moraine-deps-stamp";
-    if std::fs::read_to_string(dir.join(STAMP)).ok().as_deref() == Some(stamp.as_str())
-        && ext_in(&dir).is_file()
-    {
-        return Ok(ext_in(&dir));
-    }
-    let parent = dir.parent().expect("cache dir has a parent");
-    std::fs::create_dir_all(parent).map_err(|e| format!("create {}: {e}", parent.display()))?;
-    let tmp = parent.join(format!("pypi-postgres.tmp-{}", std::process::id()));
-    crate::deps::pip_install_scratch(&tmp, &dir, &[POSTGRES_REQ])
-        .map_err(|e| format!("pip install {POSTGRES_REQ} failed ({e})"))?;
-    if !ext_in(&tmp).is_file() {
-        let _ = std::fs::remove_dir_all(&tmp);
-        return Err(format!(
-            "pip install finished but {} is missing",
-            ext_in(&tmp).display()
-        ));
-    }
-    std::fs::write(tmp.join(STAMP), &stamp).map_err(|e| format!("write stamp: {e}"))?;
-    crate::deps::move_into_place(&tmp, &dir)?;
-    Ok(ext_in(&dir))
+    let ext = Path::new("duckdb_extension_postgres_scanner/extensions")
+        .join(deps::DUCKDB_VERSION)
+        .join("postgres_scanner.duckdb_extension");
+    Ok(deps::ensure_set("pypi-postgres", &[POSTGRES_REQ], &ext)?.join(ext))
 }
 
 /// Removes the work directory, its subdirectories (one per run) in parallel.

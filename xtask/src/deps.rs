@@ -228,6 +228,7 @@ pub(crate) fn ensure_set(name: &str, reqs: &[&str], probe: &Path) -> Result<Path
         .map_err(|status| format!("pip install into {name} failed ({status})"))?;
     std::fs::write(tmp.join(STAMP), &stamp).map_err(|e| format!("write stamp: {e}"))?;
     if !tmp.join(probe).is_file() {
+        let _ = std::fs::remove_dir_all(&tmp);
         return Err(format!(
             "pip install into {name} finished but {} is missing",
             probe.display()

@@ -26,6 +26,17 @@ _AUTH = (f"AWS4-HMAC-SHA256 Credential={KEY_ID}/20260101/{REGION}/s3/aws4_reques
          "SignedHeaders=host, Signature=0")
 
 
+def s3_connect(moto, endpoint=None, secret=True):
+    """A fresh stock DuckDB (`_harness.connect`) with httpfs loaded and, unless `secret` is
+    false, a secret for the server (or for `endpoint`, a proxy in front of it)."""
+    from _harness import connect
+    db = connect()
+    db.execute(f"LOAD '{HTTPFS}'")
+    if secret:
+        db.execute(moto.secret_sql(endpoint=endpoint))
+    return db
+
+
 class Moto:
     def __init__(self, home):
         os.makedirs(home, exist_ok=True)

@@ -16,8 +16,8 @@ import threading
 
 import duckdb
 
-from _harness import TEST_DIR, check, connect, finish
-from _s3 import HTTPFS, FaultProxy, Moto
+from _harness import TEST_DIR, check, finish
+from _s3 import FaultProxy, Moto, s3_connect
 
 BUCKET = "moraine-outage"
 META = f"s3://{BUCKET}/meta"
@@ -45,10 +45,9 @@ def bounded(db, sql):
     return out["err"]
 
 
-def s3_connect(proxy, moto):
-    db = connect()
-    db.execute(f"LOAD '{HTTPFS}'")
-    db.execute(moto.secret_sql(endpoint=proxy.endpoint))
+def proxied(proxy, moto):
+    """A DuckDB reaching the server through the proxy, with a 3 s store time limit."""
+    db = s3_connect(moto, endpoint=proxy.endpoint)
     db.execute("SET moraine_io_timeout = '3 seconds'")
     return db
 
@@ -61,7 +60,7 @@ def scenario(moto, proxy):
     # ---- an attach during an outage ------------------------------------------------------------
     for mode in ("drop", "hang", "503"):
         proxy.set(mode)
-        db = s3_connect(proxy, moto)
+        db = proxied(proxy, moto)
         err = bounded(db, ATTACH)
         check(f"ATTACH during an outage ({mode}) fails, naming the URL",
               err is not None and META in err and "cannot reach" in err, err)
@@ -70,12 +69,12 @@ def scenario(moto, proxy):
     check("the failed attaches wrote nothing", moto.keys(BUCKET) == [], moto.keys(BUCKET))
 
     # ---- a commit during an outage -------------------------------------------------------------
-    db = s3_connect(proxy, moto)
+    db = proxied(proxy, moto)
     check("ATTACH through the proxy", bounded(db, ATTACH) is None)
     check("CREATE + INSERT", bounded(db, "CREATE TABLE lake.t (i INTEGER)") is None
           and bounded(db, "INSERT INTO lake.t VALUES (1)") is None)
     # ---- a READ_ONLY reader during an outage: its queries answer or fail, never hang ---------
-    reader = s3_connect(proxy, moto)
+    reader = proxied(proxy, moto)
     check("a READ_ONLY attach", bounded(reader, ATTACH.replace("READ_WRITE", "READ_ONLY")) is None)
     proxy.set("hang")
     err = bounded(reader, "SELECT count(*) FROM lake.t")
@@ -99,7 +98,7 @@ def scenario(moto, proxy):
         err = bounded(db, "DETACH lake")
         check(f"DETACH returns ({mode})", True)
         db.close()
-        db = s3_connect(proxy, moto)
+        db = proxied(proxy, moto)
         check(f"a fresh attach after the outage ({mode})", bounded(db, ATTACH) is None)
         got = [r[0] for r in db.execute("SELECT i FROM lake.t ORDER BY i").fetchall()]
         check(f"every acknowledged commit is there, the failed one once or not at all ({mode})",

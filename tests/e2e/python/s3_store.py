@@ -16,20 +16,12 @@ import os
 import subprocess
 import sys
 
-from _harness import TEST_DIR, check, connect, expect_error, finish
-from _s3 import HTTPFS, Moto
+from _harness import TEST_DIR, check, expect_error, finish
+from _s3 import Moto, s3_connect
 
 BUCKET = "moraine-lake"
 META = f"s3://{BUCKET}/lake-meta"
 DATA = f"s3://{BUCKET}/lake-data/"
-
-
-def s3_connect(moto, secret=True):
-    db = connect()
-    db.execute(f"LOAD '{HTTPFS}'")
-    if secret:
-        db.execute(moto.secret_sql())
-    return db
 
 
 def attach_sql(mode="READ_WRITE", meta=META, extra=""):
@@ -46,14 +38,12 @@ def in_fresh_process(moto, mode, queries):
     script = (
         "import json, sys\n"
         "sys.path.insert(0, %r)\n"
-        "from _harness import connect\n"
-        "db = connect()\n"
-        "db.execute(\"LOAD '%s'\")\n"
+        "from _s3 import s3_connect\n"
+        "db = s3_connect(None, secret=False)\n"
         "db.execute(%r)\n"
         "db.execute(%r)\n"
         "print(json.dumps([[list(r) for r in db.execute(q).fetchall()] for q in %r], default=str))\n"
-    ) % (os.path.dirname(os.path.abspath(__file__)), HTTPFS, moto.secret_sql(), attach_sql(mode),
-         queries)
+    ) % (os.path.dirname(os.path.abspath(__file__)), moto.secret_sql(), attach_sql(mode), queries)
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                          timeout=120, env=os.environ)
     if out.returncode != 0:
@@ -132,8 +122,7 @@ def scenario(moto):
     check("nothing written to the local disk", local_files() == [], local_files())
 
     # ---- a second DuckDB in this process shares the open store only with the same secret -----
-    other = connect()
-    other.execute(f"LOAD '{HTTPFS}'")
+    other = s3_connect(moto, secret=False)
     other.execute(moto.secret_sql(name="other").replace("KEY_ID 'moraine-test'", "KEY_ID 'other-key'"))
     expect_error("a second attach in the process with another secret is refused",
                  lambda: other.execute(attach_sql()), "already attached in this process")
