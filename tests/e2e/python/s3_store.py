@@ -80,6 +80,10 @@ def scenario(moto):
     expect_error("SECRET names no secret",
                  lambda: bare.execute(attach_sql(extra=", META_SECRET 'nope'")),
                  'no secret named "nope"')
+    bare.execute("CREATE SECRET web (TYPE http, BEARER_TOKEN 'not-for-s3')")
+    expect_error("SECRET names a secret of another type",
+                 lambda: bare.execute(attach_sql(extra=", META_SECRET 'web'")),
+                 'secret "web" is of type http')
     bare.close()
     db = s3_connect(moto)
     expect_error("an ATTACH without an access mode says to name one",
