@@ -144,8 +144,13 @@ class FaultProxy:
     """A loopback TCP proxy in front of the S3 server that can fail on request.
 
     mode "pass" relays; "drop" closes each connection as it is accepted (and cuts those open);
-    "hang" accepts and never answers; "503" answers every request with 503 Slow Down.
+    "hang" accepts and never answers; "503" answers every request with 503 Slow Down; "cut"
+    relays each request but only the first half of the first piece of its answer, then closes
+    the connection (the server has done the request; the client never learns how it went);
+    "slow" relays every piece of every answer SLOW seconds late.
     """
+
+    SLOW = 0.05
 
     def __init__(self, target_port):
         import socket
@@ -200,16 +205,21 @@ class FaultProxy:
                 continue
             with self.lock:
                 self.open += [client, upstream]
-            for a, b in ((client, upstream), (upstream, client)):
-                threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
+            for a, b, answer in ((client, upstream, False), (upstream, client, True)):
+                threading.Thread(target=self._pipe, args=(a, b, answer), daemon=True).start()
 
-    @staticmethod
-    def _pipe(src, dst):
+    def _pipe(self, src, dst, answer):
+        """Relays src to dst; on the server's side (`answer`) the mode may cut or delay it."""
         try:
             while True:
                 data = src.recv(65536)
                 if not data:
                     break
+                if answer and self.mode == "cut":
+                    dst.sendall(data[:max(1, len(data) // 2)])
+                    break
+                if answer and self.mode == "slow":
+                    time.sleep(self.SLOW)
                 dst.sendall(data)
         except OSError:
             pass

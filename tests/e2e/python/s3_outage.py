@@ -1,6 +1,6 @@
 """Bounded failures on an S3 store (issue 10): a fault-injecting loopback proxy between moraine
-and the pinned moto_server drops connections, hangs, or answers 503, with
-`moraine_io_timeout` set to 3 s.
+and the pinned moto_server drops connections, hangs, answers 503, cuts each answer in the
+middle, or delays every answer, with `moraine_io_timeout` set to 3 s.
 
 - ATTACH during an outage fails naming the URL, within the limit, and writes nothing.
 - A READ_ONLY reader's query during an outage answers or fails naming the URL; afterwards it
@@ -8,6 +8,7 @@ and the pinned moto_server drops connections, hangs, or answers 503, with
 - A COMMIT during an outage fails within the limit and says its outcome is unknown; that attach
   then refuses more work, and DETACH returns. After the outage a fresh attach sees either the
   whole commit or none of it, and its next commit works.
+- With every answer delayed (but well within the limit) attach, commit and query still work.
 Every statement runs under a hard limit (60 s): a hang fails the scenario at once.
 """
 # needs: moto_server
@@ -58,7 +59,7 @@ ATTACH = f"ATTACH 'ducklake:moraine:{META}' AS lake (READ_WRITE, DATA_PATH 's3:/
 def scenario(moto, proxy):
     moto.create_bucket(BUCKET)
     # ---- an attach during an outage ------------------------------------------------------------
-    for mode in ("drop", "hang", "503"):
+    for mode in ("drop", "hang", "503", "cut"):
         proxy.set(mode)
         db = proxied(proxy, moto)
         err = bounded(db, ATTACH)
@@ -86,7 +87,7 @@ def scenario(moto, proxy):
     reader.close()
 
     acked, maybe = [1], []
-    for mode, value in (("drop", 2), ("hang", 3), ("503", 4)):
+    for mode, value in (("drop", 2), ("hang", 3), ("503", 4), ("cut", 5)):
         proxy.set(mode)
         err = bounded(db, f"INSERT INTO lake.t VALUES ({value})")
         check(f"a commit during an outage ({mode}) fails, saying its outcome is unknown",
@@ -110,6 +111,22 @@ def scenario(moto, proxy):
               and db.execute(f"SELECT count(*) FROM lake.t WHERE i = {10 + value}").fetchall()
               == [(1,)])
         acked.append(10 + value)
+    db.close()
+
+    # ---- a slow service: every answer late, the statements within the limit --------------------
+    proxy.set("slow")
+    db = proxied(proxy, moto)
+    check("ATTACH with every answer delayed", bounded(db, ATTACH) is None)
+    err = bounded(db, "INSERT INTO lake.t VALUES (100)")
+    check("a commit with every answer delayed is acknowledged", err is None, err)
+    acked.append(100)
+    db.close()
+    proxy.set("pass")
+    db = proxied(proxy, moto)
+    check("a fresh attach after the slow service", bounded(db, ATTACH) is None)
+    got = [r[0] for r in db.execute("SELECT i FROM lake.t ORDER BY i").fetchall()]
+    check("every acknowledged commit is there, the slow one too",
+          set(acked) <= set(got) and set(got) <= set(acked) | set(maybe), (got, acked))
     db.close()
     check("nothing written to the local disk",
           [f for r, _, fs in os.walk(TEST_DIR) if "moto" not in r for f in fs] == [])
