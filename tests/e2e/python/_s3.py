@@ -22,6 +22,8 @@ KEY_ID, SECRET, REGION = "moraine-test", "moraine-test-secret", "us-east-1"
 # requests to the server never go through a proxy the environment names
 _LOOPBACK = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 # moto checks that a request is signed, not the signature
+# the server's log line of each request it answers (werkzeug's)
+_REQUEST_LINE = re.compile(r'"([A-Z]+) (\S+) HTTP/[\d.]+" (\d{3})')
 _AUTH = (f"AWS4-HMAC-SHA256 Credential={KEY_ID}/20260101/{REGION}/s3/aws4_request, "
          "SignedHeaders=host, Signature=0")
 
@@ -38,8 +40,14 @@ def s3_connect(moto, endpoint=None, secret=True):
 
 
 class Moto:
-    def __init__(self, home):
+    def __init__(self, home, checked_buckets=None):
+        """By default the server checks no request's key or signature (any secret works).
+        With `checked_buckets` it creates an IAM user with an access key allowed everything
+        (`key_id`, `secret_key`), and those buckets, and then checks every later request's
+        access key, signature and policy (moto's INITIAL_NO_AUTH_ACTION_COUNT counts the
+        requests answered unchecked: the start-up probe, three IAM calls, the buckets)."""
         os.makedirs(home, exist_ok=True)
+        self.key_id, self.secret_key = KEY_ID, SECRET
         env = {
             "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
             "HOME": home,
@@ -49,16 +57,26 @@ class Moto:
             "AWS_DEFAULT_REGION": REGION,
             "AWS_EC2_METADATA_DISABLED": "true",
         }
+        if checked_buckets is not None:
+            env["INITIAL_NO_AUTH_ACTION_COUNT"] = str(1 + 3 + len(checked_buckets))
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", "0"],
             env=env, cwd=home, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         deadline = time.time() + 60
         lines = queue.Queue()
 
+        self._requests = []  # (method, path, status) of every request served, in order
+        self._log_lock = threading.Lock()
+
         def read_log():
             # its whole log is read, so it never blocks on a full pipe
             for line in self.proc.stdout:
-                lines.put(line)
+                m = _REQUEST_LINE.search(line)
+                if m:
+                    with self._log_lock:
+                        self._requests.append((m.group(1), m.group(2), int(m.group(3))))
+                else:
+                    lines.put(line)
             lines.put(None)
         threading.Thread(target=read_log, daemon=True).start()
         self.port = None
@@ -86,10 +104,39 @@ class Moto:
                     self.stop()
                     raise RuntimeError("moto_server never answered")
                 time.sleep(0.2)
+        if checked_buckets is not None:
+            self._create_checked_key()
+            for bucket in checked_buckets:
+                self.create_bucket(bucket)
+
+    def _iam(self, action, **params):
+        body = urllib.parse.urlencode(dict(params, Action=action, Version="2010-05-08")).encode()
+        req = urllib.request.Request(
+            self.url("/"), data=body, method="POST",
+            headers={"Authorization": _AUTH.replace("/s3/", "/iam/"),
+                     "Content-Type": "application/x-www-form-urlencoded"})
+        with _LOOPBACK.open(req, timeout=30) as r:
+            return r.read().decode()
+
+    def _create_checked_key(self):
+        self._iam("CreateUser", UserName="moraine-test")
+        created = self._iam("CreateAccessKey", UserName="moraine-test")
+        self.key_id = re.search(r"<AccessKeyId>(.*?)</AccessKeyId>", created).group(1)
+        self.secret_key = re.search(r"<SecretAccessKey>(.*?)</SecretAccessKey>", created).group(1)
+        everything = ('{"Version": "2012-10-17", "Statement": '
+                      '[{"Effect": "Allow", "Action": "*", "Resource": "*"}]}')
+        self._iam("PutUserPolicy", UserName="moraine-test", PolicyName="everything",
+                  PolicyDocument=everything)
 
     @property
     def endpoint(self):
         return f"127.0.0.1:{self.port}"
+
+    def requests(self):
+        """Every request the server has logged so far, as (method, path, status), in order
+        (the server logs a request as it answers it)."""
+        with self._log_lock:
+            return list(self._requests)
 
     def url(self, path):
         return f"http://{self.endpoint}{path}"
@@ -122,10 +169,12 @@ class Moto:
                 return out
             token = nxt[0].text
 
-    def secret_sql(self, name="moto", scope=None, endpoint=None):
-        """A secret for the server (or for `endpoint`, a proxy in front of it)."""
+    def secret_sql(self, name="moto", scope=None, endpoint=None, key_id=None, secret_key=None):
+        """A secret for the server (or for `endpoint`, a proxy in front of it), with the
+        server's key unless `key_id` / `secret_key` say otherwise."""
         scope_sql = f", SCOPE '{scope}'" if scope else ""
-        return (f"CREATE SECRET {name} (TYPE s3, KEY_ID '{KEY_ID}', SECRET '{SECRET}', "
+        key_id, secret_key = key_id or self.key_id, secret_key or self.secret_key
+        return (f"CREATE SECRET {name} (TYPE s3, KEY_ID '{key_id}', SECRET '{secret_key}', "
                 f"REGION '{REGION}', ENDPOINT '{endpoint or self.endpoint}', URL_STYLE 'path', "
                 f"USE_SSL false{scope_sql})")
 
