@@ -5,7 +5,8 @@ Usage (normally through `cargo xtask conformance`, which installs the pinned pie
 their paths):
 
     runner.py [--catalog moraine|duckdb|sqlite|all ...] [--suite DIR] [-j N] [--timeout S]
-              [--slow] [--run-skipped] [--keep] [--out DIR] [-v] [PATH_OR_GLOB ...]
+              [--slow] [--run-skipped] [--keep] [--out DIR] [-v] [--store local|s3]
+              [PATH_OR_GLOB ...]
               --ducklake-ext PATH [--sqlite-ext PATH] [--moraine-ext PATH] [--ext NAME=PATH ...]
 
 Every test file runs in its own Python process holding a fresh in-memory DuckDB (the pinned
@@ -21,6 +22,13 @@ the DUCKLAKE_CONNECTION test variable:
 
 Files that attach a hard-coded path instead of ${DUCKLAKE_CONNECTION} run unchanged on every
 catalog, as under DuckLake's configs.
+
+With --store s3, moraine's lakes live on a moto_server this run starts on 127.0.0.1 (MOTO_PYTHONPATH
+or --moto-pythonpath; it is stopped at the end): DUCKLAKE_CONNECTION is
+moraine:s3://moraine-conformance/{BASE_TEST_NAME}_meta, every instance loads httpfs and holds a
+secret for the server, and opens with access_mode READ_WRITE (the suite's ATTACHes name no
+access mode, and DuckDB attaches s3:// paths read-only without one); data files stay local.
+tests/conformance/skip-moraine-s3.json lists the tests that setting changes.
 
 Output: one line per failing test (`FAIL <catalog> <test>:<line>: <first mismatch>`), a
 per-directory table, where the suite came from (`suite: <dir> (<how found>; commit <sha>)`), and
@@ -49,6 +57,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 CATALOG_ORDER = ["moraine", "duckdb", "sqlite"]
 MORAINE_CONNECTION = "moraine:__TEST_DIR__/{BASE_TEST_NAME}_meta"
+S3_BUCKET = "moraine-conformance"
+MORAINE_S3_CONNECTION = "moraine:s3://" + S3_BUCKET + "/{BASE_TEST_NAME}_meta"
 
 
 # ---- worker: one test file ------------------------------------------------------------------
@@ -129,8 +139,16 @@ def parse_args(argv):
     p.add_argument("--moraine-ext", default=os.environ.get("MORAINE_EXT"))
     p.add_argument("--ext", action="append", default=[], metavar="NAME=PATH",
                    help="an extension that `require NAME` may LOAD (httpfs, tpch, spatial, ...)")
+    p.add_argument("--store", choices=["local", "s3"], default="local",
+                   help="where moraine's lakes live: local (a directory per test) or s3 (a key "
+                        "prefix per test in a bucket of a moto_server started on 127.0.0.1 for "
+                        "the run; needs --moto-pythonpath and --ext httpfs=PATH)")
+    p.add_argument("--moto-pythonpath", default=os.environ.get("MOTO_PYTHONPATH"),
+                   help="the pinned moto (cargo xtask deps installs it)")
     p.add_argument("--skip-list", default=os.path.join(HERE, "skip-moraine.json"),
                    help="moraine's skip list (DuckLake config format)")
+    p.add_argument("--s3-skip-list", default=os.path.join(HERE, "skip-moraine-s3.json"),
+                   help="moraine's further skips with --store s3")
     p.add_argument("--host-skip-list", default=os.path.join(HERE, "skip-host.json"),
                    help="tests no catalog can run in this host (applied to every catalog)")
     p.add_argument("--selftest", action="store_true",
@@ -265,11 +283,48 @@ def catalog_setup(cat, args, suite, extras):
         available = dict(extras)
         if args.sqlite_ext:
             available.setdefault("sqlite_scanner", args.sqlite_ext)
-        return {"opts": {"catalog_env": {"DUCKLAKE_CONNECTION": MORAINE_CONNECTION},
-                         "preload": [ducklake, ("moraine", args.moraine_ext)],
-                         "available": available, "skip_messages": []},
-                "skips": skip_map(cfg, suite, os.path.relpath(args.skip_list, REPO))}
+        opts = {"catalog_env": {"DUCKLAKE_CONNECTION": MORAINE_CONNECTION},
+                "preload": [ducklake, ("moraine", args.moraine_ext)],
+                "available": available, "skip_messages": []}
+        skips = skip_map(cfg, suite, os.path.relpath(args.skip_list, REPO))
+        if args.store == "s3":
+            opts = s3_store_opts(opts, extras, args.moto)
+            s3_skips = skip_map(load_config(args.s3_skip_list), suite,
+                                os.path.relpath(args.s3_skip_list, REPO))
+            for t, r in s3_skips.items():
+                skips.setdefault(t, "on S3: " + r)
+        return {"opts": opts, "skips": skips}
     sys.exit(f"conformance: unknown catalog {cat!r} (moraine, duckdb, sqlite, all)")
+
+
+def start_moto(args, extras):
+    """moto_server on 127.0.0.1 for an --store s3 run (the e2e scenarios' `_s3.Moto`), with the
+    bucket every test's lake goes in."""
+    if not args.moto_pythonpath:
+        sys.exit("conformance: --store s3 needs --moto-pythonpath (or MOTO_PYTHONPATH)")
+    if "httpfs" not in extras:
+        sys.exit("conformance: --store s3 needs --ext httpfs=PATH (DuckDB opens s3:// with it)")
+    os.environ["MOTO_PYTHONPATH"] = args.moto_pythonpath
+    os.environ["HTTPFS_EXT"] = extras["httpfs"]
+    sys.path.insert(0, os.path.join(REPO, "tests", "e2e", "python"))
+    import _s3
+    moto = _s3.Moto(tempfile.mkdtemp(prefix="moraine-conformance-moto-"))
+    moto.create_bucket(S3_BUCKET)
+    return moto
+
+
+def s3_store_opts(opts, extras, moto):
+    """moraine's options on the S3 store: each lake is a key prefix in the run's bucket; every
+    instance loads httpfs and holds a secret for the server. DuckDB attaches an s3:// path
+    read-only unless told otherwise, and the suite's ATTACHes name no access mode: the
+    instance's default access mode is READ_WRITE, as a writer's DuckDB would set it
+    (`access_mode`), except where a test opens its database read-only."""
+    opts = dict(opts)
+    opts["catalog_env"] = {"DUCKLAKE_CONNECTION": MORAINE_S3_CONNECTION}
+    opts["preload"] = opts["preload"] + [("httpfs", extras["httpfs"])]
+    opts["config"] = {"access_mode": "READ_WRITE"}
+    opts["setup_sql"] = [moto.secret_sql(name="moraine_conformance_s3")]
+    return opts
 
 
 def slug(name):
@@ -489,6 +544,23 @@ def main(argv):
         moraine_info = {"path": os.path.abspath(args.moraine_ext), "sha256": digest,
                         "mtime": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(st.st_mtime))}
         args.moraine_ext = snap
+    args.moto = None
+    if args.store == "s3":
+        if "moraine" not in cats:
+            sys.exit("conformance: --store s3 is moraine's store (add --catalog moraine)")
+        args.moto = start_moto(args, extras)
+        print(f"conformance: moraine's lakes in s3://{S3_BUCKET}/ on moto_server at "
+              f"{args.moto.endpoint}", file=sys.stderr)
+    try:
+        return run_catalogs(args, cats, extras, suite, how, commit, tests, unselected_slow,
+                            work_root, moraine_info)
+    finally:
+        if args.moto:
+            args.moto.stop()
+
+
+def run_catalogs(args, cats, extras, suite, how, commit, tests, unselected_slow, work_root,
+                 moraine_info):
     setups = {c: catalog_setup(c, args, suite, extras) for c in cats}
     host_skips = skip_map(load_config(args.host_skip_list), suite,
                           os.path.relpath(args.host_skip_list, REPO))
@@ -574,6 +646,8 @@ def main(argv):
     print(f"details: {out_dir}/results.json, failure logs in {out_dir}/logs/")
     print()
     print(f"suite: {describe_suite(suite, how, commit)}")
+    if args.store == "s3":
+        print(f"store: moraine's lakes in s3://{S3_BUCKET}/ on moto_server (127.0.0.1)")
     failed = {}
     for c in cats:
         n = {"pass": 0, "fail": 0, "skip": 0}

@@ -39,6 +39,12 @@ fn catalogs(args: &[String]) -> Vec<String> {
     out
 }
 
+/// Whether the run puts moraine's lakes on S3 (`--store s3` or `--store=s3`).
+fn store_is_s3(args: &[String]) -> bool {
+    args.windows(2).any(|w| w[0] == "--store" && w[1] == "s3")
+        || args.iter().any(|a| a == "--store=s3")
+}
+
 fn has_flag(args: &[String], flag: &str) -> bool {
     args.iter()
         .any(|a| a == flag || a.starts_with(&format!("{flag}=")))
@@ -349,6 +355,10 @@ pub fn run(args: &[String]) -> Result<bool, String> {
             Err(e) => eprintln!(
                 "xtask conformance: warning: {e}; tests that require httpfs, tpch or spatial will skip"
             ),
+        }
+        if store_is_s3(args) {
+            // MOTO_PYTHONPATH, HTTPFS_EXT: the runner starts the server and loads httpfs
+            cmd.envs(deps::s3_test_env()?);
         }
         if catalogs(args).iter().any(|c| c == "moraine") {
             let moraine = match std::env::var_os("MORAINE_EXTENSION") {

@@ -210,6 +210,26 @@ pub fn ensure_moto() -> Result<PathBuf, String> {
     ensure_set("pypi-moto", MOTO_REQUIREMENTS, Path::new("moto/server.py"))
 }
 
+/// What a process running against the S3 test server needs in its environment (installing the
+/// pinned pieces if needed): MOTO_PYTHONPATH (the pinned moto), HTTPFS_EXT (the pinned httpfs
+/// extension), and NO_PROXY for the loopback address, so nothing leaves it through a proxy the
+/// environment names.
+pub fn s3_test_env() -> Result<Vec<(&'static str, std::ffi::OsString)>, String> {
+    let moto = ensure_moto().map_err(|e| format!("the S3 test server: {e}"))?;
+    let httpfs = ensure_extras()
+        .map_err(|e| format!("the httpfs extension: {e}"))?
+        .into_iter()
+        .find(|(n, _)| n == "httpfs")
+        .map(|(_, p)| p)
+        .ok_or("the httpfs extension is not among the pinned extras")?;
+    Ok(vec![
+        ("MOTO_PYTHONPATH", moto.into_os_string()),
+        ("HTTPFS_EXT", httpfs.into_os_string()),
+        ("NO_PROXY", "127.0.0.1,localhost".into()),
+        ("no_proxy", "127.0.0.1,localhost".into()),
+    ])
+}
+
 /// Install (if needed) a pinned set of wheels into `$MORAINE_CACHE/<name>` (pip into a scratch
 /// directory, a stamp naming the set, a rename into place) and return that directory; `probe`
 /// is a file the install must leave, relative to it.

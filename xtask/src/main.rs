@@ -40,20 +40,24 @@ commands:
       --without-moraine same demo on DuckLake's own DuckDB-file catalog
   test                  deps, DuckLake's suite (fetched if not found, see conformance),
                         cargo test --release --workspace, conformance --selftest,
-                        e2e --selftest, e2e, conformance --slow (moraine)
-  conformance [--catalog moraine|duckdb|sqlite|all] [PATH_OR_GLOB ...]
+                        e2e --selftest, e2e, conformance --slow (moraine), and
+                        conformance --slow --store s3
+  conformance [--catalog moraine|duckdb|sqlite|all] [--store s3] [PATH_OR_GLOB ...]
                         DuckLake's sqllogictest suite on moraine and/or DuckLake's own
-                        catalogs; builds moraine unless MORAINE_EXTENSION is set;
+                        catalogs (--store s3: moraine's lakes on a moto_server started on
+                        127.0.0.1); builds moraine unless MORAINE_EXTENSION is set;
                         `conformance --help` for the rest. The suite (--suite DIR) is by
                         default $MORAINE_DUCKLAKE_TESTS, else shared/ducklake-tests beside
                         the clone (or an ancestor, or the clone's origin), else DuckLake's
                         repository at the pinned commit d8a1881e, fetched with git once into
                         $MORAINE_CACHE/ducklake-tests/<commit> and reused
       --selftest        check the runner itself on small files (no moraine, no suite)
-  bench [--quick] [--postgres CONNSTR] [--only NAME,...] [--out FILE]
+  bench [--quick] [--store s3] [--postgres CONNSTR] [--only NAME,...] [--out FILE]
                         the same DuckLake workloads on moraine, the DuckDB-file and SQLite
                         catalogs (and Postgres); prints a markdown table with moraine's ratio
-                        to the DuckDB-file catalog; asserts nothing about timing;
+                        to the DuckDB-file catalog; asserts nothing about timing; --store s3:
+                        commit and history with the data (and moraine's catalog) on a
+                        moto_server, plus the server's requests per commit and per attach;
                         builds moraine unless MORAINE_EXTENSION is set; `bench --help`
 
 environment:
@@ -248,9 +252,25 @@ fn cmd_test(args: &[String]) -> Result<bool, String> {
     if !conformant {
         eprintln!("xtask test: moraine failed DuckLake's suite (see docs/conformance.md)");
     }
+    // and again with every lake on the S3 test server (issue 10)
+    eprintln!("xtask test: DuckLake's suite with moraine's lakes on S3 (conformance --store s3)");
+    let out = paths::workspace_root().join("target/conformance-s3");
+    let on_s3 = conformance::run(&[
+        "--slow".to_string(),
+        "--store".to_string(),
+        "s3".to_string(),
+        "--out".to_string(),
+        out.display().to_string(),
+    ])?;
+    if !on_s3 {
+        eprintln!("xtask test: moraine on S3 failed DuckLake's suite (see docs/conformance.md)");
+    }
+    let verdict = |ok: bool| if ok { "passed" } else { "FAILED" };
     println!(
-        "xtask test: e2e {passed} passed, {failed} failed; DuckLake's suite on moraine {}",
-        if conformant { "passed" } else { "FAILED" }
+        "xtask test: e2e {passed} passed, {failed} failed; DuckLake's suite on moraine {}, \
+         on moraine with S3 lakes {}",
+        verdict(conformant),
+        verdict(on_s3)
     );
-    Ok(failed == 0 && conformant)
+    Ok(failed == 0 && conformant && on_s3)
 }

@@ -31,22 +31,12 @@ pub fn run_script(path: &Path, env: &Env) -> FileOutcome {
     // a scenario that says `# needs: moto_server` gets the pinned S3 test server and httpfs
     let source = std::fs::read_to_string(path).unwrap_or_default();
     if source.lines().any(|l| l.trim() == "# needs: moto_server") {
-        let moto = match crate::deps::ensure_moto() {
-            Ok(d) => d,
-            Err(e) => return fail(format!("the S3 test server: {e}")),
-        };
-        let httpfs = match crate::deps::ensure_extras() {
-            Ok(x) => x.into_iter().find(|(n, _)| n == "httpfs").map(|(_, p)| p),
-            Err(e) => return fail(format!("the httpfs extension: {e}")),
-        };
-        let Some(httpfs) = httpfs else {
-            return fail("the httpfs extension is not among the pinned extras".into());
-        };
-        // nothing may leave the loopback address through a proxy the environment names
-        cmd.env("MOTO_PYTHONPATH", moto)
-            .env("HTTPFS_EXT", httpfs)
-            .env("NO_PROXY", "127.0.0.1,localhost")
-            .env("no_proxy", "127.0.0.1,localhost");
+        match crate::deps::s3_test_env() {
+            Ok(vars) => {
+                cmd.envs(vars);
+            }
+            Err(e) => return fail(e),
+        }
     }
     let output = cmd.output();
     let output = match output {
