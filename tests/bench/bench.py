@@ -25,6 +25,12 @@ Progress goes to stderr. Nothing here asserts anything about timing. Workloads:
            table warm and in a fresh process, peak RSS, live catalog rows
   readers  READ_ONLY reader processes beside one writer process committing R times a second
 
+With --store s3 (commit and history only), a moto_server on 127.0.0.1 (the e2e scenarios'
+`_s3.Moto`, from MOTO_PYTHONPATH) holds every lake's data files, through httpfs (HTTPFS_EXT),
+and moraine's catalog; DuckLake's DuckDB-file and SQLite catalogs stay local files. Each timed
+step then also reports the requests the server answered during it, counted from its log: those
+under the catalog's prefix and those under the data path, per commit or per attach.
+
 The same file is also the child process of those workloads (`--role probe|writer|reader`):
 children talk one JSON line at a time on stdin/stdout and exit when stdin closes.
 """
@@ -153,10 +159,107 @@ class Out:
         log(f"{self.workload}: {figure}: ERROR {msg}")
 
 
+# ---- the S3 store (--store s3) ----------------------------------------------------------------
+
+S3_BUCKET = "moraine-bench"
+# the server's endpoint (host:port) when the lakes are on S3, else None; set by main()
+S3_ENDPOINT = None
+# the moto_server this process started (a workload's process, not its children)
+MOTO = None
+
+
+def s3_requests():
+    """How many requests the server has answered so far, and which: the marker for `since`."""
+    if MOTO is None:
+        return None
+    time.sleep(0.05)  # the server logs a request as it answers it; let the log reader catch up
+    return len(MOTO.requests())
+
+
+def requests_since(mark, lake):
+    """(catalog, data) requests the server answered since `mark`, for `lake`'s prefixes."""
+    if mark is None:
+        return None
+    return requests_between(mark, s3_requests(), lake)
+
+
+def requests_between(start, end, lake):
+    """(catalog, data) requests among the server's requests start..end, for `lake`'s prefixes."""
+    catalog = data = 0
+    for _method, path, _status in MOTO.requests()[start:end]:
+        key = path.split("?", 1)[0]
+        if key.startswith(f"/{S3_BUCKET}/{lake.name}/meta") or \
+                f"prefix={lake.name}%2Fmeta" in path or f"prefix={lake.name}/meta" in path:
+            catalog += 1
+        elif key.startswith(f"/{S3_BUCKET}/{lake.name}/data") or f"prefix={lake.name}" in path:
+            data += 1
+        elif key == f"/{S3_BUCKET}" and "prefix=" not in path:
+            # a multi-object delete names its keys in the body; in these workloads only
+            # SlateDB's garbage collector sends one (nothing runs DuckLake's cleanup on S3)
+            catalog += 1
+    return catalog, data
+
+
+def request_figures(out, label, mark, lake, per):
+    """Figures: requests to the catalog's prefix and to the data path per `per` steps."""
+    counted = requests_since(mark, lake)
+    if counted is None:
+        return
+    catalog, data = counted
+    out.value(f"{label}: requests to the catalog", catalog / per, "requests")
+    out.value(f"{label}: requests to the data path", data / per, "requests")
+
+
+def probe_request_figures(out, label, res, lake):
+    """Figures: the median requests of fresh-process probes, attaching and querying, and
+    closing."""
+    if not res or "requests" not in res[0]:
+        return
+    for part, (a, b) in (("attach + first query", (0, 1)), ("close (DETACH)", (1, 2))):
+        counts = [requests_between(r["requests"][a], r["requests"][b], lake) for r in res]
+        for i, where in ((0, "catalog"), (1, "data path")):
+            out.value(f"{label}: {part}, per fresh process: requests to the {where}",
+                      median([c[i] for c in counts]), "requests")
+
+
+def idle_reader_figures(args, out, label, lake, query, seconds=5.0):
+    """Figures: the requests a READ_ONLY reader makes per second while nothing happens (it
+    polls for the writer's commits: its freshness costs requests)."""
+    reader = connect(args.catalog, os.path.join(args.dir, "ext"))
+    try:
+        reader.execute(lake.attach_sql(read_only=True))
+        reader.execute(query).fetchall()
+        mark = s3_requests()
+        time.sleep(seconds)
+        request_figures(out, f"{label}: an idle READ_ONLY reader, per second", mark, lake,
+                        seconds)
+    except Exception as e:
+        out.error(f"{label}: an idle READ_ONLY reader, per second: requests to the catalog", e)
+    finally:
+        reader.close()
+
+
+def start_moto(args):
+    global MOTO
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(THIS)), "e2e", "python"))
+    import _s3
+    MOTO = _s3.Moto(os.path.join(args.dir, "moto"))
+    MOTO.create_bucket(S3_BUCKET)
+    return MOTO
+
+
+def s3_secret_sql():
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(THIS)), "e2e", "python"))
+    import _s3
+    return (f"CREATE SECRET bench_s3 (TYPE s3, KEY_ID {lit(_s3.KEY_ID)}, SECRET {lit(_s3.SECRET)}, "
+            f"REGION {lit(_s3.REGION)}, ENDPOINT {lit(S3_ENDPOINT)}, URL_STYLE 'path', USE_SSL false)")
+
+
 # ---- connections and lakes --------------------------------------------------------------------
 
 def connect(catalog, ext_dir):
-    """A fresh in-memory DuckDB with DuckLake (and the catalog's extension) LOADed by path."""
+    """A fresh in-memory DuckDB with DuckLake (and the catalog's extension) LOADed by path, and
+    with the lakes on S3, httpfs and a secret for the server."""
     db = duckdb.connect(config={
         "allow_unsigned_extensions": "true",
         "autoinstall_known_extensions": "false",
@@ -170,6 +273,9 @@ def connect(catalog, ext_dir):
         db.execute(f"LOAD {lit(os.environ['SQLITE_EXT'])}")
     elif catalog == "postgres":
         db.execute(f"LOAD {lit(os.environ['POSTGRES_EXT'])}")
+    if S3_ENDPOINT:
+        db.execute(f"LOAD {lit(os.environ['HTTPFS_EXT'])}")
+        db.execute(s3_secret_sql())
     return db
 
 
@@ -182,10 +288,16 @@ class Lake:
         self.postgres = postgres
         self.pg_schema = pg_schema
         self.copied = copied  # a copy: its catalog still names the original DATA_PATH
-        self.data = os.path.join(root, "data") + "/"
-        os.makedirs(self.data, exist_ok=True)
+        self.name = os.path.basename(root)
+        if S3_ENDPOINT:
+            self.data = f"s3://{S3_BUCKET}/{self.name}/data/"
+        else:
+            self.data = os.path.join(root, "data") + "/"
+            os.makedirs(self.data, exist_ok=True)
 
     def url(self):
+        if self.catalog == "moraine" and S3_ENDPOINT:
+            return f"ducklake:moraine:s3://{S3_BUCKET}/{self.name}/meta"
         if self.catalog == "moraine":
             return f"ducklake:moraine:{self.root}/meta"
         if self.catalog == "duckdb":
@@ -201,6 +313,9 @@ class Lake:
         if read_only:
             opts.append("READ_ONLY")
         else:
+            if S3_ENDPOINT:
+                # DuckDB attaches an s3:// catalog read-only unless told otherwise
+                opts.append("READ_WRITE")
             opts.append(f"DATA_PATH {lit(self.data)}")
             if self.copied:
                 opts.append("OVERRIDE_DATA_PATH true")
@@ -214,6 +329,8 @@ class Lake:
 
     def copy_to(self, root, db):
         """Copies the whole lake (catalog and data files) while nobody has it attached."""
+        if S3_ENDPOINT:
+            raise RuntimeError("a lake on S3 is not copied (expiry is measured on local lakes)")
         if os.path.exists(root):
             shutil.rmtree(root)
         shutil.copytree(self.root, root)
@@ -280,6 +397,8 @@ def prepare_lake(db, lake):
 
 def spawn(args, role, extra):
     cmd = [sys.executable, THIS, "--role", role, "--catalog", args.catalog, "--dir", args.dir]
+    if S3_ENDPOINT:
+        cmd += ["--store", "s3", "--s3-endpoint", S3_ENDPOINT]
     return subprocess.Popen(cmd + extra, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                             text=True, bufsize=1)
 
@@ -308,12 +427,18 @@ def run_probes(args, attach_sql, query, n):
         for p, r in zip(procs, ready):
             if not r.get("ok"):
                 raise RuntimeError(r.get("error"))
+            before = s3_requests()
             res = ask(p, {"go": True})
+            answered = s3_requests()
             p.stdin.close()
             p.wait()
             if not res.get("ok"):
                 raise RuntimeError(res.get("error"))
             res["rss_before_kb"] = r.get("rss_kb")
+            if before is not None:
+                # the server's requests while the probe attached and queried, and while it
+                # closed (DETACH: a writer's flush, checkpoint and collection)
+                res["requests"] = (before, answered, s3_requests())
             results.append(res)
     finally:
         for p in procs:
@@ -359,7 +484,10 @@ def w_commit(args, out):
         def measure(figure, stmt, params):
             total, commit = [], []
             warmup = 3
+            mark = None
             for k in range(warmup + args.reps):
+                if k == warmup:
+                    mark = s3_requests()
                 db.execute("BEGIN")
                 t0 = time.perf_counter()
                 db.execute(stmt, params(k)).fetchall()
@@ -369,6 +497,7 @@ def w_commit(args, out):
                 if k >= warmup:
                     total.append(ms(t2 - t0))
                     commit.append(ms(t2 - t1))
+            request_figures(out, f"{figure}: per INSERT + COMMIT", mark, lake, args.reps)
             out.value(f"{figure}: INSERT + COMMIT", median(total), "ms")
             out.value(f"{figure}: COMMIT alone", median(commit), "ms")
 
@@ -444,6 +573,7 @@ def w_history(args, out):
         for n in ns:
             log(f"history: {args.catalog}: committing up to N={n}")
             t_build = time.perf_counter()
+            built_from, mark = done, s3_requests()
             while done < n:
                 t0 = time.perf_counter()
                 db.execute("INSERT INTO lake.t VALUES (?)", [done]).fetchall()
@@ -451,14 +581,25 @@ def w_history(args, out):
                 done += 1
             log(f"history: {done} commits in {time.perf_counter() - t_build:.1f} s")
             last = commit_ms[-min(50, len(commit_ms)):]
+            request_figures(out, f"N={n}: one-row commits {built_from + 1}..{n}, per commit",
+                            mark, lake, n - built_from)
             out.value(f"N={n}: one-row commit (median of last {len(last)})", median(last), "ms")
             try:
+                mark = s3_requests()
                 out.value(f"N={n}: warm query", warm_query(db, query, args.warm_reps, n), "ms")
+                request_figures(out, f"N={n}: warm query, per query", mark, lake,
+                                args.warm_reps + 1)
             except Exception as e:
                 out.error(f"N={n}: warm query", e)
             db.execute("DETACH lake")
-            probe_figures(args, out, f"N={n}: attach + first query (fresh process)",
-                          lake.attach_sql(), query, n)
+            res = probe_figures(args, out, f"N={n}: attach + first query (fresh process)",
+                                lake.attach_sql(), query, n)
+            probe_request_figures(out, f"N={n}", res, lake)
+            if S3_ENDPOINT:
+                idle_reader_figures(args, out, f"N={n}", lake, query)
+                # expiry runs on copies of the lake, which are local lakes' business
+                db.execute(lake.attach_sql())
+                continue
 
             # expiry on copies, so the next N continues on the unexpired lake; the figures after
             # expiry come from the last copy
@@ -799,6 +940,10 @@ def main():
     ap.add_argument("--attach-sql", help=argparse.SUPPRESS)
     ap.add_argument("--query", help=argparse.SUPPRESS)
     ap.add_argument("--postgres", help="libpq connection string (catalog postgres)")
+    ap.add_argument("--store", choices=["local", "s3"], default="local",
+                    help="s3: the lakes' data (and moraine's catalog) on a moto_server started "
+                         "for the run (commit and history only)")
+    ap.add_argument("--s3-endpoint", help=argparse.SUPPRESS)
     ap.add_argument("--quick", action="store_true", help="small sizes (the defaults below shrink)")
     ap.add_argument("--reps", type=int, help="commit: repetitions (50; quick 10)")
     ap.add_argument("--commits", help="history: N values (100,1000,4000; quick 20,100)")
@@ -828,13 +973,24 @@ def main():
             setattr(args, k, v)
     if args.catalog == "postgres" and not args.postgres:
         ap.error("--catalog postgres needs --postgres CONNSTR")
+    global S3_ENDPOINT
     if args.role:
+        S3_ENDPOINT = args.s3_endpoint
         ROLES[args.role](args)
         return 0
     if not args.workload:
         ap.error("--workload is required")
     os.makedirs(args.dir, exist_ok=True)
-    WORKLOADS[args.workload](args, Out(args.workload))
+    if args.store == "s3":
+        if args.workload not in ("commit", "history"):
+            ap.error(f"--store s3 runs the commit and history workloads, not {args.workload}")
+        S3_ENDPOINT = start_moto(args).endpoint
+        log(f"lakes on S3: s3://{S3_BUCKET}/ on moto_server at {S3_ENDPOINT}")
+    try:
+        WORKLOADS[args.workload](args, Out(args.workload))
+    finally:
+        if MOTO is not None:
+            MOTO.stop()
     return 0
 
 

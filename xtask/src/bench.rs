@@ -18,13 +18,18 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use crate::{deps, ext, paths};
 
 pub const USAGE: &str = "\
-usage: cargo xtask bench [--quick] [--postgres CONNSTR] [--only NAME,...] [--out FILE]
+usage: cargo xtask bench [--quick] [--store s3] [--postgres CONNSTR] [--only NAME,...] [--out FILE]
 
 Runs tests/bench/bench.py on moraine, DuckLake's DuckDB-file catalog and its SQLite catalog
 (and Postgres with --postgres), then prints a markdown table: each figure per catalog and
 moraine's ratio to the DuckDB-file catalog. Nothing about timing is asserted.
 
   --quick             small sizes (about 2 minutes for all catalogs on 2 cores)
+  --store s3          the commit and history workloads with every lake's data files, and
+                      moraine's catalog, on a moto_server (the pinned S3 test server) on
+                      127.0.0.1, started for each run; DuckLake's own catalogs stay local
+                      files. Adds the requests the server answered per commit, per warm query
+                      and per attach, for the catalog's prefix and for the data path
   --postgres CONNSTR  also DuckLake's Postgres catalog on this libpq connection string (each
                       lake in a fresh METADATA_SCHEMA, dropped afterwards); installs PyPI
                       duckdb-extension-postgres-scanner==1.5.5
@@ -58,6 +63,7 @@ const WORKLOADS: &[(&str, &str)] = &[
 #[derive(Debug, Default)]
 struct Options {
     quick: bool,
+    s3: bool,
     postgres: Option<String>,
     only: Vec<&'static str>,
     out: Option<PathBuf>,
@@ -95,6 +101,11 @@ fn parse_args(args: &[String]) -> Result<Options, String> {
         };
         match flag {
             "--quick" => o.quick = true,
+            "--store" => match value("--store")?.as_str() {
+                "s3" => o.s3 = true,
+                "local" => o.s3 = false,
+                other => return Err(format!("bench: unknown store {other:?} (local, s3)")),
+            },
             "--postgres" => o.postgres = Some(value("--postgres")?),
             "--only" => {
                 for w in value("--only")?.split(',').filter(|w| !w.trim().is_empty()) {
@@ -109,11 +120,41 @@ fn parse_args(args: &[String]) -> Result<Options, String> {
             other => return Err(format!("bench: unexpected argument {other:?}\n\n{USAGE}")),
         }
     }
+    if o.s3 {
+        if let Some(w) = o.only.iter().find(|w| !S3_WORKLOADS.contains(w)) {
+            return Err(format!(
+                "bench: --store s3 runs {}, not {w}",
+                S3_WORKLOADS.join(" and ")
+            ));
+        }
+        if o.only.is_empty() {
+            o.only = S3_WORKLOADS.to_vec();
+        }
+    }
     Ok(o)
 }
 
+/// The workloads `--store s3` runs (expiry's lake copies, the 20,000-file lake and the reader
+/// processes stay local).
+const S3_WORKLOADS: &[&str] = &["commit", "history"];
+
 /// The sizes handed to bench.py for a workload: quick or full.
-fn sizes(workload: &str, quick: bool) -> Vec<String> {
+fn sizes(workload: &str, quick: bool, s3: bool) -> Vec<String> {
+    if s3 && workload == "history" {
+        let commits = if quick { "20,100" } else { "100,1000" };
+        let reps = if quick { "10" } else { "20" };
+        return [
+            "--commits",
+            commits,
+            "--warm-reps",
+            reps,
+            "--probe-reps",
+            "3",
+        ]
+        .iter()
+        .map(|x| x.to_string())
+        .collect();
+    }
     let s: &[&str] = match (workload, quick) {
         ("commit", true) => &["--reps", "10"],
         ("commit", false) => &["--reps", "50"],
@@ -578,6 +619,7 @@ struct Setup {
     env: Vec<(String, PathBuf)>,
     postgres: Option<String>,
     quick: bool,
+    s3: bool,
     timeout: Duration,
 }
 
@@ -596,12 +638,15 @@ fn run_one(s: &Setup, workload: &str, catalog: &str, dir: &Path) -> RunOutcome {
     cmd.arg(&s.script)
         .args(["--catalog", catalog, "--workload", workload, "--dir"])
         .arg(dir)
-        .args(sizes(workload, s.quick))
+        .args(sizes(workload, s.quick, s.s3))
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     if s.quick {
         cmd.arg("--quick");
+    }
+    if s.s3 {
+        cmd.args(["--store", "s3"]);
     }
     if let (Some(pg), "postgres") = (&s.postgres, catalog) {
         cmd.args(["--postgres", pg]);
@@ -727,6 +772,11 @@ pub fn run(args: &[String]) -> Result<bool, String> {
         ("SQLITE_EXT".to_string(), d.sqlite_ext.clone()),
         ("MORAINE_EXT".to_string(), moraine_ext.clone()),
     ];
+    if opts.s3 {
+        for (k, v) in deps::s3_test_env()? {
+            env.push((k.to_string(), PathBuf::from(v)));
+        }
+    }
     let mut catalogs = vec!["moraine", "duckdb", "sqlite"];
     if opts.postgres.is_some() {
         env.push(("POSTGRES_EXT".to_string(), ensure_postgres_ext()?));
@@ -742,6 +792,7 @@ pub fn run(args: &[String]) -> Result<bool, String> {
         env,
         postgres: opts.postgres.clone(),
         quick: opts.quick,
+        s3: opts.s3,
         timeout: Duration::from_secs(timeout),
     };
     let work = paths::fresh_temp_dir("moraine-bench").map_err(|e| format!("temp dir: {e}"))?;
@@ -781,18 +832,32 @@ pub fn run(args: &[String]) -> Result<bool, String> {
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_secs())
         .unwrap_or(0);
-    let mode = if opts.quick { "--quick" } else { "full" };
+    let mode = match (opts.quick, opts.s3) {
+        (true, false) => "--quick",
+        (false, false) => "full",
+        (true, true) => "--quick --store s3",
+        (false, true) => "full, --store s3",
+    };
+    let lakes = if opts.s3 {
+        format!(
+            "every lake's data files, and moraine's catalog, on moto_server (S3 API, on \
+             127.0.0.1, one server per run); DuckLake's DuckDB-file and SQLite catalogs as \
+             local files in {}; requests are those the server logged",
+            work.display()
+        )
+    } else {
+        format!("every lake on local disk in {}", work.display())
+    };
     let mut report = format!(
         "## moraine benchmark ({mode}), {}\n\n\
          - machine: {}\n\
          - DuckDB 1.5.5 (Python package), DuckLake 1.5.5, sqlite_scanner 1.5.5; moraine {}\n\
-         - every lake on local disk in {}; figures are medians (ms unless noted); \
+         - {lakes}; figures are medians (ms unless noted); \
          ratio = moraine / DuckDB-file catalog\n\
          - took {took:.0} s (extension build and deps included)\n\n",
         utc(now),
         machine(),
         moraine_ext.display(),
-        work.display(),
     );
     for (w, what) in WORKLOADS {
         if opts.only.is_empty() || opts.only.contains(w) {
@@ -996,6 +1061,18 @@ mod tests {
         assert!(parse_args(&v(&["--only", "nope"])).is_err());
         assert!(parse_args(&v(&["--out"])).is_err());
         assert!(parse_args(&v(&["extra"])).is_err());
+        // --store s3 runs the commit and history workloads only
+        let o = parse_args(&v(&["--store", "s3"])).unwrap();
+        assert!(o.s3);
+        assert_eq!(o.only, vec!["commit", "history"]);
+        assert_eq!(
+            parse_args(&v(&["--store=s3", "--only", "2"])).unwrap().only,
+            vec!["history"]
+        );
+        let e = parse_args(&v(&["--store", "s3", "--only", "files"])).unwrap_err();
+        assert!(e.contains("not files"), "{e}");
+        assert!(parse_args(&v(&["--store", "gcs"])).is_err());
+        assert!(!parse_args(&v(&["--store", "local"])).unwrap().s3);
         assert_eq!(utc(0), "1970-01-01 00:00 UTC");
         assert_eq!(utc(951_782_400 + 3_661), "2000-02-29 01:01 UTC");
         assert_eq!(utc(1_798_761_599), "2026-12-31 23:59 UTC");
