@@ -23,6 +23,31 @@ class ExtensionLoader;
 //! Frees the Rust error and returns its message.
 string MoraineTakeError(MoraineError &err);
 
+//! What a callback Rust calls collects, and the first exception it caught: no exception may
+//! leave a callback while Rust is on the stack, so each keeps it here and the C++ caller
+//! rethrows it (MoraineRethrow) once the moraine_* call has returned.
+struct MoraineCallbackState {
+	std::exception_ptr caught;
+};
+//! Runs a callback's body; an exception is kept in `state` and later calls do nothing.
+template <class F>
+void MoraineCallback(MoraineCallbackState &state, F &&body) noexcept {
+	if (state.caught) {
+		return;
+	}
+	try {
+		body();
+	} catch (...) {
+		state.caught = std::current_exception();
+	}
+}
+//! Rethrows what a callback caught, if anything.
+inline void MoraineRethrow(MoraineCallbackState &state) {
+	if (state.caught) {
+		std::rethrow_exception(state.caught);
+	}
+}
+
 // ---- cell marshalling (moraine_cells.cpp) ----
 //! Converts one DuckDB value to a cell; `scratch` owns any bytes the cell points at.
 void MoraineValueToCell(const Value &value, const LogicalType &type, MoraineCell &cell, string &scratch);

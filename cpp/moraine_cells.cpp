@@ -18,16 +18,33 @@ string MoraineTakeError(MoraineError &err) {
 }
 
 void MoraineThrow(MoraineError &err) {
+	auto kind = err.kind;
 	auto message = MoraineTakeError(err);
-	// DuckLake retries commits whose error mentions a conflict; keep that word visible.
-	if (message.find("conflict") != string::npos) {
+	// The kind decides the type; DuckLake's retry reads only the message, which the core words
+	// for exactly the retryable kinds.
+	switch (kind) {
+	case MORAINE_ERROR_CONFLICT:
 		throw TransactionException(message);
-	}
-	if (message.find("constraint") != string::npos || message.find("unique") != string::npos ||
-	    message.find("primary key") != string::npos) {
+	case MORAINE_ERROR_DUPLICATE:
+	case MORAINE_ERROR_CONSTRAINT:
 		throw ConstraintException(message);
+	case MORAINE_ERROR_CATALOG:
+		throw CatalogException(message);
+	case MORAINE_ERROR_READ_ONLY:
+		throw PermissionException(message);
+	case MORAINE_ERROR_IO:
+	case MORAINE_ERROR_OUTCOME_UNKNOWN:
+	case MORAINE_ERROR_FENCED:
+	case MORAINE_ERROR_CORRUPT:
+		throw IOException(message);
+	case MORAINE_ERROR_INTERNAL:
+		// not DuckDB's InternalException, which invalidates the whole database instance: the
+		// failure is confined to this transaction, which can only roll back
+		throw TransactionException(message);
+	case MORAINE_ERROR_INVALID_INPUT:
+	default:
+		throw InvalidInputException(message);
 	}
-	throw InvalidInputException(message);
 }
 
 enum class CellKind { INT, BOOL, FLOAT, TEXT, BLOB };

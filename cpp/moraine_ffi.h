@@ -15,10 +15,30 @@ typedef struct MoraineTxn MoraineTxn;     // one DuckDB transaction's view and s
 typedef struct MoraineMat MoraineMat;     // one materialization of one table in one transaction
 typedef struct MoraineRows MoraineRows;   // a row buffer being filled by a sink
 
-// An owned error message; free with moraine_error_free. `ptr` is NULL when there is no error.
+// What kind of failure an error is (src/error.rs, Kind); the C++ layer picks DuckDB's exception
+// type from it, never from the message.
+enum MoraineErrorKind {
+	MORAINE_ERROR_NONE = 0,
+	MORAINE_ERROR_INVALID_INPUT = 1,   // a URL, an option, a value, a definition moraine does not serve
+	MORAINE_ERROR_CONFLICT = 2,        // another transaction committed first (DuckLake retries)
+	MORAINE_ERROR_DUPLICATE = 3,       // a stored identity inserted again (DuckLake retries)
+	MORAINE_ERROR_CONSTRAINT = 4,      // a rule of the catalog broken
+	MORAINE_ERROR_CATALOG = 5,         // a catalog object missing or already there
+	MORAINE_ERROR_READ_ONLY = 6,       // a write to a lake attached read-only
+	MORAINE_ERROR_IO = 7,              // the store failed or could not be reached; nothing written
+	MORAINE_ERROR_OUTCOME_UNKNOWN = 8, // a commit's write may or may not have reached the store
+	MORAINE_ERROR_FENCED = 9,          // another writer opened the lake
+	MORAINE_ERROR_CORRUPT = 10,        // a stored record does not decode
+	MORAINE_ERROR_INTERNAL = 11        // a bug in moraine (a panic); the transaction only rolls back
+};
+
+// An owned error: its message (free with moraine_error_free; `ptr` is NULL when there is no
+// error) and its MoraineErrorKind. Only DuckLake's retryable kinds (CONFLICT, DUPLICATE) carry
+// the words DuckLake retries on ("conflict", "primary key", "unique", "concurrent").
 typedef struct {
 	char *ptr;
 	size_t len;
+	uint32_t kind;
 } MoraineError;
 
 enum MoraineCellTag {
@@ -48,6 +68,8 @@ typedef struct {
 	size_t type_blob_len;
 } MoraineColumnIn;
 
+// Callbacks Rust calls: they must not throw (catch everything, keep it in `ud`, and rethrow
+// in the C++ caller once the moraine_* call has returned).
 typedef void (*moraine_name_cb)(void *ud, const char *name, size_t len);
 typedef void (*moraine_column_cb)(void *ud, const char *name, size_t name_len, const uint8_t *type_blob,
                                   size_t type_blob_len);
@@ -76,7 +98,8 @@ typedef void (*moraine_keyspace_cb)(void *ud, const char *keyspace, size_t keysp
 int moraine_store_keyspace(MoraineStore *store, void *ud, moraine_keyspace_cb cb, MoraineError *err);
 
 // Transactions.
-MoraineTxn *moraine_txn_begin(MoraineStore *store);
+// Returns NULL and sets *err on failure.
+MoraineTxn *moraine_txn_begin(MoraineStore *store, MoraineError *err);
 // Commits and frees the transaction. Returns 0 on success, else sets *err (nothing was written).
 int moraine_txn_commit(MoraineTxn *txn, MoraineError *err);
 void moraine_txn_rollback(MoraineTxn *txn);

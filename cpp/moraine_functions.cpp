@@ -11,14 +11,17 @@ struct KeyspaceRow {
 	int64_t keys;
 };
 
-struct KeyspaceBindData : public TableFunctionData {
+struct KeyspaceBindData : public TableFunctionData, MoraineCallbackState {
 	vector<KeyspaceRow> rows;
 };
 
 static void OnKeyspace(void *ud, const char *keyspace, size_t keyspace_len, const char *kind, size_t kind_len,
                        uint64_t keys) {
-	static_cast<KeyspaceBindData *>(ud)->rows.push_back(
-	    KeyspaceRow {string(keyspace, keyspace_len), string(kind, kind_len), static_cast<int64_t>(keys)});
+	auto &data = *static_cast<KeyspaceBindData *>(ud);
+	MoraineCallback(data, [&]() {
+		data.rows.push_back(
+		    KeyspaceRow {string(keyspace, keyspace_len), string(kind, kind_len), static_cast<int64_t>(keys)});
+	});
 }
 
 //! moraine_keyspace('<metadata catalog>'): keys per keyspace and kind in the committed store.
@@ -32,10 +35,11 @@ static unique_ptr<FunctionData> KeyspaceBind(ClientContext &context, TableFuncti
 		                            name, catalog.GetCatalogType());
 	}
 	auto result = make_uniq<KeyspaceBindData>();
-	MoraineError err {nullptr, 0};
+	MoraineError err {nullptr, 0, MORAINE_ERROR_NONE};
 	if (moraine_store_keyspace(catalog.Cast<MoraineCatalog>().store->store, result.get(), OnKeyspace, &err) != 0) {
 		MoraineThrow(err);
 	}
+	MoraineRethrow(*result);
 	names = {"keyspace", "kind", "keys"};
 	return_types = {LogicalType::VARCHAR, LogicalType::VARCHAR, LogicalType::BIGINT};
 	return std::move(result);

@@ -276,7 +276,7 @@ static bool ScanNeedsHistory(MoraineTxn *txn, const MoraineScanBindData &bind_da
 		return true;
 	}
 	int64_t head = 0;
-	MoraineError err {nullptr, 0};
+	MoraineError err {nullptr, 0, MORAINE_ERROR_NONE};
 	auto &lake = bind_data.table.schema.name;
 	auto has_head = moraine_txn_head_snapshot(txn, lake.c_str(), lake.size(), &head, &err);
 	if (has_head < 0) {
@@ -312,7 +312,7 @@ static unique_ptr<NodeStatistics> MoraineScanCardinality(ClientContext &context,
 	auto &bind_data = bind_data_p->Cast<MoraineScanBindData>();
 	try {
 		auto txn = MoraineTransaction::Get(context, bind_data.table.catalog).Txn();
-		MoraineError err {nullptr, 0};
+		MoraineError err {nullptr, 0, MORAINE_ERROR_NONE};
 		auto mat = MoraineScanRows(txn, bind_data, ScanNeedsHistory(txn, bind_data), err);
 		if (!mat) {
 			MoraineTakeError(err);
@@ -351,7 +351,7 @@ static unique_ptr<GlobalTableFunctionState> MoraineScanInit(ClientContext &conte
 	auto &table = bind_data.table;
 	auto &transaction = MoraineTransaction::Get(context, table.catalog);
 	auto result = make_uniq<MoraineScanState>();
-	MoraineError err {nullptr, 0};
+	MoraineError err {nullptr, 0, MORAINE_ERROR_NONE};
 	auto txn = transaction.Txn();
 	auto need_history = ScanNeedsHistory(txn, bind_data);
 	result->read_history = need_history;

@@ -12,7 +12,7 @@ MoraineSchemaEntry::MoraineSchemaEntry(Catalog &catalog, CreateSchemaInfo &info,
     : SchemaCatalogEntry(catalog, info), transaction(transaction) {
 }
 
-struct TableListing {
+struct TableListing : MoraineCallbackState {
 	struct Table {
 		string name;
 		vector<pair<string, string>> columns; // name, serialized type
@@ -22,15 +22,21 @@ struct TableListing {
 
 static void OnTable(void *ud, const char *name, size_t len) {
 	auto &listing = *static_cast<TableListing *>(ud);
-	listing.tables.emplace_back();
-	listing.tables.back().name = string(name, len);
+	MoraineCallback(listing, [&]() {
+		listing.tables.emplace_back();
+		listing.tables.back().name = string(name, len);
+	});
 }
 
 static void OnColumn(void *ud, const char *name, size_t name_len, const uint8_t *type_blob, size_t type_blob_len) {
 	auto &listing = *static_cast<TableListing *>(ud);
-	// copy only: nothing here may throw, since Rust is on the stack
-	listing.tables.back().columns.emplace_back(string(name, name_len),
-	                                           string(const_char_ptr_cast(type_blob), type_blob_len));
+	MoraineCallback(listing, [&]() {
+		if (listing.tables.empty()) {
+			throw InternalException("moraine: a column was listed before its table");
+		}
+		listing.tables.back().columns.emplace_back(string(name, name_len),
+		                                           string(const_char_ptr_cast(type_blob), type_blob_len));
+	});
 }
 
 MoraineTableEntry &MoraineSchemaEntry::AddTable(const string &table_name,
@@ -51,10 +57,11 @@ void MoraineSchemaEntry::LoadTables() {
 		return;
 	}
 	TableListing listing;
-	MoraineError err {nullptr, 0};
+	MoraineError err {nullptr, 0, MORAINE_ERROR_NONE};
 	if (moraine_txn_tables(transaction.Txn(), name.c_str(), name.size(), &listing, OnTable, OnColumn, &err) != 0) {
 		MoraineThrow(err);
 	}
+	MoraineRethrow(listing);
 	for (auto &table : listing.tables) {
 		// an entry looked up on its own earlier stays: plans may hold it
 		if (tables.find(table.name) == tables.end()) {
@@ -98,7 +105,7 @@ optional_ptr<CatalogEntry> MoraineSchemaEntry::CreateTable(CatalogTransaction ca
 		                                   type_names[i].size(), const_data_ptr_cast(type_blobs[i].data()),
 		                                   type_blobs[i].size()});
 	}
-	MoraineError err {nullptr, 0};
+	MoraineError err {nullptr, 0, MORAINE_ERROR_NONE};
 	if (moraine_txn_create_table(transaction.Txn(), name.c_str(), name.size(), info.table.c_str(), info.table.size(),
 	                             columns.data(), columns.size(), &err) != 0) {
 		MoraineThrow(err);
@@ -125,7 +132,7 @@ void MoraineSchemaEntry::DropEntry(ClientContext &context, DropInfo &info) {
 		}
 		throw CatalogException("moraine: table \"%s.%s\" does not exist", name, info.name);
 	}
-	MoraineError err {nullptr, 0};
+	MoraineError err {nullptr, 0, MORAINE_ERROR_NONE};
 	if (moraine_txn_drop_table(transaction.Txn(), name.c_str(), name.size(), info.name.c_str(), info.name.size(),
 	                           &err) != 0) {
 		MoraineThrow(err);
@@ -147,12 +154,13 @@ optional_ptr<CatalogEntry> MoraineSchemaEntry::LookupEntry(CatalogTransaction ca
 	if (!tables_loaded) {
 		// DuckLake names one table at a time: read just that one
 		TableListing listing;
-		MoraineError err {nullptr, 0};
+		MoraineError err {nullptr, 0, MORAINE_ERROR_NONE};
 		auto found = moraine_txn_table(transaction.Txn(), name.c_str(), name.size(), table_name.c_str(),
 		                               table_name.size(), &listing, OnTable, OnColumn, &err);
 		if (found < 0) {
 			MoraineThrow(err);
 		}
+		MoraineRethrow(listing);
 		if (found == 1) {
 			return &AddTable(listing.tables[0].name, listing.tables[0].columns);
 		}

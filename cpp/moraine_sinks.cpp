@@ -104,7 +104,7 @@ public:
 		auto &state = input.global_state.Cast<MoraineWriteState>();
 		auto &transaction = MoraineTransaction::Get(context, table.catalog);
 		auto &schema = table.schema.name;
-		MoraineError err {nullptr, 0};
+		MoraineError err {nullptr, 0, MORAINE_ERROR_NONE};
 		int rc = 0;
 		auto rows = state.rows;
 		state.rows = nullptr; // consumed by staging

@@ -117,7 +117,7 @@ static unique_ptr<Catalog> MoraineAttach(optional_ptr<StorageExtensionInfo> stor
 	for (auto &o : kv) {
 		marshalled.push_back(MoraineOption {o.first.c_str(), o.first.size(), o.second.c_str(), o.second.size()});
 	}
-	MoraineError err {nullptr, 0};
+	MoraineError err {nullptr, 0, MORAINE_ERROR_NONE};
 	auto store = moraine_store_open(url.c_str(), url.size(), read_only ? 1 : 0, marshalled.data(),
 	                                marshalled.size(), &err);
 	if (!store) {

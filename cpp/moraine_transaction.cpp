@@ -24,7 +24,11 @@ MoraineTransaction &MoraineTransaction::Get(ClientContext &context, Catalog &cat
 MoraineTxn *MoraineTransaction::Txn() {
 	lock_guard<mutex> guard(lock);
 	if (!txn) {
-		txn = moraine_txn_begin(catalog.store->store);
+		MoraineError err {nullptr, 0, MORAINE_ERROR_NONE};
+		txn = moraine_txn_begin(catalog.store->store, &err);
+		if (!txn) {
+			MoraineThrow(err);
+		}
 	}
 	return txn;
 }
@@ -39,7 +43,7 @@ void MoraineTransaction::Commit() {
 	if (!to_commit) {
 		return;
 	}
-	MoraineError err {nullptr, 0};
+	MoraineError err {nullptr, 0, MORAINE_ERROR_NONE};
 	if (moraine_txn_commit(to_commit, &err) != 0) {
 		MoraineThrow(err);
 	}
@@ -53,20 +57,26 @@ void MoraineTransaction::Rollback() {
 	}
 }
 
+struct NameList : MoraineCallbackState {
+	vector<string> names;
+};
+
 static void CollectName(void *ud, const char *name, size_t len) {
-	static_cast<vector<string> *>(ud)->emplace_back(name, len);
+	auto &list = *static_cast<NameList *>(ud);
+	MoraineCallback(list, [&]() { list.names.emplace_back(name, len); });
 }
 
 void MoraineTransaction::LoadSchemas() {
 	if (schemas_loaded) {
 		return;
 	}
-	vector<string> names;
-	MoraineError err {nullptr, 0};
-	if (moraine_txn_schemas(Txn(), &names, CollectName, &err) != 0) {
+	NameList list;
+	MoraineError err {nullptr, 0, MORAINE_ERROR_NONE};
+	if (moraine_txn_schemas(Txn(), &list, CollectName, &err) != 0) {
 		MoraineThrow(err);
 	}
-	for (auto &name : names) {
+	MoraineRethrow(list);
+	for (auto &name : list.names) {
 		CreateSchemaInfo info;
 		info.schema = name;
 		schemas[name] = make_uniq<MoraineSchemaEntry>(catalog, info, *this);

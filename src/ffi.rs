@@ -1,8 +1,13 @@
 //! The C surface the C++ layer calls (cpp/moraine_ffi.h) and the extension entry point.
 //!
 //! Everything here only converts between C shapes and the core's types; no catalog logic.
-//! No Rust panic and no C++ exception crosses this boundary: every export catches panics and
-//! reports them as errors, and the C++ callbacks we invoke only copy bytes.
+//! No Rust panic and no C++ exception crosses this boundary: every export catches panics (an
+//! export with an error out-parameter reports it there as an internal error; the others log it
+//! and return their empty value), a transaction in which a call panicked refuses every later
+//! call but its rollback, and the C++ callbacks we invoke catch everything themselves (they
+//! keep the exception for the C++ caller to rethrow once we have returned).
+//! An error crosses as its [`Kind`] code and its message; the C++ layer picks DuckDB's
+//! exception type from the code.
 
 use std::ffi::{c_char, c_void};
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -10,7 +15,7 @@ use std::sync::{Arc, Mutex};
 
 use crate::catalog::{ColumnDef, TableDef};
 use crate::cell::{Cell, Row};
-use crate::error::{Error, Result};
+use crate::error::{Error, Kind, Result};
 use crate::store::Store;
 use crate::txn::{Materialized, Transaction};
 
@@ -18,6 +23,8 @@ use crate::txn::{Materialized, Transaction};
 pub struct MoraineError {
     ptr: *mut c_char,
     len: usize,
+    /// A [`Kind`] code; 0 when there is no error.
+    kind: u32,
 }
 
 #[repr(C)]
@@ -98,6 +105,8 @@ impl MoraineMat {
 pub struct MoraineRows {
     ncols: usize,
     cells: Vec<Cell>,
+    /// The first cell pushed that was not a well-formed cell: its position and what was wrong.
+    malformed: Option<(usize, Error)>,
 }
 
 type NameCb = extern "C" fn(ud: *mut c_void, name: *const c_char, len: usize);
@@ -109,14 +118,30 @@ type ColumnCb = extern "C" fn(
     blob_len: usize,
 );
 
-fn set_error(err: *mut MoraineError, message: String) {
+fn set_error(err: *mut MoraineError, e: &Error) {
     if err.is_null() {
         return;
     }
-    let bytes = message.into_bytes().into_boxed_slice();
+    let bytes = e.duckdb_message().into_bytes().into_boxed_slice();
     let len = bytes.len();
     let ptr = Box::into_raw(bytes) as *mut c_char;
-    unsafe { *err = MoraineError { ptr, len } };
+    let kind: Kind = e.kind();
+    unsafe {
+        *err = MoraineError {
+            ptr,
+            len,
+            kind: kind as u32,
+        }
+    };
+}
+
+/// What a caught panic says.
+fn panic_text(panic: &(dyn std::any::Any + Send)) -> String {
+    panic
+        .downcast_ref::<String>()
+        .cloned()
+        .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+        .unwrap_or_else(|| "unknown panic".to_string())
 }
 
 /// Runs `f`, turning an error or a panic into `*err`.
@@ -124,19 +149,28 @@ fn guard<T>(err: *mut MoraineError, f: impl FnOnce() -> Result<T>) -> Option<T> 
     match catch_unwind(AssertUnwindSafe(f)) {
         Ok(Ok(value)) => Some(value),
         Ok(Err(e)) => {
-            set_error(err, e.to_string());
+            set_error(err, &e);
             None
         }
         Err(panic) => {
-            let what = panic
-                .downcast_ref::<String>()
-                .cloned()
-                .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
-                .unwrap_or_else(|| "unknown panic".to_string());
-            set_error(err, format!("moraine internal error: {what}"));
+            set_error(
+                err,
+                &Error::Internal(format!("a panic: {}", panic_text(&*panic))),
+            );
             None
         }
     }
+}
+
+/// Runs `f` for an export with no error out-parameter: a panic is logged and gives `empty`.
+fn quiet<T>(what: &str, empty: T, f: impl FnOnce() -> T) -> T {
+    catch_unwind(AssertUnwindSafe(f)).unwrap_or_else(|panic| {
+        tracing::error!(
+            "moraine internal error in {what}: a panic: {}",
+            panic_text(&*panic)
+        );
+        empty
+    })
 }
 
 fn status(ok: Option<()>) -> i32 {
@@ -215,6 +249,30 @@ fn cell_to_c(cell: &Cell) -> MoraineCell {
     out
 }
 
+/// The rows pushed for `table` of `txn`, or the error naming the column of the first malformed
+/// cell.
+fn rows_for(
+    txn: &mut Transaction,
+    schema: &str,
+    table: &str,
+    rows: MoraineRows,
+) -> Result<Vec<Row>> {
+    if let Some((at, e)) = &rows.malformed {
+        let (row, col) = (at / rows.ncols.max(1), at % rows.ncols.max(1));
+        let column = txn
+            .table(schema, table)
+            .ok()
+            .flatten()
+            .and_then(|def| def.columns.get(col).map(|c| c.name.clone()))
+            .unwrap_or_else(|| format!("#{}", col + 1));
+        return Err(Error::InvalidInput(format!(
+            "row {} of {schema}.{table}, column {column}: {e}",
+            row + 1
+        )));
+    }
+    Ok(rows_of(rows))
+}
+
 fn rows_of(rows: MoraineRows) -> Vec<Row> {
     if rows.ncols == 0 {
         return Vec::new();
@@ -231,10 +289,18 @@ fn rows_of(rows: MoraineRows) -> Vec<Row> {
     out
 }
 
-fn lock(txn: &MoraineTxn) -> std::sync::MutexGuard<'_, Transaction> {
-    txn.0
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
+/// The transaction, unless an earlier call in it panicked (while it held the transaction,
+/// which may be half-changed): then it only rolls back.
+fn lock(txn: &MoraineTxn) -> Result<std::sync::MutexGuard<'_, Transaction>> {
+    txn.0.lock().map_err(|_| poisoned())
+}
+
+fn poisoned() -> Error {
+    Error::Internal(
+        "an earlier call in this transaction panicked, so it may be half-changed; it can only \
+         roll back"
+            .into(),
+    )
 }
 
 #[no_mangle]
@@ -294,7 +360,9 @@ pub unsafe extern "C" fn moraine_store_free(store: *mut MoraineStore) {
 #[no_mangle]
 pub unsafe extern "C" fn moraine_store_url(store: *mut MoraineStore, ud: *mut c_void, cb: NameCb) {
     let store = &*store;
-    let url = store.0.url().to_string();
+    let url = quiet("moraine_store_url", String::new(), || {
+        store.0.url().to_string()
+    });
     cb(ud, url.as_ptr() as *const c_char, url.len());
 }
 
@@ -334,19 +402,24 @@ pub unsafe extern "C" fn moraine_store_keyspace(
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn moraine_txn_begin(store: *mut MoraineStore) -> *mut MoraineTxn {
+pub unsafe extern "C" fn moraine_txn_begin(
+    store: *mut MoraineStore,
+    err: *mut MoraineError,
+) -> *mut MoraineTxn {
     let store = &*store;
-    Box::into_raw(Box::new(MoraineTxn(Mutex::new(store.0.begin()))))
+    guard(err, || {
+        Ok(Box::into_raw(Box::new(MoraineTxn(Mutex::new(
+            store.0.begin(),
+        )))))
+    })
+    .unwrap_or(std::ptr::null_mut())
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn moraine_txn_commit(txn: *mut MoraineTxn, err: *mut MoraineError) -> i32 {
     let txn = Box::from_raw(txn);
     status(guard(err, || {
-        let inner = txn
-            .0
-            .into_inner()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let inner = txn.0.into_inner().map_err(|_| poisoned())?;
         inner.commit()
     }))
 }
@@ -369,7 +442,7 @@ pub unsafe extern "C" fn moraine_txn_schemas(
     cb: NameCb,
     err: *mut MoraineError,
 ) -> i32 {
-    let names = guard(err, || lock(&*txn).schemas());
+    let names = guard(err, || lock(&*txn)?.schemas());
     match names {
         Some(names) => {
             for name in names {
@@ -390,7 +463,7 @@ pub unsafe extern "C" fn moraine_txn_create_schema(
     err: *mut MoraineError,
 ) -> i32 {
     status(guard(err, || {
-        lock(&*txn).create_schema(text(name, len)?, if_not_exists != 0)
+        lock(&*txn)?.create_schema(text(name, len)?, if_not_exists != 0)
     }))
 }
 
@@ -403,7 +476,7 @@ pub unsafe extern "C" fn moraine_txn_drop_schema(
     err: *mut MoraineError,
 ) -> i32 {
     status(guard(err, || {
-        lock(&*txn).drop_schema(text(name, len)?, if_exists != 0)
+        lock(&*txn)?.drop_schema(text(name, len)?, if_exists != 0)
     }))
 }
 
@@ -431,7 +504,7 @@ pub unsafe extern "C" fn moraine_txn_tables(
     column_cb: ColumnCb,
     err: *mut MoraineError,
 ) -> i32 {
-    let tables = guard(err, || lock(&*txn).tables(text(schema, schema_len)?));
+    let tables = guard(err, || lock(&*txn)?.tables(text(schema, schema_len)?));
     match tables {
         Some(tables) => {
             for table in tables {
@@ -458,7 +531,7 @@ pub unsafe extern "C" fn moraine_txn_table(
     err: *mut MoraineError,
 ) -> i32 {
     let table = guard(err, || {
-        lock(&*txn).table(text(schema, schema_len)?, text(name, name_len)?)
+        lock(&*txn)?.table(text(schema, schema_len)?, text(name, name_len)?)
     });
     match table {
         Some(Some(table)) => {
@@ -502,7 +575,7 @@ pub unsafe extern "C" fn moraine_txn_create_table(
             name: text(name, name_len)?.to_string(),
             columns,
         };
-        lock(&*txn).create_table(def)
+        lock(&*txn)?.create_table(def)
     }))
 }
 
@@ -516,7 +589,7 @@ pub unsafe extern "C" fn moraine_txn_drop_table(
     err: *mut MoraineError,
 ) -> i32 {
     status(guard(err, || {
-        lock(&*txn).drop_table(text(schema, schema_len)?, text(name, name_len)?)
+        lock(&*txn)?.drop_table(text(schema, schema_len)?, text(name, name_len)?)
     }))
 }
 
@@ -528,7 +601,7 @@ pub unsafe extern "C" fn moraine_txn_head_snapshot(
     out: *mut i64,
     err: *mut MoraineError,
 ) -> i32 {
-    match guard(err, || lock(&*txn).head_snapshot(text(lake, lake_len)?)) {
+    match guard(err, || lock(&*txn)?.head_snapshot(text(lake, lake_len)?)) {
         Some(head) => match head {
             Some(id) => {
                 *out = id;
@@ -551,7 +624,7 @@ pub unsafe extern "C" fn moraine_txn_rows(
     err: *mut MoraineError,
 ) -> *mut MoraineMat {
     guard(err, || {
-        let mat = lock(&*txn).rows(
+        let mat = lock(&*txn)?.rows(
             text(schema, schema_len)?,
             text(name, name_len)?,
             need_history != 0,
@@ -580,8 +653,11 @@ pub unsafe extern "C" fn moraine_mat_select(
     } else {
         std::slice::from_raw_parts(values, count)
     };
-    let chosen = mat.mat.rows.0.positions(column, values);
-    mat.narrow(chosen);
+    // (a panic leaves the scan unnarrowed: DuckDB applies the filter above it anyway)
+    quiet("moraine_mat_select", (), || {
+        let chosen = mat.mat.rows.0.positions(column, values);
+        mat.narrow(chosen);
+    })
 }
 
 /// Narrow a scan to the rows whose integer `column` holds a value in `lo..=hi` (a conjunct of
@@ -594,23 +670,27 @@ pub unsafe extern "C" fn moraine_mat_select_range(
     hi: i64,
 ) {
     let mat = &mut *mat;
-    let chosen = mat.mat.rows.0.positions_between(column, lo, hi);
-    mat.narrow(chosen);
+    quiet("moraine_mat_select_range", (), || {
+        let chosen = mat.mat.rows.0.positions_between(column, lo, hi);
+        mat.narrow(chosen);
+    })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn moraine_mat_len(mat: *const MoraineMat) -> usize {
     let mat = &*mat;
-    match &mat.selection {
+    quiet("moraine_mat_len", 0, || match &mat.selection {
         Some(sel) => sel.len(),
         None => mat.mat.rows.len(),
-    }
+    })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn moraine_mat_rowid(mat: *const MoraineMat, index: usize) -> i64 {
     let mat = &*mat;
-    crate::txn::rowid(mat.mat.id, mat.position(index))
+    quiet("moraine_mat_rowid", -1, || {
+        crate::txn::rowid(mat.mat.id, mat.position(index))
+    })
 }
 
 #[no_mangle]
@@ -621,7 +701,9 @@ pub unsafe extern "C" fn moraine_mat_cell(
     out: *mut MoraineCell,
 ) {
     let mat = &*mat;
-    *out = cell_to_c(mat.cell(row, col).unwrap_or(&Cell::Null));
+    *out = quiet("moraine_mat_cell", cell_to_c(&Cell::Null), || {
+        cell_to_c(mat.cell(row, col).unwrap_or(&Cell::Null))
+    });
 }
 
 /// Rows `start..start + count` of integer column `col` into `values`, with `valid[i]` 0 for a
@@ -642,7 +724,20 @@ pub unsafe extern "C" fn moraine_mat_ints(
     if count == 0 {
         return true;
     }
-    let mat = &*mat;
+    // (on a panic: false, and the caller reads cell by cell)
+    quiet("moraine_mat_ints", false, || {
+        mat_ints(&*mat, start, count, col, values, valid)
+    })
+}
+
+unsafe fn mat_ints(
+    mat: &MoraineMat,
+    start: usize,
+    count: usize,
+    col: usize,
+    values: *mut i64,
+    valid: *mut u8,
+) -> bool {
     let values = std::slice::from_raw_parts_mut(values, count);
     let valid = std::slice::from_raw_parts_mut(valid, count);
     let rows = &mat.mat.rows.0;
@@ -707,15 +802,24 @@ pub extern "C" fn moraine_rows_new(ncols: usize) -> *mut MoraineRows {
     Box::into_raw(Box::new(MoraineRows {
         ncols,
         cells: Vec::new(),
+        malformed: None,
     }))
 }
 
+/// Appends one cell. A malformed one (bad UTF-8, an unknown tag) is kept as NULL and remembered:
+/// the stage call that takes these rows then fails naming its table and column.
 #[no_mangle]
 pub unsafe extern "C" fn moraine_rows_push(rows: *mut MoraineRows, cell: *const MoraineCell) {
-    // A malformed cell (bad UTF-8) becomes NULL here and is refused at commit by validation;
-    // C++ only produces well-formed cells.
-    let cell = cell_from_c(&*cell).unwrap_or(Cell::Null);
-    (*rows).cells.push(cell);
+    let rows = &mut *rows;
+    let cell = catch_unwind(AssertUnwindSafe(|| cell_from_c(&*cell)))
+        .unwrap_or_else(|panic| Err(Error::Internal(format!("a panic: {}", panic_text(&*panic)))));
+    let cell = cell.unwrap_or_else(|e| {
+        if rows.malformed.is_none() {
+            rows.malformed = Some((rows.cells.len(), e));
+        }
+        Cell::Null
+    });
+    rows.cells.push(cell);
 }
 
 #[no_mangle]
@@ -747,11 +851,10 @@ pub unsafe extern "C" fn moraine_txn_stage_insert(
 ) -> i32 {
     let rows = *Box::from_raw(rows);
     status(guard(err, || {
-        lock(&*txn).stage_insert(
-            text(schema, schema_len)?,
-            text(name, name_len)?,
-            rows_of(rows),
-        )
+        let (schema, name) = (text(schema, schema_len)?, text(name, name_len)?);
+        let mut txn = lock(&*txn)?;
+        let rows = rows_for(&mut txn, schema, name, rows)?;
+        txn.stage_insert(schema, name, rows)
     }))
 }
 
@@ -781,8 +884,9 @@ pub unsafe extern "C" fn moraine_txn_stage_update(
         } else {
             std::slice::from_raw_parts(cols, ncols)
         };
-        let values = rows_of(rows);
-        let mut txn = lock(&*txn);
+        let (schema, name) = (text(schema, schema_len)?, text(name, name_len)?);
+        let mut txn = lock(&*txn)?;
+        let values = rows_for(&mut txn, schema, name, rows)?;
         let mut updates: Vec<(i64, Row)> = Vec::with_capacity(rowids.len());
         let mut position = std::collections::HashMap::new();
         for (i, rowid) in rowids.iter().enumerate() {
@@ -790,12 +894,20 @@ pub unsafe extern "C" fn moraine_txn_stage_update(
             // (resolve checked the index)
             let mut row = mat.rows.get(index).cloned().unwrap_or_default();
             for (j, col) in cols.iter().enumerate() {
-                let value = values
-                    .get(i)
-                    .and_then(|v| v.get(j))
-                    .cloned()
-                    .unwrap_or(Cell::Null);
-                row[*col] = value;
+                let value = values.get(i).and_then(|v| v.get(j)).ok_or_else(|| {
+                    Error::InvalidInput(format!(
+                        "update of {schema}.{name}: row {} carries no value for column #{}",
+                        i + 1,
+                        j + 1
+                    ))
+                })?;
+                let slot = row.get_mut(*col).ok_or_else(|| {
+                    Error::InvalidInput(format!(
+                        "update of {schema}.{name}: column #{} does not exist",
+                        col + 1
+                    ))
+                })?;
+                *slot = value.clone();
             }
             // `UPDATE ... FROM (VALUES ...)` may name one row twice; the last assignment wins,
             // as in DuckDB's own tables.
@@ -807,7 +919,7 @@ pub unsafe extern "C" fn moraine_txn_stage_update(
                 }
             }
         }
-        txn.stage_update(text(schema, schema_len)?, text(name, name_len)?, updates)
+        txn.stage_update(schema, name, updates)
     }))
 }
 
@@ -828,7 +940,7 @@ pub unsafe extern "C" fn moraine_txn_stage_delete(
         } else {
             std::slice::from_raw_parts(rowids, nrowids)
         };
-        lock(&*txn).stage_delete(
+        lock(&*txn)?.stage_delete(
             text(schema, schema_len)?,
             text(name, name_len)?,
             rowids.to_vec(),
@@ -844,4 +956,156 @@ extern "C-unwind" {
 #[no_mangle]
 pub unsafe extern "C-unwind" fn moraine_duckdb_cpp_init(loader: *mut c_void) {
     moraine_cpp_register(loader);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::txn::tests::{mem_url, new_lake};
+
+    const M: &str = "main";
+
+    unsafe fn taken(err: &mut MoraineError) -> (u32, String) {
+        let text =
+            String::from_utf8_lossy(std::slice::from_raw_parts(err.ptr as *const u8, err.len))
+                .into_owned();
+        let kind = err.kind;
+        moraine_error_free(std::ptr::replace(
+            err,
+            MoraineError {
+                ptr: std::ptr::null_mut(),
+                len: 0,
+                kind: 0,
+            },
+        ));
+        (kind, text)
+    }
+
+    fn no_error() -> MoraineError {
+        MoraineError {
+            ptr: std::ptr::null_mut(),
+            len: 0,
+            kind: 0,
+        }
+    }
+
+    #[test]
+    fn a_transaction_that_saw_a_panic_only_rolls_back() {
+        let store = new_lake(&mem_url("ffi-panic"));
+        let head = store.head().unwrap();
+        let handle = Box::into_raw(Box::new(MoraineStore(store.clone())));
+        unsafe {
+            let mut err = no_error();
+            let txn = moraine_txn_begin(handle, &mut err);
+            assert!(!txn.is_null());
+            // a panic while a call holds the transaction (as one in the core would)
+            let _ = catch_unwind(AssertUnwindSafe(|| {
+                let _held = (*txn).0.lock().unwrap();
+                panic!("injected");
+            }));
+            let mut names = Vec::<String>::new();
+            extern "C" fn collect(ud: *mut c_void, name: *const c_char, len: usize) {
+                let names = unsafe { &mut *(ud as *mut Vec<String>) };
+                let bytes = unsafe { std::slice::from_raw_parts(name as *const u8, len) };
+                names.push(String::from_utf8_lossy(bytes).into_owned());
+            }
+            let listed =
+                moraine_txn_schemas(txn, &mut names as *mut _ as *mut c_void, collect, &mut err);
+            assert_ne!(listed, 0);
+            let (kind, text) = taken(&mut err);
+            assert_eq!(kind, Kind::Internal as u32, "{text}");
+            assert!(
+                text.contains("panicked") && text.contains("roll back"),
+                "{text}"
+            );
+            // its commit is refused as well, and writes nothing
+            assert_ne!(moraine_txn_commit(txn, &mut err), 0);
+            let (kind, text) = taken(&mut err);
+            assert_eq!(kind, Kind::Internal as u32, "{text}");
+            assert_eq!(store.head().unwrap(), head);
+            // the store itself is fine: the next transaction works
+            let txn = moraine_txn_begin(handle, &mut err);
+            assert_eq!(
+                moraine_txn_schemas(txn, &mut names as *mut _ as *mut c_void, collect, &mut err),
+                0
+            );
+            assert!(names.contains(&"main".to_string()), "{names:?}");
+            moraine_txn_rollback(txn);
+            moraine_store_free(handle);
+        }
+    }
+
+    #[test]
+    fn a_malformed_cell_is_an_error_naming_its_table_and_column() {
+        let store = new_lake(&mem_url("ffi-cell"));
+        let head = store.head().unwrap();
+        let handle = Box::into_raw(Box::new(MoraineStore(store.clone())));
+        let table = "ducklake_metadata";
+        let def = crate::catalog::fixed_table_def(M, table).unwrap();
+        let ncols = def.columns.len();
+        unsafe {
+            let mut err = no_error();
+            let txn = moraine_txn_begin(handle, &mut err);
+            let rows = moraine_rows_new(ncols);
+            let bad = [0xff_u8, 0xfe];
+            for col in 0..ncols {
+                let cell = if col == 1 {
+                    MoraineCell {
+                        tag: TAG_TEXT,
+                        i: 0,
+                        f: 0.0,
+                        ptr: bad.as_ptr(),
+                        len: bad.len(),
+                    }
+                } else {
+                    cell_to_c(&Cell::Text("k".into()))
+                };
+                moraine_rows_push(rows, &cell);
+            }
+            let staged = moraine_txn_stage_insert(
+                txn,
+                M.as_ptr() as *const c_char,
+                M.len(),
+                table.as_ptr() as *const c_char,
+                table.len(),
+                rows,
+                &mut err,
+            );
+            assert_ne!(staged, 0);
+            let (kind, text) = taken(&mut err);
+            assert_eq!(kind, Kind::InvalidInput as u32, "{text}");
+            let column = &def.columns[1].name;
+            assert!(
+                text.contains(table) && text.contains(column.as_str()) && text.contains("UTF-8"),
+                "{text}"
+            );
+            // an unknown tag too, never a NULL
+            let rows = moraine_rows_new(ncols);
+            for col in 0..ncols {
+                let mut cell = cell_to_c(&Cell::Text("k".into()));
+                if col == 0 {
+                    cell.tag = 42;
+                }
+                moraine_rows_push(rows, &cell);
+            }
+            let staged = moraine_txn_stage_insert(
+                txn,
+                M.as_ptr() as *const c_char,
+                M.len(),
+                table.as_ptr() as *const c_char,
+                table.len(),
+                rows,
+                &mut err,
+            );
+            assert_ne!(staged, 0);
+            let (_, text) = taken(&mut err);
+            assert!(
+                text.contains("unknown cell tag 42") && text.contains(&def.columns[0].name),
+                "{text}"
+            );
+            assert_eq!(moraine_txn_commit(txn, &mut err), 0);
+            assert_eq!(store.head().unwrap(), head);
+            moraine_store_free(handle);
+        }
+    }
 }

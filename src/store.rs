@@ -473,11 +473,12 @@ impl Store {
                     }
                 )));
             }
-            if !existing.broken.load(Ordering::SeqCst) {
+            if existing.shareable() {
                 return Ok(existing);
             }
-            // an attach whose commit had an unknown outcome is not handed out again: a new
-            // open reads the store's truth (and fences the broken writer)
+            // an attach whose commit had an unknown outcome, or whose writer another process
+            // fenced, is not handed out again: a new open reads the store's truth (and fences
+            // the broken writer)
         }
         let (object_store, location): (Arc<dyn ObjectStore>, String) = match &parsed {
             StoreUrl::Local(path) => {
@@ -1051,6 +1052,16 @@ impl Store {
             }
         }
         Ok(counts)
+    }
+
+    /// Whether a new ATTACH in this process may share this open store: not after a commit of
+    /// unknown outcome, and not once SlateDB has closed it (a writer another one fenced).
+    fn shareable(&self) -> bool {
+        !self.broken.load(Ordering::SeqCst)
+            && match &self.backend {
+                Backend::Writer(_, status) => status.borrow().close_reason.is_none(),
+                Backend::Reader(reader) => reader.status().close_reason.is_none(),
+            }
     }
 
     pub fn close(&self) -> Result<()> {

@@ -800,4 +800,4 @@ mod expiry_tests;
 mod image_tests;
 #[cfg(test)]
 #[path = "txn_tests.rs"]
-mod tests;
+pub(crate) mod tests;

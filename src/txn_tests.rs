@@ -18,7 +18,7 @@ const LAKE_TABLES: &[&str] = &[
 ];
 pub(super) const INL: &str = "ducklake_inlined_data_1_0";
 
-pub(super) fn mem_url(tag: &str) -> String {
+pub(crate) fn mem_url(tag: &str) -> String {
     static N: AtomicUsize = AtomicUsize::new(0);
     format!(
         "memory://txn-test-{tag}-{}",
@@ -139,7 +139,7 @@ pub(super) fn inl(row_id: i64, begin: i64, end: Option<i64>, a: &str) -> Row {
 }
 
 /// A lake the way DuckLake creates one: the tables, snapshot 0 and its changes row.
-pub(super) fn new_lake(url: &str) -> Arc<Store> {
+pub(crate) fn new_lake(url: &str) -> Arc<Store> {
     let store = Store::open(url, false).unwrap();
     init_lake(&store);
     store
@@ -2388,4 +2388,28 @@ fn many_small_inserts_join_the_last_chunk_once_a_table_has_many() {
     t.commit().unwrap();
     let left: Vec<Cell> = (0..n).filter(|i| *i != 100).map(Int).collect();
     assert_eq!(row_ids(&store), left);
+}
+
+/// A writer another one fenced is not handed to a new ATTACH in the same process: that attach
+/// opens the store afresh (and becomes its writer), where it used to get the dead handle and
+/// fail with "fenced" until the process ended.
+#[test]
+fn a_fenced_writer_is_not_shared_with_a_new_attach() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = dir.path().display().to_string();
+    let store = new_lake(&url);
+    assert!(Arc::ptr_eq(&store, &Store::open(&url, false).unwrap()));
+    // another writer (as another process would) opens the same directory, fencing `store`
+    let fs = object_store::local::LocalFileSystem::new_with_prefix(dir.path()).unwrap();
+    let other = Store::open_on(Arc::new(fs), false, "local://other").unwrap();
+    commit_table(&other, 1, 1, "by_other");
+    let e = commit_snapshot_2(&store).unwrap_err();
+    assert!(matches!(e, Error::Fenced(_)), "{e:?}");
+    other.close().unwrap();
+    drop(other);
+    // a new attach of the URL gets a working store, which sees the other writer's commit
+    let again = Store::open(&url, false).unwrap();
+    assert!(!Arc::ptr_eq(&store, &again));
+    assert_eq!(table_names(&again), vec![Text("by_other".into())]);
+    commit_snapshot_2(&again).unwrap();
 }

@@ -26,7 +26,7 @@ fn shown(row: &Row, kind: &Kind) -> String {
 
 /// A row whose identity is already stored: DuckLake retries on this wording.
 pub(crate) fn duplicate(def: &TableDef, row: &Row, kind: &Kind) -> Error {
-    Error::Constraint(format!(
+    Error::Duplicate(format!(
         "duplicate key ({}) in {}: violates primary key / unique constraint",
         shown(row, kind),
         def.name

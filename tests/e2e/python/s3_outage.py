@@ -50,6 +50,9 @@ def proxied(proxy, moto):
     """A DuckDB reaching the server through the proxy, with a 3 s store time limit."""
     db = s3_connect(moto, endpoint=proxy.endpoint)
     db.execute("SET moraine_io_timeout = '3 seconds'")
+    # a commit error DuckLake retried would end "Exceeded the maximum retry count of 2"
+    db.execute("SET ducklake_max_retry_count = 2")
+    db.execute("SET ducklake_retry_wait_ms = 1")
     return db
 
 
@@ -92,6 +95,10 @@ def scenario(moto, proxy):
         err = bounded(db, f"INSERT INTO lake.t VALUES ({value})")
         check(f"a commit during an outage ({mode}) fails, saying its outcome is unknown",
               err is not None and "outcome of the commit is unknown" in err, err)
+        check(f"... and DuckLake does not retry it ({mode})",
+              err is not None and "maximum retry count" not in err
+              and not any(w in err.lower() for w in ("conflict", "unique", "primary key",
+                                                     "concurrent")), err)
         proxy.set("pass")
         err = bounded(db, "SELECT count(*) FROM lake.t")
         check(f"after it ({mode}) the attach refuses more work",

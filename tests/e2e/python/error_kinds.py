@@ -1,0 +1,115 @@
+"""Typed errors across the C boundary, end to end (issue 11): the kind of each moraine error picks
+DuckDB's exception type, and DuckLake's commit retry (which reads only the message: "conflict",
+"primary key", "unique", "concurrent") sees exactly the conflicts.
+
+- A commit race through DuckLake is a conflict: DuckLake retries it and the loser lands.
+- A fenced writer's commit through DuckLake is not retried (with ducklake_max_retry_count = 2
+  a retried error would end "Exceeded the maximum retry count of 2"), and the fenced attach's
+  next read is an IO Error.
+- A bad URL is an Invalid Input Error, a table moraine does not serve and an existing schema
+  are Catalog Errors, deleting the head snapshot is a constraint violation.
+- A store path holding DuckLake's retry words: the error names the path, and the words are
+  broken (by an invisible U+2060), so DuckLake could never retry it.
+
+Host: the pinned `duckdb==1.5.5` Python package. Run by `cargo xtask e2e`.
+"""
+import os
+import subprocess
+import sys
+
+import duckdb
+
+from _harness import TEST_DIR, check, connect, finish
+
+RETRY_WORDS = ("conflict", "primary key", "unique", "concurrent")
+ATTACH = f"ATTACH 'ducklake:moraine:{TEST_DIR}/meta' AS lake (DATA_PATH '{TEST_DIR}/data/')"
+
+
+def error_of(fn):
+    """(exception class name, message) of what fn raises, or (None, None)."""
+    try:
+        fn()
+    except duckdb.Error as e:
+        return type(e).__name__, str(e)
+    return None, None
+
+
+def retried(message):
+    return "exceeded the maximum retry count" in message.lower()
+
+
+db = connect()
+db.execute(ATTACH)
+db.execute("CREATE TABLE lake.t (i INTEGER)")
+db.execute("SET ducklake_max_retry_count = 2")
+db.execute("SET ducklake_retry_wait_ms = 1")
+
+# ---- a conflict: retried ---------------------------------------------------------------------
+a, b = db.cursor(), db.cursor()
+a.execute("BEGIN")
+b.execute("BEGIN")
+a.execute("INSERT INTO lake.t VALUES (1)")
+b.execute("INSERT INTO lake.t VALUES (2)")
+a.execute("COMMIT")
+kind, msg = error_of(lambda: b.execute("COMMIT"))
+check("the loser of a commit race is retried by DuckLake and lands", kind is None, msg)
+check("both rows are there", db.execute("SELECT i FROM lake.t ORDER BY i").fetchall() == [(1,), (2,)])
+
+# ---- errors outside a commit: their types ----------------------------------------------------
+kind, msg = error_of(lambda: db.execute("ATTACH 'moraine:ftp://x' AS bad"))
+check("a bad URL is an Invalid Input Error", kind == "InvalidInputException" and "ftp://" in msg,
+      (kind, msg))
+kind, msg = error_of(lambda: db.execute("CREATE TABLE __ducklake_metadata_lake.main.foo (i INT)"))
+check("a table moraine does not serve is a Catalog Error", kind == "CatalogException", (kind, msg))
+kind, msg = error_of(lambda: db.execute("CREATE SCHEMA __ducklake_metadata_lake.main"))
+check("an existing schema is a Catalog Error", kind == "CatalogException", (kind, msg))
+kind, msg = error_of(lambda: db.execute(
+    "DELETE FROM __ducklake_metadata_lake.main.ducklake_snapshot WHERE snapshot_id = "
+    "(SELECT max(snapshot_id) FROM __ducklake_metadata_lake.main.ducklake_snapshot)"))
+check("deleting the head snapshot is a constraint violation (at COMMIT, which DuckDB reports "
+      "as a TransactionContext Error)",
+      kind == "TransactionException" and "constraint violation" in msg and "head snapshot" in msg,
+      (kind, msg))
+
+# ---- a store path holding the retry words ----------------------------------------------------
+odd = os.path.join(TEST_DIR, "a-conflict-of-unique-concurrent-names")
+with open(odd, "w") as f:
+    f.write("not a store")
+kind, msg = error_of(lambda: db.execute(f"ATTACH 'moraine:{odd}' AS odd"))
+check("a store path that is a file is refused naming the path",
+      kind == "InvalidInputException" and odd in (msg or "").replace("\u2060", ""), (kind, msg))
+check("... with none of DuckLake's retry words left whole in the message",
+      msg is not None and not any(w in msg.lower() for w in RETRY_WORDS), msg)
+
+# ---- a fenced writer: not retried ------------------------------------------------------------
+other = (
+    "import sys\n"
+    f"sys.path.insert(0, {os.path.dirname(os.path.abspath(__file__))!r})\n"
+    "from _harness import connect\n"
+    "d = connect()\n"
+    f"d.execute({ATTACH!r})\n"
+    "d.execute('INSERT INTO lake.t VALUES (7)')\n"
+    "d.close()\n"
+)
+done = subprocess.run([sys.executable, "-c", other], capture_output=True, text=True, timeout=120)
+check("another process attaches the lake as its writer and commits", done.returncode == 0,
+      done.stderr[-2000:])
+kind, msg = error_of(lambda: db.execute("INSERT INTO lake.t VALUES (3)"))
+check("the fenced writer's commit fails saying it was fenced", msg is not None and "fenced" in msg,
+      (kind, msg))
+check("... and DuckLake did not retry it", msg is not None and not retried(msg), msg)
+check("... and its message holds no retry word",
+      msg is not None and not any(w in msg.lower() for w in RETRY_WORDS), msg)
+kind, msg = error_of(lambda: db.execute("SELECT count(*) FROM lake.t").fetchall())
+check("the fenced attach's next read is an IO Error saying so",
+      kind == "IOException" and "fenced" in msg, (kind, msg))
+db.close()
+
+fresh = connect()
+fresh.execute(ATTACH)
+rows = fresh.execute("SELECT i FROM lake.t ORDER BY i").fetchall()
+check("a fresh attach holds every acknowledged commit and not the fenced one",
+      rows == [(1,), (2,), (7,)], rows)
+fresh.close()
+
+finish("error_kinds")
