@@ -14,7 +14,7 @@ use arrow_array::{
     Array, ArrayRef, BinaryArray, BooleanArray, Float64Array, Int64Array, NullArray, RecordBatch,
     RecordBatchOptions, StringArray,
 };
-use arrow_ipc::reader::StreamReader;
+use arrow_ipc::reader::StreamDecoder;
 use arrow_ipc::writer::StreamWriter;
 use arrow_schema::{DataType, Field, Schema};
 use std::sync::Arc;
@@ -143,6 +143,24 @@ pub fn encode_chunk(table: &str, columns: &[String], rows: &[Row]) -> Result<Vec
     Ok(out)
 }
 
+/// The record batches of an Arrow IPC stream held whole in `body`.
+fn read_batches(body: &[u8]) -> Result<Vec<arrow_array::RecordBatch>> {
+    let corrupt = |e: arrow_schema::ArrowError| {
+        Error::Corrupt(format!("inline chunk: not a whole Arrow IPC stream: {e}"))
+    };
+    let mut decoder = StreamDecoder::new();
+    let mut buffer = arrow_buffer::Buffer::from(body.to_vec());
+    let mut batches = Vec::new();
+    while !buffer.is_empty() {
+        match decoder.decode(&mut buffer).map_err(corrupt)? {
+            Some(batch) => batches.push(batch),
+            None => break,
+        }
+    }
+    decoder.finish().map_err(corrupt)?;
+    Ok(batches)
+}
+
 /// Decode a chunk body written by [`encode_chunk`].
 pub fn decode_chunk(bytes: &[u8]) -> Result<Vec<Row>> {
     let corrupt = |what: String| Error::Corrupt(format!("inline chunk: {what}"));
@@ -155,12 +173,27 @@ pub fn decode_chunk(bytes: &[u8]) -> Result<Vec<Row>> {
         }
         None => return Err(corrupt("empty value".into())),
     }
-    let reader = StreamReader::try_new(std::io::Cursor::new(&bytes[1..]), None)
-        .map_err(|e| corrupt(format!("not an Arrow IPC stream: {e}")))?;
+    // Arrow's reader trusts some lengths inside the stream and panics on a few hostile ones
+    // (a buffer sliced past its end); a stored value is never allowed to take moraine down, so
+    // such a panic is this record's corruption. The decoder works from the value's own bytes,
+    // so a length it claims never sizes an allocation beyond them.
+    let batches = std::panic::catch_unwind(|| read_batches(&bytes[1..])).unwrap_or_else(|_| {
+        Err(corrupt(
+            "the Arrow reader failed on it (a length or offset points outside the value)".into(),
+        ))
+    })?;
     let mut rows = Vec::new();
-    for batch in reader {
-        let batch = batch.map_err(|e| corrupt(format!("bad Arrow batch: {e}")))?;
+    for batch in batches {
         let n = batch.num_rows();
+        // A row costs a chunk at least one bit (a validity or boolean bit, more for any other
+        // column but an all-NULL one, and every inlined table has its row id column): a batch
+        // claiming more rows than that is corrupt, and is refused before rows are allocated.
+        if n > bytes.len().saturating_mul(8) {
+            return Err(corrupt(format!(
+                "a batch claims {n} rows in a {}-byte value",
+                bytes.len()
+            )));
+        }
         let base = rows.len();
         rows.extend((0..n).map(|_| Vec::with_capacity(batch.num_columns())));
         for col in batch.columns() {

@@ -1130,32 +1130,32 @@ impl Image {
         Ok(RowSet::new(match kind {
             Kind::Snapshot(half) => {
                 return Ok(RowSet::encoded(kinds::snapshot::records(
-                    live.map(|(_, e)| &e.value),
+                    live.map(|(k, e)| (&k[..], &e.value)),
                     *half,
                 )?))
             }
             Kind::Inline => {
                 let chunks = live
-                    .map(|(_, e)| e.chunk_rows())
+                    .map(|(k, e)| e.chunk_rows().map_err(|err| err.at_key(k)))
                     .collect::<Result<Vec<_>>>()?;
                 kinds::inline::rows(chunks.iter().map(|c| c.as_slice()))
             }
             Kind::Versioned { .. } | Kind::Unversioned { .. } if !need_history => {
                 // live rows only: kept encoded, decoded as they are read
                 return Ok(RowSet::encoded(kinds::fixed::serve_encoded(
-                    live.map(|(_, e)| &e.value),
+                    live.map(|(k, e)| (&k[..], &e.value)),
                     kind,
                 )?));
             }
             Kind::Versioned { .. } | Kind::Unversioned { .. } => {
                 let mut rows = Vec::new();
-                for (_, e) in live {
-                    rows.push(decode_row_at(&e.value)?);
+                for (k, e) in live {
+                    rows.push(decode_row_at(&e.value).map_err(|err| err.at_key(k))?);
                 }
                 if need_history {
                     let prefix = keys::history_prefix(&def.schema, &def.name);
-                    for (_, v) in self.scan(store, &prefix).await? {
-                        rows.push(decode_row_at(&v)?);
+                    for (k, v) in self.scan(store, &prefix).await? {
+                        rows.push(decode_row_at(&v).map_err(|err| err.at_key(&k))?);
                     }
                 }
                 kinds::fixed::serve(rows, kind, !need_history)
@@ -1276,7 +1276,9 @@ mod tests {
             })
             .collect();
         let eager = RowSet::new(kinds::fixed::serve(stored, &kind, true));
-        let lazy = RowSet::encoded(kinds::fixed::serve_encoded(records.iter(), &kind).unwrap());
+        let lazy = RowSet::encoded(
+            kinds::fixed::serve_encoded(records.iter().map(|r| (&b"k"[..], r)), &kind).unwrap(),
+        );
         assert_eq!(lazy.len(), eager.len());
         assert_eq!(lazy.get(3), eager.get(3));
         assert_eq!(lazy.positions(2, &[1, 3]), eager.positions(2, &[1, 3]));
@@ -1300,7 +1302,7 @@ mod tests {
         // a damaged record is refused when the set is built, not served as a short row later
         let mut bad = records.clone();
         bad[5] = bad[5].slice(..bad[5].len() - 1);
-        assert!(kinds::fixed::serve_encoded(bad.iter(), &kind).is_err());
+        assert!(kinds::fixed::serve_encoded(bad.iter().map(|r| (&b"k"[..], r)), &kind).is_err());
     }
 
     #[test]

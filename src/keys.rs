@@ -107,6 +107,22 @@ pub fn push_cell(out: &mut Vec<u8>, c: &Cell) {
     }
 }
 
+/// A key as a reader would name it: its segments joined by `/` (`lake/main/current/t/1/1`),
+/// or its bytes in hex when it does not decode.
+pub fn show(key: &[u8]) -> String {
+    match decode_key(key) {
+        Ok(cells) => cells
+            .iter()
+            .map(|c| match c {
+                Cell::Text(s) => s.clone(),
+                other => other.to_string(),
+            })
+            .collect::<Vec<_>>()
+            .join("/"),
+        Err(_) => key.iter().map(|b| format!("{b:02x}")).collect(),
+    }
+}
+
 /// Encode a tuple of cells as one key.
 pub fn encode_key(cells: &[Cell]) -> Vec<u8> {
     Key::new().cells(cells).into_bytes()
@@ -133,7 +149,11 @@ pub fn decode_leading(key: &[u8], max: usize) -> Result<(Vec<Cell>, usize)> {
             TAG_BOOL => {
                 let (&v, rest) = b.split_first().ok_or_else(|| bad("truncated bool"))?;
                 b = rest;
-                out.push(Cell::Bool(v != 0));
+                out.push(Cell::Bool(match v {
+                    0 => false,
+                    1 => true,
+                    _ => return Err(bad(&format!("bool byte {v}"))),
+                }));
             }
             TAG_INT | TAG_FLOAT => {
                 if b.len() < 8 {

@@ -27,6 +27,8 @@ pub(crate) mod write_set;
 
 // The C surface for the C++ catalog glue, and the extension entry point.
 mod ffi;
+#[cfg(test)]
+mod fuzz_tests;
 
 // DuckDB v1.5.5, compiled from libduckdb-sys's bundled sources and linked statically: the
 // C++ layer subclasses its catalog classes (DESIGN.md section 2).

@@ -61,12 +61,12 @@ fn begin_column(kind: &Kind) -> Option<usize> {
 /// [`serve`] of live records in key order, keeping them encoded: each is checked whole and
 /// only its sequence and begin cell are read. The records in scan order.
 pub(crate) fn serve_encoded<'r>(
-    records: impl Iterator<Item = &'r Bytes>,
+    records: impl Iterator<Item = (&'r [u8], &'r Bytes)>,
     kind: &Kind,
 ) -> Result<Vec<Bytes>> {
     let begin = begin_column(kind);
     let mut keyed = Vec::new();
-    for record in records {
+    for (key, record) in records {
         let mut began = None;
         let seq = walk_row(record, |column, cell| {
             if Some(column) == begin {
@@ -74,7 +74,8 @@ pub(crate) fn serve_encoded<'r>(
                     began = Some(v);
                 }
             }
-        })?;
+        })
+        .map_err(|e| e.at_key(key))?;
         keyed.push(((seq, began), record.clone()));
     }
     // the same order as `serve`'s, stable: ties keep key order

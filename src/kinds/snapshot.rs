@@ -16,12 +16,12 @@ use std::collections::BTreeSet;
 
 /// The row records one half serves from the lake's records, in id order, kept encoded.
 pub(crate) fn records<'r>(
-    records: impl Iterator<Item = &'r bytes::Bytes>,
+    records: impl Iterator<Item = (&'r [u8], &'r bytes::Bytes)>,
     half: SnapshotHalf,
 ) -> Result<Vec<bytes::Bytes>> {
     let mut out = Vec::new();
-    for v in records {
-        if let Some(r) = SnapshotRecord::half_record(v, half)? {
+    for (k, v) in records {
+        if let Some(r) = SnapshotRecord::half_record(v, half).map_err(|e| e.at_key(k))? {
             out.push(r);
         }
     }

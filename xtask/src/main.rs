@@ -52,6 +52,11 @@ commands:
                         repository at the pinned commit d8a1881e, fetched with git once into
                         $MORAINE_CACHE/ducklake-tests/<commit> and reused
       --selftest        check the runner itself on small files (no moraine, no suite)
+  fuzz [--cases N] [--seed S]
+                        the decoders' fuzz targets (keys, row records, inline chunks, the
+                        head, table definitions, snapshot records, image checkpoints and
+                        logs) with N cases each (default 1,000,000; the test command runs
+                        3,000); docs/reliability.md has a long run
   bench [--quick] [--store s3] [--postgres CONNSTR] [--only NAME,...] [--out FILE]
                         the same DuckLake workloads on moraine, the DuckDB-file and SQLite
                         catalogs (and Postgres); prints a markdown table with moraine's ratio
@@ -81,6 +86,7 @@ fn main() -> ExitCode {
         Some("test") => cmd_test(&args[1..]),
         Some("conformance") => conformance::run(&args[1..]),
         Some("bench") => bench::run(&args[1..]),
+        Some("fuzz") => cmd_fuzz(&args[1..]),
         Some("help") | Some("-h") | Some("--help") => {
             print!("{USAGE}");
             Ok(true)
@@ -214,6 +220,40 @@ fn cmd_demo(args: &[String]) -> Result<bool, String> {
     let d = ensure_deps()?;
     demo::run(&d, &demo::DemoOptions { dir, moraine_ext })?;
     Ok(true)
+}
+
+/// The decoders' fuzz targets (src/fuzz_tests.rs) with more cases than the test command's.
+fn cmd_fuzz(args: &[String]) -> Result<bool, String> {
+    let mut cases = "1000000".to_string();
+    let mut seed = None;
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--cases" => cases = it.next().ok_or("fuzz: --cases needs a number")?.clone(),
+            "--seed" => seed = Some(it.next().ok_or("fuzz: --seed needs a number")?.clone()),
+            other => return Err(format!("fuzz: unexpected argument {other:?}")),
+        }
+    }
+    for (what, v) in [("--cases", Some(&cases)), ("--seed", seed.as_ref())] {
+        if let Some(v) = v {
+            v.parse::<u64>()
+                .map_err(|_| format!("fuzz: {what} wants a number, not {v:?}"))?;
+        }
+    }
+    eprintln!(
+        "xtask fuzz: {cases} cases per target, seed {}",
+        seed.as_deref().unwrap_or("default")
+    );
+    let mut cmd = paths::cargo_command();
+    cmd.args(["test", "--release", "-p", "moraine", "--lib", "fuzz_tests"])
+        .env("CARGO_TARGET_DIR", paths::target_dir())
+        .env("MORAINE_FUZZ_CASES", &cases)
+        .current_dir(paths::workspace_root());
+    if let Some(seed) = &seed {
+        cmd.env("MORAINE_FUZZ_SEED", seed);
+    }
+    let status = cmd.status().map_err(|e| format!("running cargo: {e}"))?;
+    Ok(status.success())
 }
 
 fn cmd_test(args: &[String]) -> Result<bool, String> {
