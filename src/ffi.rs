@@ -1035,6 +1035,24 @@ mod tests {
         }
     }
 
+    /// Stages the rows pushed into `rows` as an insert into `table` of the main lake.
+    unsafe fn stage_insert(
+        txn: *mut MoraineTxn,
+        table: &str,
+        rows: *mut MoraineRows,
+        err: &mut MoraineError,
+    ) -> i32 {
+        moraine_txn_stage_insert(
+            txn,
+            M.as_ptr() as *const c_char,
+            M.len(),
+            table.as_ptr() as *const c_char,
+            table.len(),
+            rows,
+            err,
+        )
+    }
+
     #[test]
     fn a_malformed_cell_is_an_error_naming_its_table_and_column() {
         let store = new_lake(&mem_url("ffi-cell"));
@@ -1062,16 +1080,7 @@ mod tests {
                 };
                 moraine_rows_push(rows, &cell);
             }
-            let staged = moraine_txn_stage_insert(
-                txn,
-                M.as_ptr() as *const c_char,
-                M.len(),
-                table.as_ptr() as *const c_char,
-                table.len(),
-                rows,
-                &mut err,
-            );
-            assert_ne!(staged, 0);
+            assert_ne!(stage_insert(txn, table, rows, &mut err), 0);
             let (kind, text) = taken(&mut err);
             assert_eq!(kind, Kind::InvalidInput as u32, "{text}");
             let column = &def.columns[1].name;
@@ -1088,16 +1097,7 @@ mod tests {
                 }
                 moraine_rows_push(rows, &cell);
             }
-            let staged = moraine_txn_stage_insert(
-                txn,
-                M.as_ptr() as *const c_char,
-                M.len(),
-                table.as_ptr() as *const c_char,
-                table.len(),
-                rows,
-                &mut err,
-            );
-            assert_ne!(staged, 0);
+            assert_ne!(stage_insert(txn, table, rows, &mut err), 0);
             let (_, text) = taken(&mut err);
             assert!(
                 text.contains("unknown cell tag 42") && text.contains(&def.columns[0].name),
