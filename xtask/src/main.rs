@@ -52,6 +52,11 @@ commands:
                         repository at the pinned commit d8a1881e, fetched with git once into
                         $MORAINE_CACHE/ducklake-tests/<commit> and reused
       --selftest        check the runner itself on small files (no moraine, no suite)
+  torture [--rounds N] [--seed S]
+                        writer processes killed with SIGKILL at random moments (in their
+                        loop, while attaching, while detaching, while a second writer
+                        fences them), each round checked from a fresh attach; default 200
+                        rounds (the test command runs 12); docs/reliability.md has a run
   fuzz [--cases N] [--seed S]
                         the decoders' fuzz targets (keys, row records, inline chunks, the
                         head, table definitions, snapshot records, image checkpoints and
@@ -87,6 +92,7 @@ fn main() -> ExitCode {
         Some("conformance") => conformance::run(&args[1..]),
         Some("bench") => bench::run(&args[1..]),
         Some("fuzz") => cmd_fuzz(&args[1..]),
+        Some("torture") => cmd_torture(&args[1..]),
         Some("help") | Some("-h") | Some("--help") => {
             print!("{USAGE}");
             Ok(true)
@@ -220,6 +226,37 @@ fn cmd_demo(args: &[String]) -> Result<bool, String> {
     let d = ensure_deps()?;
     demo::run(&d, &demo::DemoOptions { dir, moraine_ext })?;
     Ok(true)
+}
+
+/// The crash torture scenario (tests/e2e/python/torture.py) with more rounds than the test
+/// command's.
+fn cmd_torture(args: &[String]) -> Result<bool, String> {
+    let mut rounds = 200u64;
+    let mut seed = None;
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        let mut number = |what: &str| -> Result<u64, String> {
+            let v = it.next().ok_or(format!("torture: {what} needs a number"))?;
+            v.parse()
+                .map_err(|_| format!("torture: {what} wants a number, not {v:?}"))
+        };
+        match a.as_str() {
+            "--rounds" => rounds = number("--rounds")?,
+            "--seed" => seed = Some(number("--seed")?),
+            other => return Err(format!("torture: unexpected argument {other:?}")),
+        }
+    }
+    // the scenario reads these; its time limit grows with the rounds (a round takes a second
+    // or two)
+    std::env::set_var("MORAINE_TORTURE_ROUNDS", rounds.to_string());
+    if let Some(seed) = seed {
+        std::env::set_var("MORAINE_TORTURE_SEED", seed.to_string());
+    }
+    if std::env::var_os("MORAINE_E2E_TIMEOUT").is_none() {
+        std::env::set_var("MORAINE_E2E_TIMEOUT", (120 + 10 * rounds).to_string());
+    }
+    let t = run_e2e(false, Some("torture"), "torture")?;
+    Ok(t.failed == 0 && t.passed > 0)
 }
 
 /// The decoders' fuzz targets (src/fuzz_tests.rs) with more cases than the test command's.
