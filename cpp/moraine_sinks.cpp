@@ -106,21 +106,24 @@ public:
 		auto &schema = table.schema.name;
 		MoraineError err {nullptr, 0, MORAINE_ERROR_NONE};
 		int rc = 0;
+		// the transaction first (beginning it may throw): the rows stay owned by the state
+		// until the call that consumes them
+		auto txn = transaction.Txn();
 		auto rows = state.rows;
 		state.rows = nullptr; // consumed by staging
 		switch (kind) {
 		case MoraineWriteKind::INSERT:
-			rc = moraine_txn_stage_insert(transaction.Txn(), schema.c_str(), schema.size(), table.name.c_str(),
+			rc = moraine_txn_stage_insert(txn, schema.c_str(), schema.size(), table.name.c_str(),
 			                              table.name.size(), rows, &err);
 			break;
 		case MoraineWriteKind::UPDATE:
-			rc = moraine_txn_stage_update(transaction.Txn(), schema.c_str(), schema.size(), table.name.c_str(),
+			rc = moraine_txn_stage_update(txn, schema.c_str(), schema.size(), table.name.c_str(),
 			                              table.name.size(), state.rowids.data(), state.rowids.size(),
 			                              update_columns.data(), update_columns.size(), rows, &err);
 			break;
 		case MoraineWriteKind::DELETE:
 			moraine_rows_free(rows);
-			rc = moraine_txn_stage_delete(transaction.Txn(), schema.c_str(), schema.size(), table.name.c_str(),
+			rc = moraine_txn_stage_delete(txn, schema.c_str(), schema.size(), table.name.c_str(),
 			                              table.name.size(), state.rowids.data(), state.rowids.size(), &err);
 			break;
 		}

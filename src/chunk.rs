@@ -143,11 +143,27 @@ pub fn encode_chunk(table: &str, columns: &[String], rows: &[Row]) -> Result<Vec
     Ok(out)
 }
 
-/// The record batches of an Arrow IPC stream held whole in `body`.
+/// How an Arrow IPC stream ends (a continuation marker and a zero length); every chunk
+/// [`encode_chunk`] writes ends so.
+const END_OF_STREAM: [u8; 8] = [0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0];
+
+/// The most cells a chunk may decode to per byte it takes: a real chunk's rows cost at least
+/// 8 bytes each (the row id column of every inlined table), so this admits rows of up to 2,048
+/// columns even when all but that one are NULL, and bounds what a corrupt value can make a
+/// reader allocate (32 bytes a cell).
+const MAX_CELLS_PER_BYTE: usize = 256;
+
+/// The record batches of an Arrow IPC stream held whole in `body`: a schema, its batches, and
+/// the end-of-stream marker (a stream cut at a message boundary is refused, not read short).
 fn read_batches(body: &[u8]) -> Result<Vec<arrow_array::RecordBatch>> {
     let corrupt = |e: arrow_schema::ArrowError| {
         Error::Corrupt(format!("inline chunk: not a whole Arrow IPC stream: {e}"))
     };
+    if !body.ends_with(&END_OF_STREAM) {
+        return Err(Error::Corrupt(
+            "inline chunk: the Arrow IPC stream does not end with its end-of-stream marker".into(),
+        ));
+    }
     let mut decoder = StreamDecoder::new();
     let mut buffer = arrow_buffer::Buffer::from(body.to_vec());
     let mut batches = Vec::new();
@@ -158,6 +174,11 @@ fn read_batches(body: &[u8]) -> Result<Vec<arrow_array::RecordBatch>> {
         }
     }
     decoder.finish().map_err(corrupt)?;
+    if decoder.schema().is_none() {
+        return Err(Error::Corrupt(
+            "inline chunk: the Arrow IPC stream has no schema".into(),
+        ));
+    }
     Ok(batches)
 }
 
@@ -182,18 +203,21 @@ pub fn decode_chunk(bytes: &[u8]) -> Result<Vec<Row>> {
             "the Arrow reader failed on it (a length or offset points outside the value)".into(),
         ))
     })?;
+    // Refused before any row is allocated: more cells than the value can hold (see
+    // MAX_CELLS_PER_BYTE; a NULL-typed column takes no bytes, so rows alone bound nothing).
+    let cells: usize = batches
+        .iter()
+        .map(|b| b.num_rows().saturating_mul(b.num_columns().max(1)))
+        .fold(0, usize::saturating_add);
+    if cells > bytes.len().saturating_mul(MAX_CELLS_PER_BYTE) {
+        return Err(corrupt(format!(
+            "it claims {cells} cells in a {}-byte value",
+            bytes.len()
+        )));
+    }
     let mut rows = Vec::new();
     for batch in batches {
         let n = batch.num_rows();
-        // A row costs a chunk at least one bit (a validity or boolean bit, more for any other
-        // column but an all-NULL one, and every inlined table has its row id column): a batch
-        // claiming more rows than that is corrupt, and is refused before rows are allocated.
-        if n > bytes.len().saturating_mul(8) {
-            return Err(corrupt(format!(
-                "a batch claims {n} rows in a {}-byte value",
-                bytes.len()
-            )));
-        }
         let base = rows.len();
         rows.extend((0..n).map(|_| Vec::with_capacity(batch.num_columns())));
         for col in batch.columns() {
@@ -283,6 +307,29 @@ mod tests {
     }
 
     #[test]
+    fn a_chunk_claiming_more_cells_than_its_bytes_is_refused_before_allocation() {
+        // 1,000 NULL-typed columns of 500,000 rows: a few kilobytes of Arrow metadata that
+        // would decode to half a billion cells
+        let n = 500_000;
+        let fields: Vec<Field> = (0..1000)
+            .map(|i| Field::new(format!("c{i}"), DataType::Null, true))
+            .collect();
+        let arrays: Vec<ArrayRef> = (0..1000)
+            .map(|_| Arc::new(NullArray::new(n)) as ArrayRef)
+            .collect();
+        let schema = Arc::new(Schema::new(fields));
+        let batch = RecordBatch::try_new(schema.clone(), arrays).unwrap();
+        let mut body = vec![CHUNK_FORMAT_VERSION];
+        {
+            let mut w = StreamWriter::try_new(&mut body, &schema).unwrap();
+            w.write(&batch).unwrap();
+            w.finish().unwrap();
+        }
+        let e = decode_chunk(&body).unwrap_err().to_string();
+        assert!(e.contains("cells"), "{e}");
+    }
+
+    #[test]
     fn mixed_columns_and_bad_bodies_are_errors() {
         let columns = cols(&["a"]);
         let e = encode_chunk(
@@ -297,5 +344,12 @@ mod tests {
         assert!(decode_chunk(&[1, 2, 3]).is_err());
         assert!(decode_chunk(&[7]).is_err());
         assert!(decode_chunk(&[]).is_err());
+        // a version byte and nothing else, and a stream cut short at a message boundary
+        assert!(decode_chunk(&[1]).is_err());
+        let whole = encode_chunk("t", &columns, &[vec![Cell::Int(1)]]).unwrap();
+        assert!(decode_chunk(&whole).is_ok());
+        let cut = &whole[..whole.len() - END_OF_STREAM.len()];
+        let e = decode_chunk(cut).unwrap_err().to_string();
+        assert!(e.contains("end-of-stream"), "{e}");
     }
 }

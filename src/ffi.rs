@@ -251,20 +251,27 @@ fn cell_to_c(cell: &Cell) -> MoraineCell {
 
 /// The rows pushed for `table` of `txn`, or the error naming the column of the first malformed
 /// cell.
+/// `columns` maps the rows' cells to the table's columns (an update's SET list); `None`: the
+/// rows are whole rows.
 fn rows_for(
     txn: &mut Transaction,
     schema: &str,
     table: &str,
-    rows: MoraineRows,
+    mut rows: MoraineRows,
+    columns: Option<&[usize]>,
 ) -> Result<Vec<Row>> {
-    if let Some((at, e)) = &rows.malformed {
-        let (row, col) = (at / rows.ncols.max(1), at % rows.ncols.max(1));
-        let column = txn
-            .table(schema, table)
-            .ok()
-            .flatten()
-            .and_then(|def| def.columns.get(col).map(|c| c.name.clone()))
-            .unwrap_or_else(|| format!("#{}", col + 1));
+    if let Some((at, e)) = rows.malformed.take() {
+        if matches!(e, Error::Internal(_)) {
+            return Err(e);
+        }
+        let (row, cell) = (at / rows.ncols.max(1), at % rows.ncols.max(1));
+        let col = columns.map_or(Some(cell), |c| c.get(cell).copied());
+        let column = col
+            .and_then(|col| {
+                let def = txn.table(schema, table).ok().flatten()?;
+                def.columns.get(col).map(|c| c.name.clone())
+            })
+            .unwrap_or_else(|| format!("#{}", col.unwrap_or(cell) + 1));
         return Err(Error::InvalidInput(format!(
             "row {} of {schema}.{table}, column {column}: {e}",
             row + 1
@@ -420,7 +427,12 @@ pub unsafe extern "C" fn moraine_txn_commit(txn: *mut MoraineTxn, err: *mut Mora
     let txn = Box::from_raw(txn);
     status(guard(err, || {
         let inner = txn.0.into_inner().map_err(|_| poisoned())?;
-        inner.commit()
+        let store = inner.store().clone();
+        // a panic inside the commit may come after its write reached the store: its outcome is
+        // unknown, as after a write that outlived the time limit
+        catch_unwind(AssertUnwindSafe(|| inner.commit())).unwrap_or_else(|panic| {
+            Err(store.outcome_unknown(&format!("a panic in moraine ({})", panic_text(&*panic))))
+        })
     }))
 }
 
@@ -853,7 +865,7 @@ pub unsafe extern "C" fn moraine_txn_stage_insert(
     status(guard(err, || {
         let (schema, name) = (text(schema, schema_len)?, text(name, name_len)?);
         let mut txn = lock(&*txn)?;
-        let rows = rows_for(&mut txn, schema, name, rows)?;
+        let rows = rows_for(&mut txn, schema, name, rows, None)?;
         txn.stage_insert(schema, name, rows)
     }))
 }
@@ -886,7 +898,7 @@ pub unsafe extern "C" fn moraine_txn_stage_update(
         };
         let (schema, name) = (text(schema, schema_len)?, text(name, name_len)?);
         let mut txn = lock(&*txn)?;
-        let values = rows_for(&mut txn, schema, name, rows)?;
+        let values = rows_for(&mut txn, schema, name, rows, Some(cols))?;
         let mut updates: Vec<(i64, Row)> = Vec::with_capacity(rowids.len());
         let mut position = std::collections::HashMap::new();
         for (i, rowid) in rowids.iter().enumerate() {
@@ -1061,6 +1073,8 @@ mod tests {
         let table = "ducklake_metadata";
         let def = crate::catalog::fixed_table_def(M, table).unwrap();
         let ncols = def.columns.len();
+        // (kept alive while cells point into it)
+        let good = Cell::Text("k".into());
         unsafe {
             let mut err = no_error();
             let txn = moraine_txn_begin(handle, &mut err);
@@ -1076,7 +1090,7 @@ mod tests {
                         len: bad.len(),
                     }
                 } else {
-                    cell_to_c(&Cell::Text("k".into()))
+                    cell_to_c(&good)
                 };
                 moraine_rows_push(rows, &cell);
             }
@@ -1091,7 +1105,7 @@ mod tests {
             // an unknown tag too, never a NULL
             let rows = moraine_rows_new(ncols);
             for col in 0..ncols {
-                let mut cell = cell_to_c(&Cell::Text("k".into()));
+                let mut cell = cell_to_c(&good);
                 if col == 0 {
                     cell.tag = 42;
                 }
@@ -1101,6 +1115,48 @@ mod tests {
             let (_, text) = taken(&mut err);
             assert!(
                 text.contains("unknown cell tag 42") && text.contains(&def.columns[0].name),
+                "{text}"
+            );
+            // an update's cells are its SET columns: the error names the table's column
+            let mat = moraine_txn_rows(
+                txn,
+                M.as_ptr() as *const c_char,
+                M.len(),
+                table.as_ptr() as *const c_char,
+                table.len(),
+                0,
+                &mut err,
+            );
+            assert!(!mat.is_null());
+            let rowid = moraine_mat_rowid(mat, 0);
+            moraine_mat_free(mat);
+            let rows = moraine_rows_new(1);
+            let cell = MoraineCell {
+                tag: TAG_TEXT,
+                i: 0,
+                f: 0.0,
+                ptr: bad.as_ptr(),
+                len: bad.len(),
+            };
+            moraine_rows_push(rows, &cell);
+            let set = [2usize];
+            let updated = moraine_txn_stage_update(
+                txn,
+                M.as_ptr() as *const c_char,
+                M.len(),
+                table.as_ptr() as *const c_char,
+                table.len(),
+                &rowid,
+                1,
+                set.as_ptr(),
+                1,
+                rows,
+                &mut err,
+            );
+            assert_ne!(updated, 0);
+            let (_, text) = taken(&mut err);
+            assert!(
+                text.contains(&format!("column {}:", def.columns[2].name)),
                 "{text}"
             );
             assert_eq!(moraine_txn_commit(txn, &mut err), 0);

@@ -183,10 +183,11 @@ fn keys_decode_or_refuse() {
     fuzz(
         "keys",
         |rng| {
+            // floats are left out: NaN payloads re-encode as themselves but compare unequal
             let cells: Vec<Cell> = rng
                 .row(5)
                 .into_iter()
-                .filter(|c| !matches!(c, Cell::Float(_) | Cell::Bool(_)))
+                .filter(|c| !matches!(c, Cell::Float(_)))
                 .collect();
             let encoded = keys::encode_key(&cells);
             (cells, encoded)
@@ -236,9 +237,10 @@ fn row_records_decode_or_refuse_and_agree_cell_by_cell() {
                     assert_eq!(cell::cell_at(input, decoded.len()).ok(), Some(None));
                 }
                 Err(e) => {
-                    // every cell reader refuses it too, or reads only what is whole before it
-                    let _ = cell::cell_at(input, 0);
                     assert!(matches!(e, crate::error::Error::Corrupt(_)), "{e:?}");
+                    // the record walker refuses it as well (cell_at reads a prefix only, so it
+                    // may answer for the cells before the damage)
+                    assert!(cell::walk_row(input, |_, _| {}).is_err());
                 }
             }
         },
@@ -278,6 +280,21 @@ fn inline_chunks_decode_or_refuse() {
         },
         |rows, input, valid| {
             let decoded = chunk::decode_chunk(input);
+            if let Ok(d) = &decoded {
+                // whatever decodes is rows of one width, which encode and decode to themselves
+                let width = d.first().map_or(0, |r| r.len());
+                assert!(d.iter().all(|r| r.len() == width));
+                if width > 0 {
+                    let names: Vec<String> = (0..width).map(|i| format!("c{i}")).collect();
+                    if let Ok(again) = chunk::encode_chunk("t", &names, d) {
+                        let back = chunk::decode_chunk(&again).expect("re-encoded rows decode");
+                        assert!(
+                            back.len() == d.len()
+                                && back.iter().zip(d).all(|(a, b)| same_cells(a, b))
+                        );
+                    }
+                }
+            }
             if valid {
                 let same = decoded.as_ref().map(|d| {
                     d.len() == rows.len() && d.iter().zip(rows).all(|(a, b)| same_cells(a, b))

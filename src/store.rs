@@ -837,12 +837,8 @@ impl Store {
                 Ok(written) => written,
                 Err(_) => {
                     // SlateDB holds the batch and retries its upload: it may land later
-                    self.broken.store(true, Ordering::SeqCst);
-                    Err(Error::OutcomeUnknown(format!(
-                        "the write to {} did not finish within {} (moraine_io_timeout) and may \
-                         still reach the store; this attach accepts no more work: DETACH and \
-                         ATTACH again to see what the lake holds",
-                        self.url,
+                    Err(self.outcome_unknown(&format!(
+                        "the write did not finish within {} (moraine_io_timeout)",
                         seconds(self.access.io_timeout)
                     )))
                 }
@@ -1052,6 +1048,17 @@ impl Store {
             }
         }
         Ok(counts)
+    }
+
+    /// A commit whose outcome is unknown (`why`): this handle serves nothing more (a re-attach
+    /// reads what the store holds), and the error says so.
+    pub(crate) fn outcome_unknown(&self, why: &str) -> Error {
+        self.broken.store(true, Ordering::SeqCst);
+        Error::OutcomeUnknown(format!(
+            "{why}: the commit to {} may or may not have reached the store; this attach accepts \
+             no more work: DETACH and ATTACH again to see what the lake holds",
+            self.url
+        ))
     }
 
     /// Whether a new ATTACH in this process may share this open store: not after a commit of

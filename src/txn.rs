@@ -748,6 +748,11 @@ impl Transaction {
 
     /// Commit: translate the staged operations and write them as ONE SlateDB write batch.
     /// Nothing is written on error. A transaction without writes commits trivially.
+    /// The store this transaction reads and commits to.
+    pub(crate) fn store(&self) -> &Arc<Store> {
+        &self.store
+    }
+
     pub fn commit(mut self) -> Result<()> {
         if self.ops.is_empty() {
             return Ok(());
