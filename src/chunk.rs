@@ -153,38 +153,39 @@ const END_OF_STREAM: [u8; 8] = [0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0];
 /// reader allocate (32 bytes a cell).
 const MAX_CELLS_PER_BYTE: usize = 256;
 
+/// A chunk that does not decode, and why.
+fn corrupt(what: impl std::fmt::Display) -> Error {
+    Error::Corrupt(format!("inline chunk: {what}"))
+}
+
 /// The record batches of an Arrow IPC stream held whole in `body`: a schema, its batches, and
 /// the end-of-stream marker (a stream cut at a message boundary is refused, not read short).
 fn read_batches(body: &[u8]) -> Result<Vec<arrow_array::RecordBatch>> {
-    let corrupt = |e: arrow_schema::ArrowError| {
-        Error::Corrupt(format!("inline chunk: not a whole Arrow IPC stream: {e}"))
-    };
+    let not_whole =
+        |e: arrow_schema::ArrowError| corrupt(format!("not a whole Arrow IPC stream: {e}"));
     if !body.ends_with(&END_OF_STREAM) {
-        return Err(Error::Corrupt(
-            "inline chunk: the Arrow IPC stream does not end with its end-of-stream marker".into(),
+        return Err(corrupt(
+            "the Arrow IPC stream does not end with its end-of-stream marker",
         ));
     }
     let mut decoder = StreamDecoder::new();
     let mut buffer = arrow_buffer::Buffer::from(body.to_vec());
     let mut batches = Vec::new();
     while !buffer.is_empty() {
-        match decoder.decode(&mut buffer).map_err(corrupt)? {
+        match decoder.decode(&mut buffer).map_err(not_whole)? {
             Some(batch) => batches.push(batch),
             None => break,
         }
     }
-    decoder.finish().map_err(corrupt)?;
+    decoder.finish().map_err(not_whole)?;
     if decoder.schema().is_none() {
-        return Err(Error::Corrupt(
-            "inline chunk: the Arrow IPC stream has no schema".into(),
-        ));
+        return Err(corrupt("the Arrow IPC stream has no schema"));
     }
     Ok(batches)
 }
 
 /// Decode a chunk body written by [`encode_chunk`].
 pub fn decode_chunk(bytes: &[u8]) -> Result<Vec<Row>> {
-    let corrupt = |what: String| Error::Corrupt(format!("inline chunk: {what}"));
     match bytes.first() {
         Some(&CHUNK_FORMAT_VERSION) => {}
         Some(v) => {
@@ -192,7 +193,7 @@ pub fn decode_chunk(bytes: &[u8]) -> Result<Vec<Row>> {
                 "format version {v}; this build reads {CHUNK_FORMAT_VERSION}"
             )))
         }
-        None => return Err(corrupt("empty value".into())),
+        None => return Err(corrupt("empty value")),
     }
     // Arrow's reader trusts some lengths inside the stream and panics on a few hostile ones
     // (a buffer sliced past its end); a stored value is never allowed to take moraine down, so
@@ -200,7 +201,7 @@ pub fn decode_chunk(bytes: &[u8]) -> Result<Vec<Row>> {
     // so a length it claims never sizes an allocation beyond them.
     let batches = std::panic::catch_unwind(|| read_batches(&bytes[1..])).unwrap_or_else(|_| {
         Err(corrupt(
-            "the Arrow reader failed on it (a length or offset points outside the value)".into(),
+            "the Arrow reader failed on it (a length or offset points outside the value)",
         ))
     })?;
     // Refused before any row is allocated: more cells than the value can hold (see

@@ -144,6 +144,11 @@ fn panic_text(panic: &(dyn std::any::Any + Send)) -> String {
         .unwrap_or_else(|| "unknown panic".to_string())
 }
 
+/// A caught panic as the internal error it is.
+fn panic_error(panic: &(dyn std::any::Any + Send)) -> Error {
+    Error::Internal(format!("a panic: {}", panic_text(panic)))
+}
+
 /// Runs `f`, turning an error or a panic into `*err`.
 fn guard<T>(err: *mut MoraineError, f: impl FnOnce() -> Result<T>) -> Option<T> {
     match catch_unwind(AssertUnwindSafe(f)) {
@@ -153,10 +158,7 @@ fn guard<T>(err: *mut MoraineError, f: impl FnOnce() -> Result<T>) -> Option<T> 
             None
         }
         Err(panic) => {
-            set_error(
-                err,
-                &Error::Internal(format!("a panic: {}", panic_text(&*panic))),
-            );
+            set_error(err, &panic_error(&*panic));
             None
         }
     }
@@ -824,7 +826,7 @@ pub extern "C" fn moraine_rows_new(ncols: usize) -> *mut MoraineRows {
 pub unsafe extern "C" fn moraine_rows_push(rows: *mut MoraineRows, cell: *const MoraineCell) {
     let rows = &mut *rows;
     let cell = catch_unwind(AssertUnwindSafe(|| cell_from_c(&*cell)))
-        .unwrap_or_else(|panic| Err(Error::Internal(format!("a panic: {}", panic_text(&*panic)))));
+        .unwrap_or_else(|panic| Err(panic_error(&*panic)));
     let cell = cell.unwrap_or_else(|e| {
         if rows.malformed.is_none() {
             rows.malformed = Some((rows.cells.len(), e));

@@ -685,14 +685,14 @@ impl Store {
         block_on(within(self.access.io_timeout, &self.url, what, f))
     }
 
-    /// An attach whose commit had an unknown outcome serves nothing more.
+    /// An attach whose commit had an unknown outcome ([`Store::outcome_unknown`]: a write that
+    /// outlived the time limit, or a panic inside the commit) serves nothing more.
     fn check_not_broken(&self) -> Result<()> {
         if self.broken.load(Ordering::SeqCst) {
             return Err(Error::OutcomeUnknown(format!(
-                "an earlier commit to {} did not finish within {} and may still land; DETACH \
-                 and ATTACH again to see what the lake holds",
-                self.url,
-                seconds(self.access.io_timeout)
+                "an earlier commit to {} has an unknown outcome and may still land; DETACH and \
+                 ATTACH again to see what the lake holds",
+                self.url
             )));
         }
         Ok(())
@@ -1085,15 +1085,15 @@ impl Store {
             if let Some(collector) = &self.collector {
                 collector.abort();
             }
+            let running = self
+                .checkpointing
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .take();
             if broken {
                 // a write of unknown outcome is pending: stop without flushing the memtable
                 // that holds it (SlateDB's WAL upload may still deliver it, as the error said)
-                if let Some(running) = self
-                    .checkpointing
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .take()
-                {
+                if let Some(running) = running {
                     running.abort();
                 }
                 db.close_with_options(slatedb::config::CloseOptions { flush_type: None })
@@ -1101,11 +1101,6 @@ impl Store {
                 return Ok(());
             }
             // a writer leaves a checkpoint of its last commit for the next attach
-            let running = self
-                .checkpointing
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .take();
             if let Some(running) = running {
                 let _ = running.await;
             }

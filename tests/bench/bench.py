@@ -239,20 +239,20 @@ def idle_reader_figures(args, out, label, lake, query, seconds=5.0):
         reader.close()
 
 
+def s3_helpers():
+    """The e2e scenarios' S3 test-server module (tests/e2e/python/_s3.py)."""
+    here = os.path.join(os.path.dirname(os.path.dirname(THIS)), "e2e", "python")
+    if here not in sys.path:
+        sys.path.insert(0, here)
+    import _s3
+    return _s3
+
+
 def start_moto(args):
     global MOTO
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(THIS)), "e2e", "python"))
-    import _s3
-    MOTO = _s3.Moto(os.path.join(args.dir, "moto"))
+    MOTO = s3_helpers().Moto(os.path.join(args.dir, "moto"))
     MOTO.create_bucket(S3_BUCKET)
     return MOTO
-
-
-def s3_secret_sql():
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(THIS)), "e2e", "python"))
-    import _s3
-    return (f"CREATE SECRET bench_s3 (TYPE s3, KEY_ID {lit(_s3.KEY_ID)}, SECRET {lit(_s3.SECRET)}, "
-            f"REGION {lit(_s3.REGION)}, ENDPOINT {lit(S3_ENDPOINT)}, URL_STYLE 'path', USE_SSL false)")
 
 
 # ---- connections and lakes --------------------------------------------------------------------
@@ -275,7 +275,7 @@ def connect(catalog, ext_dir):
         db.execute(f"LOAD {lit(os.environ['POSTGRES_EXT'])}")
     if S3_ENDPOINT:
         db.execute(f"LOAD {lit(os.environ['HTTPFS_EXT'])}")
-        db.execute(s3_secret_sql())
+        db.execute(s3_helpers().secret_sql(S3_ENDPOINT, name="bench_s3"))
     return db
 
 

@@ -28,6 +28,15 @@ _AUTH = (f"AWS4-HMAC-SHA256 Credential={KEY_ID}/20260101/{REGION}/s3/aws4_reques
          "SignedHeaders=host, Signature=0")
 
 
+def secret_sql(endpoint, name="moto", scope=None, key_id=KEY_ID, secret_key=SECRET):
+    """A DuckDB secret for a server of this kind at `endpoint` (host:port, plain HTTP,
+    path-style URLs)."""
+    scope_sql = f", SCOPE '{scope}'" if scope else ""
+    return (f"CREATE SECRET {name} (TYPE s3, KEY_ID '{key_id}', SECRET '{secret_key}', "
+            f"REGION '{REGION}', ENDPOINT '{endpoint}', URL_STYLE 'path', "
+            f"USE_SSL false{scope_sql})")
+
+
 def s3_connect(moto, endpoint=None, secret=True):
     """A fresh stock DuckDB (`_harness.connect`) with httpfs loaded and, unless `secret` is
     false, a secret for the server (or for `endpoint`, a proxy in front of it)."""
@@ -172,11 +181,8 @@ class Moto:
     def secret_sql(self, name="moto", scope=None, endpoint=None, key_id=None, secret_key=None):
         """A secret for the server (or for `endpoint`, a proxy in front of it), with the
         server's key unless `key_id` / `secret_key` say otherwise."""
-        scope_sql = f", SCOPE '{scope}'" if scope else ""
-        key_id, secret_key = key_id or self.key_id, secret_key or self.secret_key
-        return (f"CREATE SECRET {name} (TYPE s3, KEY_ID '{key_id}', SECRET '{secret_key}', "
-                f"REGION '{REGION}', ENDPOINT '{endpoint or self.endpoint}', URL_STYLE 'path', "
-                f"USE_SSL false{scope_sql})")
+        return secret_sql(endpoint or self.endpoint, name=name, scope=scope,
+                          key_id=key_id or self.key_id, secret_key=secret_key or self.secret_key)
 
     def stop(self):
         if self.proc.poll() is None:
