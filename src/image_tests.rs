@@ -235,6 +235,7 @@ fn checkpointed_lake() -> (tempfile::TempDir, String, Arc<Store>) {
     commit_table(&store, 1, 1, "t1");
     store.write_checkpoint_for_test();
     commit_table(&store, 2, 2, "t2");
+    store.settle_checkpoint_for_test();
     (dir, url, store)
 }
 

@@ -899,9 +899,21 @@ impl Store {
 
     /// Test hook: write a checkpoint of the installed image now.
     #[cfg(test)]
+    /// Waits for a background checkpoint first: one of the same batch writes the same object,
+    /// and a test that then damages it must not race a late rewrite.
     pub(crate) fn write_checkpoint_for_test(&self) {
+        self.settle_checkpoint_for_test();
         let image = self.current_image().expect("an installed image");
         block_on(self.checkpointer().expect("a writer").write(&image)).unwrap();
+    }
+
+    /// Test hook: wait until no background checkpoint is being written.
+    #[cfg(test)]
+    pub(crate) fn settle_checkpoint_for_test(&self) {
+        let running = self.checkpointing.lock().unwrap().take();
+        if let Some(running) = running {
+            let _ = block_on(running);
+        }
     }
 
     /// Test hook: the object store SlateDB runs on.
