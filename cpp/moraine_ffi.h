@@ -97,6 +97,27 @@ typedef void (*moraine_keyspace_cb)(void *ud, const char *keyspace, size_t keysp
                                     size_t kind_len, uint64_t keys);
 int moraine_store_keyspace(MoraineStore *store, void *ud, moraine_keyspace_cb cb, MoraineError *err);
 
+// One column of an operator view's row, in order: its name and value (kind: MoraineFieldKind;
+// `is_null` for NULL).
+enum MoraineFieldKind {
+	MORAINE_FIELD_TEXT = 0,   // text/text_len
+	MORAINE_FIELD_BIGINT = 1, // i
+	MORAINE_FIELD_TIME = 2    // i: microseconds since the Unix epoch (UTC)
+};
+typedef void (*moraine_field_cb)(void *ud, const char *name, size_t name_len, uint32_t kind, int64_t i,
+                                 const char *text, size_t text_len, bool is_null);
+// moraine_status: the store's head (read now), SlateDB manifest, image and this attach's commits.
+int moraine_store_status(MoraineStore *store, void *ud, moraine_field_cb cb, MoraineError *err);
+// moraine_metrics: SlateDB's metrics for the store, one (name, labels, value) per call.
+typedef void (*moraine_metric_cb)(void *ud, const char *name, size_t name_len, const char *labels,
+                                  size_t labels_len, int64_t value);
+int moraine_store_metrics(MoraineStore *store, void *ud, moraine_metric_cb cb, MoraineError *err);
+
+// Logging: moraine_log_level's default (a static string), and setting it (0 on success; a
+// value that does not parse sets *err and changes nothing).
+const char *moraine_default_log_level(void);
+int moraine_set_log_level(const char *spec, size_t len, MoraineError *err);
+
 // Transactions.
 // Returns NULL and sets *err on failure.
 MoraineTxn *moraine_txn_begin(MoraineStore *store, MoraineError *err);

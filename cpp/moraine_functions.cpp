@@ -1,42 +1,52 @@
-// moraine's own SQL functions: operator views of a lake's store.
+// moraine's own SQL functions: operator views of a lake's store. Each bind asks Rust for its
+// rows; the scan hands them out.
 #include "moraine_catalog.hpp"
 
 #include "duckdb/main/extension/extension_loader.hpp"
 
 namespace duckdb {
 
-struct KeyspaceRow {
-	string keyspace;
-	string kind;
-	int64_t keys;
+//! The rows one operator view returns, collected at bind.
+struct MoraineRowsBindData : public TableFunctionData, MoraineCallbackState {
+	vector<string> names;
+	vector<LogicalType> types;
+	vector<vector<Value>> rows;
 };
 
-struct KeyspaceBindData : public TableFunctionData, MoraineCallbackState {
-	vector<KeyspaceRow> rows;
-};
+//! The moraine catalog `name` names: a moraine catalog itself, or a DuckLake lake whose metadata
+//! catalog (DuckLake's default name for it, `__ducklake_metadata_<lake>`) is one.
+static MoraineCatalog &MoraineLake(ClientContext &context, const string &function, const string &name) {
+	auto &catalog = Catalog::GetCatalog(context, name);
+	if (catalog.GetCatalogType() == "moraine") {
+		return catalog.Cast<MoraineCatalog>();
+	}
+	if (catalog.GetCatalogType() == "ducklake") {
+		auto metadata = Catalog::GetCatalogEntry(context, "__ducklake_metadata_" + name);
+		if (metadata && metadata->GetCatalogType() == "moraine") {
+			return metadata->Cast<MoraineCatalog>();
+		}
+	}
+	throw InvalidInputException("%s: \"%s\" is a %s catalog whose metadata is not in moraine (pass a DuckLake "
+	                            "lake attached with 'ducklake:moraine:...', or its metadata catalog)",
+	                            function, name, catalog.GetCatalogType());
+}
 
 static void OnKeyspace(void *ud, const char *keyspace, size_t keyspace_len, const char *kind, size_t kind_len,
                        uint64_t keys) {
-	auto &data = *static_cast<KeyspaceBindData *>(ud);
+	auto &data = *static_cast<MoraineRowsBindData *>(ud);
 	MoraineCallback(data, [&]() {
-		data.rows.push_back(
-		    KeyspaceRow {string(keyspace, keyspace_len), string(kind, kind_len), static_cast<int64_t>(keys)});
+		data.rows.push_back({Value(string(keyspace, keyspace_len)), Value(string(kind, kind_len)),
+		                     Value::BIGINT(static_cast<int64_t>(keys))});
 	});
 }
 
-//! moraine_keyspace('<metadata catalog>'): keys per keyspace and kind in the committed store.
+//! moraine_keyspace(lake): keys per keyspace and kind in the committed store.
 static unique_ptr<FunctionData> KeyspaceBind(ClientContext &context, TableFunctionBindInput &input,
                                              vector<LogicalType> &return_types, vector<string> &names) {
-	auto name = input.inputs[0].GetValue<string>();
-	auto &catalog = Catalog::GetCatalog(context, name);
-	if (catalog.GetCatalogType() != "moraine") {
-		throw InvalidInputException("moraine_keyspace: \"%s\" is a %s catalog, not a moraine lake (for a DuckLake "
-		                            "lake pass its metadata catalog, e.g. '__ducklake_metadata_<lake>')",
-		                            name, catalog.GetCatalogType());
-	}
-	auto result = make_uniq<KeyspaceBindData>();
+	auto &lake = MoraineLake(context, "moraine_keyspace", input.inputs[0].GetValue<string>());
+	auto result = make_uniq<MoraineRowsBindData>();
 	MoraineError err {nullptr, 0, MORAINE_ERROR_NONE};
-	if (moraine_store_keyspace(catalog.Cast<MoraineCatalog>().store->store, result.get(), OnKeyspace, &err) != 0) {
+	if (moraine_store_keyspace(lake.store->store, result.get(), OnKeyspace, &err) != 0) {
 		MoraineThrow(err);
 	}
 	MoraineRethrow(*result);
@@ -45,31 +55,102 @@ static unique_ptr<FunctionData> KeyspaceBind(ClientContext &context, TableFuncti
 	return std::move(result);
 }
 
-struct KeyspaceState : public GlobalTableFunctionState {
+static void OnStatusField(void *ud, const char *name, size_t name_len, uint32_t kind, int64_t i, const char *text,
+                          size_t text_len, bool is_null) {
+	auto &data = *static_cast<MoraineRowsBindData *>(ud);
+	MoraineCallback(data, [&]() {
+		if (data.rows.empty()) {
+			data.rows.emplace_back();
+		}
+		LogicalType type;
+		Value value;
+		switch (kind) {
+		case MORAINE_FIELD_TEXT:
+			type = LogicalType::VARCHAR;
+			value = Value(string(text, text_len));
+			break;
+		case MORAINE_FIELD_BIGINT:
+			type = LogicalType::BIGINT;
+			value = Value::BIGINT(i);
+			break;
+		case MORAINE_FIELD_TIME:
+			type = LogicalType::TIMESTAMP_TZ;
+			value = Value::TIMESTAMPTZ(timestamp_tz_t(i));
+			break;
+		default:
+			throw InternalException("moraine_status: unknown field kind %d", kind);
+		}
+		data.names.emplace_back(name, name_len);
+		data.types.push_back(type);
+		data.rows[0].push_back(is_null ? Value(type) : value);
+	});
+}
+
+//! moraine_status(lake): one row describing the store behind the lake.
+static unique_ptr<FunctionData> StatusBind(ClientContext &context, TableFunctionBindInput &input,
+                                           vector<LogicalType> &return_types, vector<string> &names) {
+	auto &lake = MoraineLake(context, "moraine_status", input.inputs[0].GetValue<string>());
+	auto result = make_uniq<MoraineRowsBindData>();
+	MoraineError err {nullptr, 0, MORAINE_ERROR_NONE};
+	if (moraine_store_status(lake.store->store, result.get(), OnStatusField, &err) != 0) {
+		MoraineThrow(err);
+	}
+	MoraineRethrow(*result);
+	names = result->names;
+	return_types = result->types;
+	return std::move(result);
+}
+
+static void OnMetric(void *ud, const char *name, size_t name_len, const char *labels, size_t labels_len,
+                     int64_t value) {
+	auto &data = *static_cast<MoraineRowsBindData *>(ud);
+	MoraineCallback(data, [&]() {
+		data.rows.push_back(
+		    {Value(string(name, name_len)), Value(string(labels, labels_len)), Value::BIGINT(value)});
+	});
+}
+
+//! moraine_metrics(lake): SlateDB's metrics for the store behind the lake.
+static unique_ptr<FunctionData> MetricsBind(ClientContext &context, TableFunctionBindInput &input,
+                                            vector<LogicalType> &return_types, vector<string> &names) {
+	auto &lake = MoraineLake(context, "moraine_metrics", input.inputs[0].GetValue<string>());
+	auto result = make_uniq<MoraineRowsBindData>();
+	MoraineError err {nullptr, 0, MORAINE_ERROR_NONE};
+	if (moraine_store_metrics(lake.store->store, result.get(), OnMetric, &err) != 0) {
+		MoraineThrow(err);
+	}
+	MoraineRethrow(*result);
+	names = {"name", "labels", "value"};
+	return_types = {LogicalType::VARCHAR, LogicalType::VARCHAR, LogicalType::BIGINT};
+	return std::move(result);
+}
+
+struct MoraineRowsState : public GlobalTableFunctionState {
 	idx_t position = 0;
 };
 
-static unique_ptr<GlobalTableFunctionState> KeyspaceInit(ClientContext &context, TableFunctionInitInput &input) {
-	return make_uniq<KeyspaceState>();
+static unique_ptr<GlobalTableFunctionState> RowsInit(ClientContext &context, TableFunctionInitInput &input) {
+	return make_uniq<MoraineRowsState>();
 }
 
-static void KeyspaceScan(ClientContext &context, TableFunctionInput &input, DataChunk &output) {
-	auto &rows = input.bind_data->Cast<KeyspaceBindData>().rows;
-	auto &state = input.global_state->Cast<KeyspaceState>();
+static void RowsScan(ClientContext &context, TableFunctionInput &input, DataChunk &output) {
+	auto &rows = input.bind_data->Cast<MoraineRowsBindData>().rows;
+	auto &state = input.global_state->Cast<MoraineRowsState>();
 	idx_t count = 0;
 	while (state.position < rows.size() && count < STANDARD_VECTOR_SIZE) {
 		auto &row = rows[state.position++];
-		output.SetValue(0, count, Value(row.keyspace));
-		output.SetValue(1, count, Value(row.kind));
-		output.SetValue(2, count, Value::BIGINT(row.keys));
+		for (idx_t c = 0; c < row.size(); c++) {
+			output.SetValue(c, count, row[c]);
+		}
 		count++;
 	}
 	output.SetCardinality(count);
 }
 
 void MoraineRegisterFunctions(ExtensionLoader &loader) {
-	TableFunction keyspace("moraine_keyspace", {LogicalType::VARCHAR}, KeyspaceScan, KeyspaceBind, KeyspaceInit);
-	loader.RegisterFunction(keyspace);
+	loader.RegisterFunction(TableFunction("moraine_keyspace", {LogicalType::VARCHAR}, RowsScan, KeyspaceBind, RowsInit));
+	loader.RegisterFunction(TableFunction("moraine_status", {LogicalType::VARCHAR}, RowsScan, StatusBind, RowsInit));
+	loader.RegisterFunction(TableFunction("moraine_metrics", {LogicalType::VARCHAR}, RowsScan, MetricsBind, RowsInit));
 }
 
 } // namespace duckdb

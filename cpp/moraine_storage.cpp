@@ -131,6 +131,14 @@ static unique_ptr<TransactionManager> MoraineCreateTransactionManager(optional_p
 	return make_uniq<MoraineTransactionManager>(db, catalog.Cast<MoraineCatalog>());
 }
 
+void MoraineSetLogLevel(ClientContext &context, SetScope scope, Value &parameter) {
+	auto spec = parameter.IsNull() ? string(moraine_default_log_level()) : parameter.ToString();
+	MoraineError err {nullptr, 0, MORAINE_ERROR_NONE};
+	if (moraine_set_log_level(spec.c_str(), spec.size(), &err) != 0) {
+		MoraineThrow(err);
+	}
+}
+
 shared_ptr<StorageExtension> MoraineStorageExtension() {
 	auto extension = make_shared_ptr<StorageExtension>();
 	extension->attach = MoraineAttach;
@@ -153,6 +161,14 @@ extern "C" void moraine_cpp_register(void *loader_ptr) {
 		                          "DuckLake attaches its catalog on its own connection)",
 		                          duckdb::LogicalType::INTERVAL, duckdb::Value::INTERVAL(0, 0, 30 * 1000000LL),
 		                          nullptr, duckdb::SetScope::GLOBAL);
+	}
+	if (!config.HasExtensionOption("moraine_log_level")) {
+		config.AddExtensionOption("moraine_log_level",
+		                          "What moraine writes to stderr: a level (off, error, warn, info, debug, trace) for "
+		                          "moraine, then optionally target=level for slatedb, object_store, reqwest, hyper; "
+		                          "debug shows each attach, refresh, commit and checkpoint with its time (process-wide)",
+		                          duckdb::LogicalType::VARCHAR, duckdb::Value(moraine_default_log_level()),
+		                          duckdb::MoraineSetLogLevel, duckdb::SetScope::GLOBAL);
 	}
 	duckdb::MoraineRegisterFunctions(loader);
 }

@@ -11,7 +11,7 @@
 
 use std::ffi::{c_char, c_void};
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use crate::catalog::{ColumnDef, TableDef};
 use crate::cell::{Cell, Row};
@@ -408,6 +408,82 @@ pub unsafe extern "C" fn moraine_store_keyspace(
         }
         None => 1,
     }
+}
+
+type FieldCb = extern "C" fn(
+    ud: *mut c_void,
+    name: *const c_char,
+    name_len: usize,
+    kind: u32,
+    i: i64,
+    text: *const c_char,
+    text_len: usize,
+    is_null: bool,
+);
+
+#[no_mangle]
+pub unsafe extern "C" fn moraine_store_status(
+    store: *mut MoraineStore,
+    ud: *mut c_void,
+    cb: FieldCb,
+    err: *mut MoraineError,
+) -> i32 {
+    use crate::status::Field;
+    let store = &*store;
+    let Some(status) = guard(err, || store.0.status()) else {
+        return 1;
+    };
+    for (name, field) in status.fields() {
+        let (kind, i, text, null) = match &field {
+            Field::Text(t) => (0, 0, t.as_deref().unwrap_or(""), t.is_none()),
+            Field::Int(v) => (1, v.unwrap_or(0), "", v.is_none()),
+            Field::Time(v) => (2, v.unwrap_or(0), "", v.is_none()),
+        };
+        cb(
+            ud,
+            name.as_ptr() as *const c_char,
+            name.len(),
+            kind,
+            i,
+            text.as_ptr() as *const c_char,
+            text.len(),
+            null,
+        );
+    }
+    0
+}
+
+type MetricCb = extern "C" fn(
+    ud: *mut c_void,
+    name: *const c_char,
+    name_len: usize,
+    labels: *const c_char,
+    labels_len: usize,
+    value: i64,
+);
+
+#[no_mangle]
+pub unsafe extern "C" fn moraine_store_metrics(
+    store: *mut MoraineStore,
+    ud: *mut c_void,
+    cb: MetricCb,
+    err: *mut MoraineError,
+) -> i32 {
+    let store = &*store;
+    let Some(rows) = guard(err, || Ok(store.0.metrics())) else {
+        return 1;
+    };
+    for (name, labels, value) in rows {
+        cb(
+            ud,
+            name.as_ptr() as *const c_char,
+            name.len(),
+            labels.as_ptr() as *const c_char,
+            labels.len(),
+            value,
+        );
+    }
+    0
 }
 
 #[no_mangle]
@@ -969,7 +1045,32 @@ extern "C-unwind" {
 /// DuckDB v1.5.5 calls `<name>_duckdb_cpp_init(duckdb::ExtensionLoader &)` for a C++-ABI extension.
 #[no_mangle]
 pub unsafe extern "C-unwind" fn moraine_duckdb_cpp_init(loader: *mut c_void) {
+    crate::telemetry::install();
     moraine_cpp_register(loader);
+}
+
+/// `moraine_log_level`'s default, NUL-terminated.
+#[no_mangle]
+pub extern "C" fn moraine_default_log_level() -> *const c_char {
+    static DEFAULT: OnceLock<std::ffi::CString> = OnceLock::new();
+    DEFAULT
+        .get_or_init(|| {
+            std::ffi::CString::new(crate::telemetry::DEFAULT_FILTER).expect("no NUL in it")
+        })
+        .as_ptr()
+}
+
+/// `SET moraine_log_level = spec` (see [`crate::telemetry::Filter::parse`]); 0 on success.
+#[no_mangle]
+pub unsafe extern "C" fn moraine_set_log_level(
+    spec: *const c_char,
+    len: usize,
+    err: *mut MoraineError,
+) -> i32 {
+    match guard(err, || crate::telemetry::set_filter(text(spec, len)?)) {
+        Some(()) => 0,
+        None => 1,
+    }
 }
 
 #[cfg(test)]

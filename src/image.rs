@@ -29,6 +29,7 @@ use slatedb::DbSnapshot;
 use std::collections::{BTreeMap, HashMap};
 use std::ops::Deref;
 use std::sync::{Arc, Mutex, OnceLock};
+use tracing::Instrument;
 
 /// Rows in the order a scan serves them, with integer indexes built on demand.
 ///
@@ -509,9 +510,10 @@ impl Image {
         at_least: Head,
     ) -> Result<Image> {
         let span = tracing::debug_span!("moraine.image.load", store = store.url());
-        let _enter = span.enter();
         // the checkpoint read ahead at open serves only the first load's from_checkpoint
-        let loaded = Self::load_from(store, previous, at_least).await;
+        let loaded = Self::load_from(store, previous, at_least)
+            .instrument(span)
+            .await;
         store.drop_prefetched();
         loaded
     }
@@ -523,7 +525,10 @@ impl Image {
         match &store.backend {
             Backend::Writer(db, _) => {
                 let snap = db.snapshot()?;
-                let checkpointed = match Self::from_checkpoint(store, Some(&snap)).await {
+                let checkpointed = match Self::from_checkpoint(store, Some(&snap))
+                    .instrument(tracing::debug_span!("moraine.image.checkpoint"))
+                    .await
+                {
                     Ok(Some(image)) => image.with_held(&snap).await.map(Some),
                     other => other,
                 };
@@ -548,7 +553,10 @@ impl Image {
                         Err(e) => unusable(e),
                     }
                 }
-                match Self::from_checkpoint(store, None).await {
+                match Self::from_checkpoint(store, None)
+                    .instrument(tracing::debug_span!("moraine.image.checkpoint"))
+                    .await
+                {
                     Ok(Some(image)) if reaches(&image) => return Ok(image),
                     Ok(_) => {}
                     Err(e) => unusable(e),
@@ -589,8 +597,6 @@ impl Image {
         store: &Store,
         snap: Option<&Arc<DbSnapshot>>,
     ) -> Result<Option<Image>> {
-        let span = tracing::debug_span!("moraine.image.checkpoint");
-        let _enter = span.enter();
         let pointer = match snap {
             Some(s) => s.get(keys::image_checkpoint()).await?,
             None => store.backend.get(&keys::image_checkpoint()).await?,

@@ -25,6 +25,7 @@ use std::path::Path;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::Duration;
+use tracing::Instrument;
 
 /// Every commit flushes one small WAL object, and an open (a writer's, or a reader's) replays
 /// every WAL object written since the last memtable flush. SlateDB flushes the memtable only
@@ -131,24 +132,39 @@ impl Backend {
 
     /// A point read of the committed state this handle sees.
     pub(crate) async fn get(&self, key: &[u8]) -> Result<Option<Bytes>> {
-        Ok(match self {
-            Backend::Writer(db, _) => db.get(key).await?,
-            Backend::Reader(r) => r.get(key).await?,
-        })
+        let span = tracing::trace_span!("moraine.get", key = %keys::show(key));
+        async {
+            Ok(match self {
+                Backend::Writer(db, _) => db.get(key).await?,
+                Backend::Reader(r) => r.get(key).await?,
+            })
+        }
+        .instrument(span)
+        .await
     }
 
     /// Every (key, value) under `prefix` in the committed state this handle sees.
     pub(crate) async fn scan(&self, prefix: &[u8]) -> Result<Vec<(Bytes, Bytes)>> {
-        let options = crate::image::bulk_scan();
-        let mut it = match self {
-            Backend::Writer(db, _) => db.scan_prefix_with_options(prefix, .., &options).await?,
-            Backend::Reader(r) => r.scan_prefix_with_options(prefix, .., &options).await?,
-        };
-        let mut out = Vec::new();
-        while let Some(kv) = it.next().await? {
-            out.push((kv.key, kv.value));
+        let span = tracing::trace_span!(
+            "moraine.scan_prefix",
+            prefix = %keys::show(prefix),
+            records = tracing::field::Empty
+        );
+        async {
+            let options = crate::image::bulk_scan();
+            let mut it = match self {
+                Backend::Writer(db, _) => db.scan_prefix_with_options(prefix, .., &options).await?,
+                Backend::Reader(r) => r.scan_prefix_with_options(prefix, .., &options).await?,
+            };
+            let mut out = Vec::new();
+            while let Some(kv) = it.next().await? {
+                out.push((kv.key, kv.value));
+            }
+            tracing::Span::current().record("records", out.len());
+            Ok(out)
         }
-        Ok(out)
+        .instrument(span)
+        .await
     }
 
     async fn close(&self) -> Result<()> {
@@ -203,6 +219,12 @@ pub struct Store {
     /// Set when a commit's write outlived `io_timeout`: its outcome is unknown, so this handle
     /// serves nothing more (a re-attach reads the truth).
     broken: std::sync::atomic::AtomicBool,
+    /// SlateDB's metrics for this store (`moraine_metrics`).
+    metrics: Arc<slatedb_common::metrics::DefaultMetricsRecorder>,
+    /// Commits made through this handle, and when the last was acknowledged (microseconds
+    /// since the Unix epoch; 0 before the first).
+    commits: std::sync::atomic::AtomicU64,
+    last_commit_micros: std::sync::atomic::AtomicI64,
     /// How many times `sys/head` was read from storage (tests).
     #[cfg(test)]
     pub(crate) head_reads: std::sync::atomic::AtomicU64,
@@ -267,23 +289,30 @@ fn seconds(d: Duration) -> String {
 }
 
 /// `f`, or [`Error::Unreachable`] naming `location` and `what` when it takes longer than
-/// `limit` (the store's `moraine_io_timeout`).
-pub(crate) async fn within<T>(
+/// `limit` (the store's `moraine_io_timeout`). Runs in a `moraine.io` span (trace level) (`what`), opened
+/// here, in the caller's span, and closed when `f` ends.
+pub(crate) fn within<T>(
     limit: Duration,
     location: &str,
     what: &str,
     f: impl Future<Output = Result<T>>,
-) -> Result<T> {
-    match tokio::time::timeout(limit, f).await {
-        Ok(done) => done,
-        Err(_) => Err(Error::Unreachable {
-            location: location.to_string(),
-            reason: format!(
-                "{what} did not finish within {} (moraine_io_timeout)",
-                seconds(limit)
-            ),
-        }),
+) -> impl Future<Output = Result<T>> {
+    let span = tracing::trace_span!("moraine.io", what, store = location);
+    let location = location.to_string();
+    let what = what.to_string();
+    async move {
+        match tokio::time::timeout(limit, f).await {
+            Ok(done) => done.inspect_err(|e| tracing::debug!(error = %e, "moraine: {what} failed")),
+            Err(_) => Err(Error::Unreachable {
+                location,
+                reason: format!(
+                    "{what} did not finish within {} (moraine_io_timeout)",
+                    seconds(limit)
+                ),
+            }),
+        }
     }
+    .instrument(span)
 }
 
 /// How many times a garbage-collection pass retries a failed object-store call.
@@ -304,9 +333,10 @@ fn start_collector(
         let admin = slatedb::admin::Admin::builder("", object_store).build();
         loop {
             tokio::time::sleep(GC_INTERVAL).await;
-            let span = tracing::debug_span!("moraine.gc");
-            let _enter = span.enter();
-            if let Err(e) = admin.run_gc_once(gc_options(boundary_files)).await {
+            let pass = admin
+                .run_gc_once(gc_options(boundary_files))
+                .instrument(tracing::debug_span!("moraine.gc"));
+            if let Err(e) = pass.await {
                 tracing::warn!("moraine: collecting obsolete objects failed: {e}");
             }
         }
@@ -451,6 +481,12 @@ impl Store {
         read_only: bool,
         options: &[(String, String)],
     ) -> Result<Arc<Store>> {
+        let _span = tracing::debug_span!(
+            "moraine.attach",
+            url,
+            mode = if read_only { "reader" } else { "writer" }
+        )
+        .entered();
         let parsed = url::parse(url)?;
         let access = Access {
             secret: crate::s3::S3Secret::from_options(options)?,
@@ -579,6 +615,7 @@ impl Store {
         access: Access,
     ) -> Result<Arc<Store>> {
         let cache_scope = crate::sst_cache::new_scope();
+        let metrics = Arc::new(slatedb_common::metrics::DefaultMetricsRecorder::new());
         // the attach's image load needs the newest checkpoint: read it while SlateDB opens
         let prefetched = runtime().spawn(prefetch_checkpoint(object_store.clone()));
         let backend = block_on(within(
@@ -590,6 +627,7 @@ impl Store {
                 read_only,
                 location.clone(),
                 cache_scope,
+                metrics.clone(),
             ),
         ))
         .inspect_err(|_| {
@@ -619,6 +657,9 @@ impl Store {
             image_unsure: Default::default(),
             access,
             broken: Default::default(),
+            metrics,
+            commits: Default::default(),
+            last_commit_micros: Default::default(),
             #[cfg(test)]
             head_reads: Default::default(),
         }))
@@ -750,6 +791,13 @@ impl Store {
             self.image_unsure.store(false, Ordering::SeqCst);
             return Ok(image.clone());
         }
+        let _refresh = tracing::debug_span!(
+            "moraine.refresh",
+            store = %self.url,
+            from = previous.as_ref().map(|i| i.head().batch_count),
+            to = now.batch_count
+        )
+        .entered();
         let image = Arc::new(self.bounded(
             "reading the image",
             Image::load(self, previous.as_deref(), now),
@@ -780,7 +828,13 @@ impl Store {
         base: &Arc<Image>,
         translate: impl FnOnce() -> Result<(BTreeMap<Vec<u8>, Option<Vec<u8>>>, Head, T)>,
     ) -> Result<T> {
-        let span = tracing::debug_span!("moraine.commit", store = %self.url);
+        let span = tracing::debug_span!(
+            "moraine.commit",
+            store = %self.url,
+            batch = tracing::field::Empty,
+            keys = tracing::field::Empty,
+            bytes = tracing::field::Empty
+        );
         let _enter = span.enter();
         let db = match &self.backend {
             Backend::Writer(db, _) => db,
@@ -809,6 +863,15 @@ impl Store {
             )));
         }
         let (writes, head, out) = translate()?;
+        span.record("batch", head.batch_count);
+        span.record("keys", writes.len());
+        span.record(
+            "bytes",
+            writes
+                .iter()
+                .map(|(k, v)| k.len() + v.as_ref().map_or(0, Vec::len))
+                .sum::<usize>(),
+        );
         let mut batch = WriteBatch::new();
         for (k, v) in &writes {
             match v {
@@ -825,25 +888,28 @@ impl Store {
             },
         );
         self.image_unsure.store(true, Ordering::SeqCst);
-        let written = block_on(async {
-            let write = async {
-                let handle = db.write(batch).await?;
-                // make the commit durable now rather than at the next flush tick
-                db.flush().await?;
-                handle.await_durable().await?;
-                Ok::<(), Error>(())
-            };
-            match tokio::time::timeout(self.access.io_timeout, write).await {
-                Ok(written) => written,
-                Err(_) => {
-                    // SlateDB holds the batch and retries its upload: it may land later
-                    Err(self.outcome_unknown(&format!(
-                        "the write did not finish within {} (moraine_io_timeout)",
-                        seconds(self.access.io_timeout)
-                    )))
+        let written = block_on(
+            async {
+                let write = async {
+                    let handle = db.write(batch).await?;
+                    // make the commit durable now rather than at the next flush tick
+                    db.flush().await?;
+                    handle.await_durable().await?;
+                    Ok::<(), Error>(())
+                };
+                match tokio::time::timeout(self.access.io_timeout, write).await {
+                    Ok(written) => written,
+                    Err(_) => {
+                        // SlateDB holds the batch and retries its upload: it may land later
+                        Err(self.outcome_unknown(&format!(
+                            "the write did not finish within {} (moraine_io_timeout)",
+                            seconds(self.access.io_timeout)
+                        )))
+                    }
                 }
             }
-        });
+            .instrument(tracing::debug_span!("moraine.write")),
+        );
         if let Err(e) = written {
             // whether any of it landed is the store's to say: read it afresh next time
             self.install_image(None);
@@ -866,6 +932,13 @@ impl Store {
             }
         }
         self.image_unsure.store(false, Ordering::SeqCst);
+        self.commits.fetch_add(1, Ordering::SeqCst);
+        self.last_commit_micros.store(
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_micros() as i64),
+            Ordering::SeqCst,
+        );
         // the commit is installed: pins and commits need not wait for the flush below
         drop(_commit);
         if self
@@ -888,12 +961,7 @@ impl Store {
                 tracing::warn!("moraine: flushing the memtable after a commit failed: {e}");
             }
         }
-        tracing::debug!(
-            batch = head.batch_count,
-            snapshot = ?head.snapshot_id,
-            keys = writes.len(),
-            "moraine commit"
-        );
+        tracing::debug!(snapshot = ?head.snapshot_id, "moraine: committed");
         Ok(out)
     }
 
@@ -976,6 +1044,7 @@ impl Store {
 
     /// The bytes of an object beside SlateDB's (an image checkpoint).
     pub(crate) async fn read_object(&self, path: &str) -> Result<Bytes> {
+        tracing::trace!(path, "moraine: reading an object");
         let path = object_store::path::Path::from(path);
         let got = self
             .object_store
@@ -1071,6 +1140,61 @@ impl Store {
              no more work: DETACH and ATTACH again to see what the lake holds",
             self.url
         ))
+    }
+
+    /// An operator's view of this handle (`moraine_status`): reads the head from the store,
+    /// the rest from memory. A head that cannot be read (an outage, a fenced writer) is
+    /// reported, not raised: the view is for when something is wrong.
+    pub fn status(&self) -> Result<crate::status::Status> {
+        let head = self.head();
+        let manifest = match &self.backend {
+            Backend::Writer(db, _) => db.manifest(),
+            Backend::Reader(reader) => reader.manifest(),
+        };
+        let closed = match &self.backend {
+            Backend::Writer(_, status) => status.borrow().close_reason,
+            Backend::Reader(reader) => reader.status().close_reason,
+        };
+        let state = if self.broken.load(Ordering::SeqCst) {
+            "outcome unknown"
+        } else if matches!(closed, Some(slatedb::CloseReason::Fenced)) {
+            "fenced"
+        } else if closed.is_some() || self.closed.load(Ordering::SeqCst) {
+            "closed"
+        } else {
+            "open"
+        };
+        let image = self.current_image();
+        let footprint = image.as_ref().map(|i| i.footprint());
+        let known = self.checkpointed.load(Ordering::SeqCst);
+        let last = self.last_commit_micros.load(Ordering::SeqCst);
+        Ok(crate::status::Status {
+            url: self.url.clone(),
+            mode: if self.read_only { "reader" } else { "writer" },
+            state,
+            head_batch: head.as_ref().ok().map(|h| h.batch_count),
+            head_snapshot: head.as_ref().ok().and_then(|h| h.snapshot_id),
+            problem: head.err().map(|e| e.to_string()),
+            manifest_id: manifest.id(),
+            writer_epoch: manifest.writer_epoch(),
+            l0_ssts: manifest.l0().len(),
+            sorted_runs: manifest.compacted().len(),
+            image_batch: image.as_ref().map(|i| i.head().batch_count),
+            image_records: footprint.map(|f| f.0),
+            image_bytes: footprint.map(|f| f.1),
+            checkpoint_batch: image
+                .as_ref()
+                .and_then(|i| i.checkpoint_batch())
+                .max((known != u64::MAX && known > 0).then_some(known)),
+            commits: self.commits.load(Ordering::SeqCst),
+            last_commit_micros: (last > 0).then_some(last),
+            io_timeout_ms: self.access.io_timeout.as_millis() as u64,
+        })
+    }
+
+    /// SlateDB's metrics for this store (`moraine_metrics`).
+    pub fn metrics(&self) -> Vec<(String, String, i64)> {
+        crate::status::metric_rows(&self.metrics)
     }
 
     /// Whether a new ATTACH in this process may share this open store: not after a commit of
@@ -1172,7 +1296,6 @@ type Prefetch = tokio::task::JoinHandle<Option<(String, Bytes)>>;
 /// store's `image/checkpoint` names, unless a writer moved it meanwhile (the load checks).
 /// Best effort: any failure leaves the load to read what the pointer names.
 async fn prefetch_checkpoint(object_store: Arc<dyn ObjectStore>) -> Option<(String, Bytes)> {
-    use tracing::Instrument;
     let span = tracing::debug_span!("moraine.checkpoint.prefetch");
     read_newest_checkpoint(object_store).instrument(span).await
 }
@@ -1200,12 +1323,14 @@ async fn open_backend(
     read_only: bool,
     location: String,
     cache_scope: u64,
+    metrics: Arc<slatedb_common::metrics::DefaultMetricsRecorder>,
 ) -> Result<Backend> {
     if read_only {
         let reader = DbReader::builder("", object_store)
             .with_reader_mode(DbReaderMode::FollowLatest)
             .with_options(reader_options())
             .with_db_cache(crate::sst_cache::shared(), cache_scope)
+            .with_metrics_recorder(metrics)
             .build()
             .await
             .map_err(|e| match e.kind() {
@@ -1231,6 +1356,7 @@ async fn open_backend(
     let db = Db::builder("", object_store)
         .with_settings(writer_settings())
         .with_db_cache(crate::sst_cache::shared(), cache_scope)
+        .with_metrics_recorder(metrics)
         .build()
         .await?;
     match db.get(keys::sys_format()).await? {
@@ -1325,8 +1451,15 @@ impl Checkpointer {
     /// the checkpoint objects older than the one it replaces (a reader may still be reading
     /// that one).
     async fn write(&self, image: &Image) -> Result<()> {
-        let span = tracing::debug_span!("moraine.checkpoint", store = %self.url);
-        let _enter = span.enter();
+        let span = tracing::debug_span!(
+            "moraine.checkpoint",
+            store = %self.url,
+            batch = image.head().batch_count
+        );
+        self.write_unlogged(image).instrument(span).await
+    }
+
+    async fn write_unlogged(&self, image: &Image) -> Result<()> {
         let batch = image.head().batch_count;
         let mut previous = self.checkpointed.load(Ordering::SeqCst);
         if previous == u64::MAX {

@@ -384,6 +384,13 @@ impl Transaction {
         if let Some(m) = self.cache.get(&(id.clone(), need_history)) {
             return Ok(m.clone());
         }
+        let span = tracing::trace_span!(
+            "moraine.scan",
+            table,
+            history = need_history,
+            rows = tracing::field::Empty
+        )
+        .entered();
         // Staged ops that apply: those after the table's last (re)creation in this transaction.
         let created_at = self.ops.iter().rposition(
             |op| matches!(op, Op::CreateTable(d) if d.schema == schema && d.name == table),
@@ -446,6 +453,7 @@ impl Transaction {
                 "this transaction materialized too many tables; start a new transaction".into(),
             ));
         }
+        span.record("rows", rows.len());
         let m = Arc::new(Materialized {
             id: self.next_id,
             rows: Rows(rows),
@@ -769,6 +777,7 @@ impl Transaction {
         let tables = &catalog.tables;
         let ops = &self.ops;
         store.commit_writes(&image, || {
+            let _span = tracing::debug_span!("moraine.translate", ops = ops.len()).entered();
             let t = store.bounded(
                 "translating the commit",
                 translate::translate(&store, &image, tables, ops),

@@ -97,6 +97,11 @@ pub(crate) struct Deletes {
 }
 
 impl Deletes {
+    /// How many snapshots the commit deletes (expires).
+    pub(crate) fn snapshots(&self) -> usize {
+        self.snapshots.len()
+    }
+
     /// Stage the delete of `old`; `head` is the head snapshot the commit leaves the lake at.
     pub(crate) async fn delete(
         &mut self,

@@ -333,6 +333,7 @@ pub(crate) async fn translate(
     committed_tables: &Tables,
     ops: &[Op],
 ) -> Result<Translated> {
+    use tracing::Instrument;
     maintenance::check(ops, committed_tables)?;
     let mut heads = Heads::plan(image, ops)?;
     let mut ws = WriteSet::new(store, image);
@@ -365,8 +366,18 @@ pub(crate) async fn translate(
             _ => walk.ddl(&mut ws, &mut heads, op).await?,
         }
     }
-    walk.embedded.settle(&mut ws, &walk.tables).await?;
-    walk.snapshot_deletes.settle(&mut ws).await?;
+    // expiry (RFC 0007): what the deleted snapshots take with them
+    let expiry = tracing::debug_span!(
+        "moraine.translate.expiry",
+        snapshots = walk.snapshot_deletes.snapshots(),
+        parents = walk.embedded.parents.len()
+    );
+    async {
+        walk.embedded.settle(&mut ws, &walk.tables).await?;
+        walk.snapshot_deletes.settle(&mut ws).await
+    }
+    .instrument(expiry)
+    .await?;
     check_version_bounds(&walk.bounds, &heads)?;
     kinds::inline::emit_all(walk.inline, &mut ws).await?;
     let head = heads.write(&mut ws);
