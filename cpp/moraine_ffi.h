@@ -97,6 +97,11 @@ typedef void (*moraine_keyspace_cb)(void *ud, const char *keyspace, size_t keysp
                                     size_t kind_len, uint64_t keys);
 int moraine_store_keyspace(MoraineStore *store, void *ud, moraine_keyspace_cb cb, MoraineError *err);
 
+// What the store at `url` touches outside the process (a local store's absolute directory, an
+// s3:// URL), for DuckDB's enable_external_access / allowed_directories check; `cb` is not
+// called for a memory store or a URL that does not parse.
+void moraine_url_access_path(const char *url, size_t url_len, void *ud, moraine_name_cb cb);
+
 // One column of an operator view's row, in order: its name and value (kind: MoraineFieldKind;
 // `is_null` for NULL).
 enum MoraineFieldKind {
@@ -113,9 +118,13 @@ typedef void (*moraine_metric_cb)(void *ud, const char *name, size_t name_len, c
                                   size_t labels_len, int64_t value);
 int moraine_store_metrics(MoraineStore *store, void *ud, moraine_metric_cb cb, MoraineError *err);
 
-// Logging: moraine_log_level's default (a static string), and setting it (0 on success; a
-// value that does not parse sets *err and changes nothing).
-const char *moraine_default_log_level(void);
+// The default of moraine's setting `name` ("moraine_log_level", "moraine_max_commit_size"): a
+// static string.
+const char *moraine_setting_default(const char *name);
+// Checks a moraine_max_commit_size value (0 when it parses; else *err says why).
+int moraine_check_max_commit_size(const char *text, size_t len, MoraineError *err);
+// Sets moraine_log_level (0 on success; a value that does not parse sets *err and changes
+// nothing).
 int moraine_set_log_level(const char *spec, size_t len, MoraineError *err);
 
 // Transactions.

@@ -90,6 +90,21 @@ static unique_ptr<Catalog> MoraineAttach(optional_ptr<StorageExtensionInfo> stor
 	if (StringUtil::StartsWith(url, "moraine:")) {
 		url = url.substr(8);
 	}
+	// DuckDB's file-access rules (enable_external_access = false, allowed_directories) hold for
+	// the directory or bucket the store lives in, as moraine resolves it ("..", relative paths)
+	string resolved;
+	moraine_url_access_path(url.c_str(), url.size(), &resolved, [](void *ud, const char *path, size_t len) {
+		try {
+			*static_cast<string *>(ud) = string(path, len);
+		} catch (...) {
+			// left empty: the open still runs, and fails on the same allocation if it must
+		}
+	});
+	if (!resolved.empty() && !DBConfig::GetConfig(context).CanAccessFile(resolved, FileType::FILE_TYPE_DIR)) {
+		throw PermissionException("moraine: cannot attach \"%s\": \"%s\" is outside what DuckDB may access "
+		                          "(enable_external_access = false; see allowed_directories)",
+		                          url, resolved);
+	}
 	bool read_only = options.access_mode == AccessMode::READ_ONLY;
 	bool s3 = StringUtil::StartsWith(url, "s3://");
 	if (!secret_name.empty() && !s3) {
@@ -113,6 +128,10 @@ static unique_ptr<Catalog> MoraineAttach(optional_ptr<StorageExtensionInfo> stor
 		}
 		kv.emplace_back("io_timeout_ms", to_string(ms));
 	}
+	Value max_commit;
+	if (context.TryGetCurrentSetting("moraine_max_commit_size", max_commit) && !max_commit.IsNull()) {
+		kv.emplace_back("max_commit_size", max_commit.ToString());
+	}
 	vector<MoraineOption> marshalled;
 	for (auto &o : kv) {
 		marshalled.push_back(MoraineOption {o.first.c_str(), o.first.size(), o.second.c_str(), o.second.size()});
@@ -131,8 +150,19 @@ static unique_ptr<TransactionManager> MoraineCreateTransactionManager(optional_p
 	return make_uniq<MoraineTransactionManager>(db, catalog.Cast<MoraineCatalog>());
 }
 
-void MoraineSetLogLevel(ClientContext &context, SetScope scope, Value &parameter) {
-	auto spec = parameter.IsNull() ? string(moraine_default_log_level()) : parameter.ToString();
+static void MoraineCheckMaxCommitSize(ClientContext &context, SetScope scope, Value &parameter) {
+	if (parameter.IsNull()) {
+		return;
+	}
+	auto text = parameter.ToString();
+	MoraineError err {nullptr, 0, MORAINE_ERROR_NONE};
+	if (moraine_check_max_commit_size(text.c_str(), text.size(), &err) != 0) {
+		MoraineThrow(err);
+	}
+}
+
+static void MoraineSetLogLevel(ClientContext &context, SetScope scope, Value &parameter) {
+	auto spec = parameter.IsNull() ? string(moraine_setting_default("moraine_log_level")) : parameter.ToString();
 	MoraineError err {nullptr, 0, MORAINE_ERROR_NONE};
 	if (moraine_set_log_level(spec.c_str(), spec.size(), &err) != 0) {
 		MoraineThrow(err);
@@ -162,12 +192,20 @@ extern "C" void moraine_cpp_register(void *loader_ptr) {
 		                          duckdb::LogicalType::INTERVAL, duckdb::Value::INTERVAL(0, 0, 30 * 1000000LL),
 		                          nullptr, duckdb::SetScope::GLOBAL);
 	}
+	if (!config.HasExtensionOption("moraine_max_commit_size")) {
+		config.AddExtensionOption("moraine_max_commit_size",
+		                          "The most one commit may write to a moraine catalog (its keys and values, inlined "
+		                          "rows included), e.g. '64MiB'; at most and by default 1GiB; read at ATTACH",
+		                          duckdb::LogicalType::VARCHAR, duckdb::Value(moraine_setting_default("moraine_max_commit_size")),
+		                          duckdb::MoraineCheckMaxCommitSize,
+		                          duckdb::SetScope::GLOBAL);
+	}
 	if (!config.HasExtensionOption("moraine_log_level")) {
 		config.AddExtensionOption("moraine_log_level",
 		                          "What moraine writes to stderr: a level (off, error, warn, info, debug, trace) for "
 		                          "moraine, then optionally target=level for slatedb, object_store, reqwest, hyper; "
 		                          "debug shows each attach, refresh, commit and checkpoint with its time (process-wide)",
-		                          duckdb::LogicalType::VARCHAR, duckdb::Value(moraine_default_log_level()),
+		                          duckdb::LogicalType::VARCHAR, duckdb::Value(moraine_setting_default("moraine_log_level")),
 		                          duckdb::MoraineSetLogLevel, duckdb::SetScope::GLOBAL);
 	}
 	duckdb::MoraineRegisterFunctions(loader);

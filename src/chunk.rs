@@ -52,6 +52,24 @@ pub fn encode_chunk(table: &str, columns: &[String], rows: &[Row]) -> Result<Vec
     let mut fields = Vec::with_capacity(columns.len());
     let mut arrays: Vec<ArrayRef> = Vec::with_capacity(columns.len());
     for (ci, name) in columns.iter().enumerate() {
+        // Arrow's text and blob columns hold less than 2 GiB (32-bit offsets); no commit writes
+        // more than MAX_COMMIT_BYTES, so a column past that is refused here, not overflowed
+        let held: u64 = rows
+            .iter()
+            .map(|r| match &r[ci] {
+                Cell::Text(v) => v.len() as u64,
+                Cell::Blob(v) => v.len() as u64,
+                _ => 0,
+            })
+            .sum();
+        if held > crate::limits::MAX_COMMIT_BYTES {
+            return Err(Error::InvalidInput(format!(
+                "inlined table {table}: column {name} of one chunk would hold {}, more than one \
+                 commit writes ({}); lower DuckLake's data_inlining_row_limit for the table",
+                crate::limits::show_size(held),
+                crate::limits::show_size(crate::limits::MAX_COMMIT_BYTES)
+            )));
+        }
         let ty = rows
             .iter()
             .find_map(|r| cell_type(&r[ci]))

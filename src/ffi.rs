@@ -410,6 +410,27 @@ pub unsafe extern "C" fn moraine_store_keyspace(
     }
 }
 
+/// Calls `cb` with what the store at `url` would touch outside the process
+/// ([`crate::url::StoreUrl::access_path`]), for DuckDB's file-access check before the open;
+/// nothing for a memory store, or a URL that does not parse (the open says why).
+#[no_mangle]
+pub unsafe extern "C" fn moraine_url_access_path(
+    url: *const c_char,
+    url_len: usize,
+    ud: *mut c_void,
+    cb: NameCb,
+) {
+    let path = quiet("moraine_url_access_path", None, || {
+        text(url, url_len)
+            .ok()
+            .and_then(|u| crate::url::parse(u).ok())
+            .and_then(|u| u.access_path())
+    });
+    if let Some(path) = path {
+        cb(ud, path.as_ptr() as *const c_char, path.len());
+    }
+}
+
 type FieldCb = extern "C" fn(
     ud: *mut c_void,
     name: *const c_char,
@@ -1049,15 +1070,34 @@ pub unsafe extern "C-unwind" fn moraine_duckdb_cpp_init(loader: *mut c_void) {
     moraine_cpp_register(loader);
 }
 
-/// `moraine_log_level`'s default, NUL-terminated.
+/// The default of moraine's DuckDB setting `name` (NUL-terminated, static); NULL for a name
+/// that is not one of the settings whose default Rust holds.
 #[no_mangle]
-pub extern "C" fn moraine_default_log_level() -> *const c_char {
-    static DEFAULT: OnceLock<std::ffi::CString> = OnceLock::new();
-    DEFAULT
-        .get_or_init(|| {
-            std::ffi::CString::new(crate::telemetry::DEFAULT_FILTER).expect("no NUL in it")
-        })
-        .as_ptr()
+pub unsafe extern "C" fn moraine_setting_default(name: *const c_char) -> *const c_char {
+    static LOG: OnceLock<std::ffi::CString> = OnceLock::new();
+    static MAX_COMMIT: OnceLock<std::ffi::CString> = OnceLock::new();
+    let c = |cell: &'static OnceLock<std::ffi::CString>, text: &str| {
+        cell.get_or_init(|| std::ffi::CString::new(text).expect("no NUL in it"))
+            .as_ptr()
+    };
+    match std::ffi::CStr::from_ptr(name).to_bytes() {
+        b"moraine_log_level" => c(&LOG, crate::telemetry::DEFAULT_FILTER),
+        b"moraine_max_commit_size" => c(&MAX_COMMIT, crate::limits::DEFAULT_MAX_COMMIT_SIZE),
+        _ => std::ptr::null(),
+    }
+}
+
+/// Checks a `moraine_max_commit_size` value as the attach will read it; 0 when it parses.
+#[no_mangle]
+pub unsafe extern "C" fn moraine_check_max_commit_size(
+    text_ptr: *const c_char,
+    len: usize,
+    err: *mut MoraineError,
+) -> i32 {
+    match guard(err, || crate::limits::parse_size(text(text_ptr, len)?)) {
+        Some(_) => 0,
+        None => 1,
+    }
 }
 
 /// `SET moraine_log_level = spec` (see [`crate::telemetry::Filter::parse`]); 0 on success.

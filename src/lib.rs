@@ -12,6 +12,7 @@ pub mod floor;
 pub mod image;
 pub mod keys;
 pub(crate) mod kinds;
+pub mod limits;
 pub mod op;
 pub mod overlay;
 mod records;

@@ -44,6 +44,7 @@ pub struct Status {
     pub commits: u64,
     pub last_commit_micros: Option<i64>,
     pub io_timeout_ms: u64,
+    pub max_commit_bytes: u64,
 }
 
 fn int<T: TryInto<i64>>(v: T) -> Field {
@@ -75,6 +76,7 @@ impl Status {
             ("commits", int(self.commits)),
             ("last_commit", Field::Time(self.last_commit_micros)),
             ("io_timeout_ms", int(self.io_timeout_ms)),
+            ("max_commit_bytes", int(self.max_commit_bytes)),
         ]
     }
 }

@@ -268,6 +268,8 @@ pub(crate) const DEFAULT_IO_TIMEOUT: Duration = Duration::from_secs(30);
 pub(crate) struct Access {
     secret: Option<crate::s3::S3Secret>,
     io_timeout: Duration,
+    /// The most one commit writes (`moraine_max_commit_size`, see `limits.rs`).
+    max_commit_bytes: u64,
 }
 
 /// The `io_timeout_ms` option (from `moraine_io_timeout`), else [`DEFAULT_IO_TIMEOUT`].
@@ -491,6 +493,7 @@ impl Store {
         let access = Access {
             secret: crate::s3::S3Secret::from_options(options)?,
             io_timeout: io_timeout_option(options)?,
+            max_commit_bytes: crate::limits::max_commit_option(options)?,
         };
         let canonical = parsed.canonical();
         let mut reg = open_stores().lock().unwrap_or_else(|p| p.into_inner());
@@ -599,6 +602,7 @@ impl Store {
             Access {
                 secret: None,
                 io_timeout,
+                max_commit_bytes: crate::limits::MAX_COMMIT_BYTES,
             },
         )
     }
@@ -872,6 +876,9 @@ impl Store {
                 .map(|(k, v)| k.len() + v.as_ref().map_or(0, Vec::len))
                 .sum::<usize>(),
         );
+        // the commit log record, in the same batch: how an image at the batch before follows
+        let log = checkpoint::encode_log(head, &writes);
+        crate::limits::check_commit_size(writes.iter(), log.len(), self.access.max_commit_bytes)?;
         let mut batch = WriteBatch::new();
         for (k, v) in &writes {
             match v {
@@ -879,10 +886,9 @@ impl Store {
                 None => batch.delete(k),
             }
         }
-        // the commit log record, in the same batch: how an image at the batch before follows
         batch.put_with_options(
             keys::image_log(head.batch_count),
-            checkpoint::encode_log(head, &writes),
+            log,
             &PutOptions {
                 ttl: Ttl::ExpireAfterMillis(checkpoint::LOG_TTL.as_millis() as u64),
             },
@@ -1189,6 +1195,7 @@ impl Store {
             commits: self.commits.load(Ordering::SeqCst),
             last_commit_micros: (last > 0).then_some(last),
             io_timeout_ms: self.access.io_timeout.as_millis() as u64,
+            max_commit_bytes: self.access.max_commit_bytes,
         })
     }
 

@@ -2483,3 +2483,51 @@ fn a_corrupt_record_is_an_error_naming_its_key_and_the_rest_reads() {
 fn before_corruption(store: &Arc<Store>) -> Vec<Row> {
     rows_of(store, "ducklake_table_stats", false)
 }
+
+/// A commit larger than `moraine_max_commit_size` is refused naming the limit and the table of
+/// its largest record, before anything is written; the next commit within the limit lands.
+#[test]
+fn a_commit_over_the_size_limit_is_refused_and_writes_nothing() {
+    let url = mem_url("max-commit");
+    let store =
+        Store::open_with(&url, false, &[("max_commit_size".into(), "64KiB".into())]).unwrap();
+    init_lake(&store);
+    let head = store.head().unwrap();
+    let option = |v: String| {
+        row(
+            "ducklake_metadata",
+            &[
+                ("key", Text("comment".into())),
+                ("value", Text(v)),
+                ("scope", Null),
+                ("scope_id", Null),
+            ],
+        )
+    };
+    let mut t = store.begin();
+    t.stage_insert(M, "ducklake_metadata", vec![option("x".repeat(100_000))])
+        .unwrap();
+    let e = t.commit().unwrap_err();
+    assert_eq!(e.kind(), crate::error::Kind::InvalidInput);
+    let m = e.to_string();
+    assert!(
+        m.contains("moraine_max_commit_size (64.0 KiB)") && m.contains("of ducklake_metadata"),
+        "{m}"
+    );
+    assert_eq!(store.head().unwrap(), head);
+    assert_eq!(
+        column_of(&store, "ducklake_metadata", false, "key").len(),
+        1,
+        "nothing of the refused commit is there"
+    );
+    let mut t = store.begin();
+    t.stage_insert(M, "ducklake_metadata", vec![option("x".repeat(1_000))])
+        .unwrap();
+    t.commit().unwrap();
+    assert_eq!(store.head().unwrap().batch_count, head.batch_count + 1);
+    // a size the store cannot take is refused at open, naming it
+    let Err(e) = Store::open_with(&url, false, &[("max_commit_size".into(), "2GiB".into())]) else {
+        panic!("a 2GiB limit was accepted");
+    };
+    assert!(e.to_string().contains("'2GiB'"), "{e}");
+}

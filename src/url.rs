@@ -36,6 +36,17 @@ impl StoreUrl {
             StoreUrl::S3 { bucket, prefix } => format!("s3://{bucket}/{prefix}"),
         }
     }
+
+    /// What the store touches outside the process, as DuckDB's file-access rules
+    /// (`enable_external_access`, `allowed_directories`) name it: the directory of a local
+    /// store (absolute, `.` and `..` resolved), an S3 store's URL; nothing for a memory store.
+    pub fn access_path(&self) -> Option<String> {
+        match self {
+            StoreUrl::Local(p) => Some(p.display().to_string()),
+            StoreUrl::Memory(_) => None,
+            StoreUrl::S3 { .. } => Some(self.canonical()),
+        }
+    }
 }
 
 fn url_err(url: &str, reason: impl Into<String>) -> Error {
