@@ -118,8 +118,10 @@ typedef void (*moraine_metric_cb)(void *ud, const char *name, size_t name_len, c
                                   size_t labels_len, int64_t value);
 int moraine_store_metrics(MoraineStore *store, void *ud, moraine_metric_cb cb, MoraineError *err);
 
-// The default of moraine's setting `name` ("moraine_log_level", "moraine_max_commit_size"): a
-// static string.
+// moraine's version, as its extension footer carries it: a static string.
+const char *moraine_version(void);
+// The default of moraine's setting `name` (moraine_log_level, moraine_max_commit_size,
+// moraine_io_timeout, moraine_reader_poll_interval): a static string in the setting's spelling.
 const char *moraine_setting_default(const char *name);
 // Checks a moraine_max_commit_size value (0 when it parses; else *err says why).
 int moraine_check_max_commit_size(const char *text, size_t len, MoraineError *err);

@@ -147,7 +147,14 @@ static void RowsScan(ClientContext &context, TableFunctionInput &input, DataChun
 	output.SetCardinality(count);
 }
 
+//! moraine_version(): the version of the loaded moraine.
+static void VersionFunction(DataChunk &args, ExpressionState &state, Vector &result) {
+	result.SetVectorType(VectorType::CONSTANT_VECTOR);
+	ConstantVector::GetData<string_t>(result)[0] = StringVector::AddString(result, moraine_version());
+}
+
 void MoraineRegisterFunctions(ExtensionLoader &loader) {
+	loader.RegisterFunction(ScalarFunction("moraine_version", {}, LogicalType::VARCHAR, VersionFunction));
 	loader.RegisterFunction(TableFunction("moraine_keyspace", {LogicalType::VARCHAR}, RowsScan, KeyspaceBind, RowsInit));
 	loader.RegisterFunction(TableFunction("moraine_status", {LogicalType::VARCHAR}, RowsScan, StatusBind, RowsInit));
 	loader.RegisterFunction(TableFunction("moraine_metrics", {LogicalType::VARCHAR}, RowsScan, MetricsBind, RowsInit));

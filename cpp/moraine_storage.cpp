@@ -128,6 +128,14 @@ static unique_ptr<Catalog> MoraineAttach(optional_ptr<StorageExtensionInfo> stor
 		}
 		kv.emplace_back("io_timeout_ms", to_string(ms));
 	}
+	Value poll;
+	if (context.TryGetCurrentSetting("moraine_reader_poll_interval", poll) && !poll.IsNull()) {
+		auto ms = Interval::GetMicro(poll.GetValue<interval_t>()) / 1000;
+		if (ms <= 0) {
+			throw InvalidInputException("moraine_reader_poll_interval must be positive, not %s", poll.ToString());
+		}
+		kv.emplace_back("reader_poll_ms", to_string(ms));
+	}
 	Value max_commit;
 	if (context.TryGetCurrentSetting("moraine_max_commit_size", max_commit) && !max_commit.IsNull()) {
 		kv.emplace_back("max_commit_size", max_commit.ToString());
@@ -178,6 +186,11 @@ shared_ptr<StorageExtension> MoraineStorageExtension() {
 
 } // namespace duckdb
 
+// The default Rust holds for an INTERVAL setting.
+static duckdb::Value MoraineIntervalDefault(const char *name) {
+	return duckdb::Value(moraine_setting_default(name)).DefaultCastAs(duckdb::LogicalType::INTERVAL);
+}
+
 // Called from the Rust entry point `moraine_duckdb_cpp_init`.
 extern "C" void moraine_cpp_register(void *loader_ptr) {
 	auto &loader = *static_cast<duckdb::ExtensionLoader *>(loader_ptr);
@@ -189,8 +202,15 @@ extern "C" void moraine_cpp_register(void *loader_ptr) {
 		                          "How long one moraine store operation (an ATTACH's reads, a COMMIT's write, a "
 		                          "DETACH) may take before it fails; read at ATTACH (a global setting: "
 		                          "DuckLake attaches its catalog on its own connection)",
-		                          duckdb::LogicalType::INTERVAL, duckdb::Value::INTERVAL(0, 0, 30 * 1000000LL),
+		                          duckdb::LogicalType::INTERVAL, MoraineIntervalDefault("moraine_io_timeout"),
 		                          nullptr, duckdb::SetScope::GLOBAL);
+	}
+	if (!config.HasExtensionOption("moraine_reader_poll_interval")) {
+		config.AddExtensionOption("moraine_reader_poll_interval",
+		                          "How often a READ_ONLY attach looks for the writer's new commits: how fresh its "
+		                          "reads are, and how many requests an idle reader makes; read at ATTACH",
+		                          duckdb::LogicalType::INTERVAL, MoraineIntervalDefault("moraine_reader_poll_interval"), nullptr,
+		                          duckdb::SetScope::GLOBAL);
 	}
 	if (!config.HasExtensionOption("moraine_max_commit_size")) {
 		config.AddExtensionOption("moraine_max_commit_size",

@@ -1070,19 +1070,35 @@ pub unsafe extern "C-unwind" fn moraine_duckdb_cpp_init(loader: *mut c_void) {
     moraine_cpp_register(loader);
 }
 
+/// moraine's version as the extension's footer carries it (`v` and the crate's version, what
+/// `duckdb_extensions()` shows), NUL-terminated.
+#[no_mangle]
+pub extern "C" fn moraine_version() -> *const c_char {
+    concat!("v", env!("CARGO_PKG_VERSION"), "\0").as_ptr() as *const c_char
+}
+
 /// The default of moraine's DuckDB setting `name` (NUL-terminated, static); NULL for a name
 /// that is not one of the settings whose default Rust holds.
 #[no_mangle]
 pub unsafe extern "C" fn moraine_setting_default(name: *const c_char) -> *const c_char {
     static LOG: OnceLock<std::ffi::CString> = OnceLock::new();
     static MAX_COMMIT: OnceLock<std::ffi::CString> = OnceLock::new();
-    let c = |cell: &'static OnceLock<std::ffi::CString>, text: &str| {
-        cell.get_or_init(|| std::ffi::CString::new(text).expect("no NUL in it"))
+    static IO_TIMEOUT: OnceLock<std::ffi::CString> = OnceLock::new();
+    static READER_POLL: OnceLock<std::ffi::CString> = OnceLock::new();
+    let c = |cell: &'static OnceLock<std::ffi::CString>, text: &dyn Fn() -> String| {
+        cell.get_or_init(|| std::ffi::CString::new(text()).expect("no NUL in it"))
             .as_ptr()
     };
+    let millis = |d: std::time::Duration| format!("{} milliseconds", d.as_millis());
     match std::ffi::CStr::from_ptr(name).to_bytes() {
-        b"moraine_log_level" => c(&LOG, crate::telemetry::DEFAULT_FILTER),
-        b"moraine_max_commit_size" => c(&MAX_COMMIT, crate::limits::DEFAULT_MAX_COMMIT_SIZE),
+        b"moraine_log_level" => c(&LOG, &|| crate::telemetry::DEFAULT_FILTER.into()),
+        b"moraine_max_commit_size" => c(&MAX_COMMIT, &|| {
+            crate::limits::DEFAULT_MAX_COMMIT_SIZE.into()
+        }),
+        b"moraine_io_timeout" => c(&IO_TIMEOUT, &|| millis(crate::store::DEFAULT_IO_TIMEOUT)),
+        b"moraine_reader_poll_interval" => {
+            c(&READER_POLL, &|| millis(crate::store::DEFAULT_READER_POLL))
+        }
         _ => std::ptr::null(),
     }
 }

@@ -45,6 +45,7 @@ pub struct Status {
     pub last_commit_micros: Option<i64>,
     pub io_timeout_ms: u64,
     pub max_commit_bytes: u64,
+    pub reader_poll_ms: u64,
 }
 
 fn int<T: TryInto<i64>>(v: T) -> Field {
@@ -77,6 +78,7 @@ impl Status {
             ("last_commit", Field::Time(self.last_commit_micros)),
             ("io_timeout_ms", int(self.io_timeout_ms)),
             ("max_commit_bytes", int(self.max_commit_bytes)),
+            ("reader_poll_ms", int(self.reader_poll_ms)),
         ]
     }
 }

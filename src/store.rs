@@ -270,6 +270,8 @@ pub(crate) struct Access {
     io_timeout: Duration,
     /// The most one commit writes (`moraine_max_commit_size`, see `limits.rs`).
     max_commit_bytes: u64,
+    /// How often a reader polls for the writer's commits (`moraine_reader_poll_interval`).
+    reader_poll: Duration,
 }
 
 /// The `io_timeout_ms` option (from `moraine_io_timeout`), else [`DEFAULT_IO_TIMEOUT`].
@@ -408,20 +410,27 @@ fn gc_at_close(boundary_files: bool) -> GarbageCollectorOptions {
     }
 }
 
-/// How often a reader polls the writer's manifest and WAL: its freshness (RFC 0009). Default
-/// 200 ms; `MORAINE_READER_POLL_MS` in the reader's environment changes it.
-fn reader_poll_interval() -> Duration {
-    let ms = std::env::var("MORAINE_READER_POLL_MS")
-        .ok()
-        .and_then(|v| v.trim().parse::<u64>().ok())
-        .filter(|ms| *ms > 0)
-        .unwrap_or(200);
-    Duration::from_millis(ms)
+/// How often a reader polls the writer's manifest and WAL unless the attach says otherwise
+/// (DuckDB's `moraine_reader_poll_interval` setting): its freshness (RFC 0009).
+pub(crate) const DEFAULT_READER_POLL: Duration = Duration::from_millis(200);
+
+/// The `reader_poll_ms` option (from `moraine_reader_poll_interval`), else
+/// [`DEFAULT_READER_POLL`].
+fn reader_poll_option(options: &[(String, String)]) -> Result<Duration> {
+    match options.iter().find(|(k, _)| k == "reader_poll_ms") {
+        None => Ok(DEFAULT_READER_POLL),
+        Some((_, v)) => match v.parse::<u64>() {
+            Ok(ms) if ms > 0 => Ok(Duration::from_millis(ms)),
+            _ => Err(Error::InvalidInput(format!(
+                "moraine_reader_poll_interval must be a positive number of milliseconds, not '{v}'"
+            ))),
+        },
+    }
 }
 
-fn reader_options() -> DbReaderOptions {
+fn reader_options(poll: Duration) -> DbReaderOptions {
     DbReaderOptions {
-        manifest_poll_interval: reader_poll_interval(),
+        manifest_poll_interval: poll,
         ..DbReaderOptions::default()
     }
 }
@@ -494,6 +503,7 @@ impl Store {
             secret: crate::s3::S3Secret::from_options(options)?,
             io_timeout: io_timeout_option(options)?,
             max_commit_bytes: crate::limits::max_commit_option(options)?,
+            reader_poll: reader_poll_option(options)?,
         };
         let canonical = parsed.canonical();
         let mut reg = open_stores().lock().unwrap_or_else(|p| p.into_inner());
@@ -603,6 +613,7 @@ impl Store {
                 secret: None,
                 io_timeout,
                 max_commit_bytes: crate::limits::MAX_COMMIT_BYTES,
+                reader_poll: DEFAULT_READER_POLL,
             },
         )
     }
@@ -632,6 +643,7 @@ impl Store {
                 location.clone(),
                 cache_scope,
                 metrics.clone(),
+                access.reader_poll,
             ),
         ))
         .inspect_err(|_| {
@@ -1196,6 +1208,7 @@ impl Store {
             last_commit_micros: (last > 0).then_some(last),
             io_timeout_ms: self.access.io_timeout.as_millis() as u64,
             max_commit_bytes: self.access.max_commit_bytes,
+            reader_poll_ms: self.access.reader_poll.as_millis() as u64,
         })
     }
 
@@ -1331,11 +1344,12 @@ async fn open_backend(
     location: String,
     cache_scope: u64,
     metrics: Arc<slatedb_common::metrics::DefaultMetricsRecorder>,
+    reader_poll: Duration,
 ) -> Result<Backend> {
     if read_only {
         let reader = DbReader::builder("", object_store)
             .with_reader_mode(DbReaderMode::FollowLatest)
-            .with_options(reader_options())
+            .with_options(reader_options(reader_poll))
             .with_db_cache(crate::sst_cache::shared(), cache_scope)
             .with_metrics_recorder(metrics)
             .build()

@@ -258,6 +258,52 @@ pub(crate) fn ensure_set(name: &str, reqs: &[&str], probe: &Path) -> Result<Path
     Ok(dir)
 }
 
+/// The wheels a fresh virtual environment installs moraine's wheel beside (DuckDB's Python
+/// package and DuckLake's, pinned), downloaded once into `$MORAINE_CACHE/wheelhouse` so the
+/// tests' `pip install` reads them from there (`--no-index --find-links`), never from the network.
+pub const WHEELHOUSE: &[&str] = &["duckdb==1.5.5", "duckdb-extension-ducklake==1.5.5"];
+
+/// Download (if needed) [`WHEELHOUSE`] and return its directory.
+pub fn ensure_wheelhouse() -> Result<PathBuf, String> {
+    let dir = paths::cache_root().join("wheelhouse");
+    let stamp = format!("{}\n", WHEELHOUSE.join("\n"));
+    if std::fs::read_to_string(dir.join(STAMP)).ok().as_deref() == Some(stamp.as_str()) {
+        return Ok(dir);
+    }
+    let parent = dir.parent().expect("the cache dir has a parent");
+    std::fs::create_dir_all(parent).map_err(|e| format!("create {}: {e}", parent.display()))?;
+    let tmp = parent.join(format!("wheelhouse.tmp-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&tmp);
+    eprintln!(
+        "xtask deps: downloading {} into {}",
+        WHEELHOUSE.join(" "),
+        dir.display()
+    );
+    let python = std::env::var_os("PYTHON").unwrap_or_else(|| "python3".into());
+    let status = Command::new(&python)
+        .args([
+            "-m",
+            "pip",
+            "download",
+            "--quiet",
+            "--disable-pip-version-check",
+        ])
+        .args(["--no-deps", "--only-binary=:all:", "--dest"])
+        .arg(&tmp)
+        .args(WHEELHOUSE)
+        .status()
+        .map_err(|e| format!("running {python:?} -m pip: {e}"))?;
+    if !status.success() {
+        let _ = std::fs::remove_dir_all(&tmp);
+        return Err(format!(
+            "pip download into the wheelhouse failed ({status})"
+        ));
+    }
+    std::fs::write(tmp.join(STAMP), &stamp).map_err(|e| format!("write stamp: {e}"))?;
+    move_into_place(&tmp, &dir)?;
+    Ok(dir)
+}
+
 /// SQL that keeps DuckDB from installing or auto-loading anything by itself:
 /// there is no network here except PyPI, and every extension must be the one
 /// we LOAD by path. The extension directory points at a scratch dir so

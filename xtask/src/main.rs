@@ -11,6 +11,7 @@ mod cli_host;
 mod conformance;
 mod demo;
 mod deps;
+mod dist;
 mod e2e;
 mod ext;
 mod footer;
@@ -28,6 +29,11 @@ commands:
   build                 cargo build --release -p moraine, then write
                         <target>/release/moraine.duckdb_extension (.so + DuckDB footer);
                         prints that path last
+  package --repo DIR    build, then write DIR/v1.5.5/linux_amd64/moraine.duckdb_extension.gz
+                        (a DuckDB extension repository: INSTALL moraine FROM 'DIR')
+  package DIR           wrap an existing DIR/libmoraine.so as DIR/moraine.duckdb_extension
+  wheel --out DIR       build, then write DIR/duckdb_extension_moraine-<version>-
+                        py3-none-manylinux_2_28_x86_64.whl (pip install it next to duckdb==1.5.5)
   deps                  install the pinned DuckDB CLI, DuckLake and sqlite_scanner
                         extensions and duckdb Python package from PyPI into
                         $MORAINE_CACHE/pypi (default ~/.cache/moraine/pypi); prints paths
@@ -85,6 +91,7 @@ fn main() -> ExitCode {
     let result = match args.first().map(String::as_str) {
         Some("build") => cmd_build(&args[1..]),
         Some("package") => cmd_package(&args[1..]),
+        Some("wheel") => cmd_wheel(&args[1..]),
         Some("deps") => cmd_deps(&args[1..]),
         Some("e2e") => cmd_e2e(&args[1..]),
         Some("demo") => cmd_demo(&args[1..]),
@@ -135,16 +142,48 @@ fn ensure_deps() -> Result<deps::Deps, String> {
     Ok(d)
 }
 
-/// Wraps an already built `<dir>/libmoraine.so` (e.g. a development build) as an extension.
+/// `--repo DIR`: build and write DuckDB's extension repository layout into DIR. `DIR`: wrap an
+/// already built `DIR/libmoraine.so` (e.g. a development build) as an extension.
 fn cmd_package(args: &[String]) -> Result<bool, String> {
+    if let [flag, repo] = args {
+        if flag == "--repo" {
+            let out = dist::repository(&extension_for_dist()?, std::path::Path::new(repo))?;
+            println!("{}", out.display());
+            return Ok(true);
+        }
+    }
     let [dir] = args else {
-        return Err("usage: cargo xtask package <dir holding libmoraine.so>".into());
+        return Err(
+            "usage: cargo xtask package --repo <DIR> | cargo xtask package <dir holding libmoraine.so>"
+                .into(),
+        );
     };
     let version = ext::crate_version(&paths::workspace_root().join("Cargo.toml"))?;
     println!(
         "{}",
         ext::package(std::path::Path::new(dir), &version)?.display()
     );
+    Ok(true)
+}
+
+/// The extension to distribute: `MORAINE_EXTENSION` when set (already built), else a build.
+fn extension_for_dist() -> Result<PathBuf, String> {
+    match std::env::var_os("MORAINE_EXTENSION") {
+        Some(p) => Ok(PathBuf::from(p)),
+        None => ext::build(),
+    }
+}
+
+fn cmd_wheel(args: &[String]) -> Result<bool, String> {
+    let [flag, out] = args else {
+        return Err("usage: cargo xtask wheel --out <DIR>".into());
+    };
+    if flag != "--out" {
+        return Err("usage: cargo xtask wheel --out <DIR>".into());
+    }
+    let version = ext::crate_version(&paths::workspace_root().join("Cargo.toml"))?;
+    let wheel = dist::wheel(&extension_for_dist()?, &version, std::path::Path::new(out))?;
+    println!("{}", wheel.display());
     Ok(true)
 }
 

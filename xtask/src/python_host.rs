@@ -38,6 +38,35 @@ pub fn run_script(path: &Path, env: &Env) -> FileOutcome {
             Err(e) => return fail(e),
         }
     }
+    // a scenario that says `# needs: moraine_dist` gets moraine as users receive it: an extension
+    // repository and a wheel built from this extension (MORAINE_REPO, MORAINE_WHEEL) by the code
+    // behind `cargo xtask package --repo` and `cargo xtask wheel`, the stock CLI (DUCKDB_CLI) and
+    // a local wheelhouse for pip (WHEELHOUSE)
+    if source.lines().any(|l| l.trim() == "# needs: moraine_dist") {
+        let dist = (|| -> Result<Vec<(&'static str, std::ffi::OsString)>, String> {
+            let version =
+                crate::ext::crate_version(&crate::paths::workspace_root().join("Cargo.toml"))?;
+            let repo = test_dir.join("repo");
+            crate::dist::repository(moraine, &repo)?;
+            let wheel = crate::dist::wheel(moraine, &version, &test_dir.join("wheels"))?;
+            Ok(vec![
+                ("MORAINE_REPO", repo.into_os_string()),
+                ("MORAINE_WHEEL", wheel.into_os_string()),
+                ("MORAINE_VERSION", version.into()),
+                ("DUCKDB_CLI", env.deps.cli.clone().into_os_string()),
+                (
+                    "WHEELHOUSE",
+                    crate::deps::ensure_wheelhouse()?.into_os_string(),
+                ),
+            ])
+        })();
+        match dist {
+            Ok(vars) => {
+                cmd.envs(vars);
+            }
+            Err(e) => return fail(e),
+        }
+    }
     let output = cmd.output();
     let output = match output {
         Ok(o) => o,

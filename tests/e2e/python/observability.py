@@ -172,11 +172,13 @@ except duckdb.Error as e:
     check("moraine_status of a catalog that is not moraine's is refused naming it",
           "\"memory\"" in str(e), repr(e))
 
-rc, out, err = child(f"db.execute({READER!r})\n"
-                     "r = db.execute(\"SELECT mode, commits, last_commit IS NULL, head_batch FROM moraine_status('lake')\")\n"
+rc, out, err = child("db.execute(\"SET moraine_reader_poll_interval = '1 second'\")\n"
+                     f"db.execute({READER!r})\n"
+                     "r = db.execute(\"SELECT mode, commits, last_commit IS NULL, head_batch, reader_poll_ms "
+                     "FROM moraine_status('lake')\")\n"
                      "print(r.fetchone())\n")
-check("a reader's status says reader, with no commits of its own",
-      rc == 0 and out.strip() == f"('reader', 0, True, {s['head_batch']})", (out, err[-2000:]))
+check("a reader's status says reader, with no commits of its own, polling as its setting says",
+      rc == 0 and out.strip() == f"('reader', 0, True, {s['head_batch']}, 1000)", (out, err[-2000:]))
 
 # another process opens the lake as its writer: this one is fenced, and its status says so
 rc, out, err = child(f"db.execute({ATTACH!r})\ndb.execute('INSERT INTO lake.t VALUES (12)')\n")
