@@ -43,10 +43,11 @@ static void OnKeyspace(void *ud, const char *keyspace, size_t keyspace_len, cons
 //! moraine_keyspace(lake): keys per keyspace and kind in the committed store.
 static unique_ptr<FunctionData> KeyspaceBind(ClientContext &context, TableFunctionBindInput &input,
                                              vector<LogicalType> &return_types, vector<string> &names) {
-	auto &lake = MoraineLake(context, "moraine_keyspace", input.inputs[0].GetValue<string>());
+	// the store stays open through the call, even if the lake is detached meanwhile
+	auto store = MoraineLake(context, "moraine_keyspace", input.inputs[0].GetValue<string>()).store;
 	auto result = make_uniq<MoraineRowsBindData>();
 	MoraineError err {nullptr, 0, MORAINE_ERROR_NONE};
-	if (moraine_store_keyspace(lake.store->store, result.get(), OnKeyspace, &err) != 0) {
+	if (moraine_store_keyspace(store->store, result.get(), OnKeyspace, &err) != 0) {
 		MoraineThrow(err);
 	}
 	MoraineRethrow(*result);
@@ -89,10 +90,10 @@ static void OnStatusField(void *ud, const char *name, size_t name_len, uint32_t 
 //! moraine_status(lake): one row describing the store behind the lake.
 static unique_ptr<FunctionData> StatusBind(ClientContext &context, TableFunctionBindInput &input,
                                            vector<LogicalType> &return_types, vector<string> &names) {
-	auto &lake = MoraineLake(context, "moraine_status", input.inputs[0].GetValue<string>());
+	auto store = MoraineLake(context, "moraine_status", input.inputs[0].GetValue<string>()).store;
 	auto result = make_uniq<MoraineRowsBindData>();
 	MoraineError err {nullptr, 0, MORAINE_ERROR_NONE};
-	if (moraine_store_status(lake.store->store, result.get(), OnStatusField, &err) != 0) {
+	if (moraine_store_status(store->store, result.get(), OnStatusField, &err) != 0) {
 		MoraineThrow(err);
 	}
 	MoraineRethrow(*result);
@@ -113,10 +114,10 @@ static void OnMetric(void *ud, const char *name, size_t name_len, const char *la
 //! moraine_metrics(lake): SlateDB's metrics for the store behind the lake.
 static unique_ptr<FunctionData> MetricsBind(ClientContext &context, TableFunctionBindInput &input,
                                             vector<LogicalType> &return_types, vector<string> &names) {
-	auto &lake = MoraineLake(context, "moraine_metrics", input.inputs[0].GetValue<string>());
+	auto store = MoraineLake(context, "moraine_metrics", input.inputs[0].GetValue<string>()).store;
 	auto result = make_uniq<MoraineRowsBindData>();
 	MoraineError err {nullptr, 0, MORAINE_ERROR_NONE};
-	if (moraine_store_metrics(lake.store->store, result.get(), OnMetric, &err) != 0) {
+	if (moraine_store_metrics(store->store, result.get(), OnMetric, &err) != 0) {
 		MoraineThrow(err);
 	}
 	MoraineRethrow(*result);

@@ -92,14 +92,22 @@ static unique_ptr<Catalog> MoraineAttach(optional_ptr<StorageExtensionInfo> stor
 	}
 	// DuckDB's file-access rules (enable_external_access = false, allowed_directories) hold for
 	// the directory or bucket the store lives in, as moraine resolves it ("..", relative paths)
+	// (a copy that fails leaves `resolved` holding nothing but the marker: refused, never skipped)
 	string resolved;
 	moraine_url_access_path(url.c_str(), url.size(), &resolved, [](void *ud, const char *path, size_t len) {
+		auto &out = *static_cast<string *>(ud);
 		try {
-			*static_cast<string *>(ud) = string(path, len);
+			out = string(path, len);
 		} catch (...) {
-			// left empty: the open still runs, and fails on the same allocation if it must
+			out.clear();
+			out.push_back('\0');
 		}
 	});
+	if (resolved.size() == 1 && resolved[0] == '\0') {
+		throw PermissionException("moraine: cannot attach \"%s\": its directory could not be checked against "
+		                          "DuckDB's file-access rules",
+		                          url);
+	}
 	if (!resolved.empty() && !DBConfig::GetConfig(context).CanAccessFile(resolved, FileType::FILE_TYPE_DIR)) {
 		throw PermissionException("moraine: cannot attach \"%s\": \"%s\" is outside what DuckDB may access "
 		                          "(enable_external_access = false; see allowed_directories)",
@@ -223,7 +231,7 @@ extern "C" void moraine_cpp_register(void *loader_ptr) {
 	if (!config.HasExtensionOption("moraine_log_level")) {
 		config.AddExtensionOption("moraine_log_level",
 		                          "What moraine writes to stderr: a level (off, error, warn, info, debug, trace) for "
-		                          "moraine, then optionally target=level for slatedb, object_store, reqwest, hyper; "
+		                          "moraine, then optionally target=level for slatedb, object_store, reqwest; "
 		                          "debug shows each attach, refresh, commit and checkpoint with its time (process-wide)",
 		                          duckdb::LogicalType::VARCHAR, duckdb::Value(moraine_setting_default("moraine_log_level")),
 		                          duckdb::MoraineSetLogLevel, duckdb::SetScope::GLOBAL);

@@ -515,7 +515,8 @@ impl Store {
             if existing.access != access {
                 return Err(Error::InvalidInput(format!(
                     "{canonical} is already attached in this process with {}; DETACH it \
-                     first, or attach it with the same secret and moraine_io_timeout",
+                     first, or attach it with the same secret and the same moraine_io_timeout, \
+                     moraine_max_commit_size and moraine_reader_poll_interval",
                     match &existing.access.secret {
                         Some(s) => format!("secret '{}'", s.name),
                         None => "no secret".to_string(),
@@ -1164,7 +1165,12 @@ impl Store {
     /// the rest from memory. A head that cannot be read (an outage, a fenced writer) is
     /// reported, not raised: the view is for when something is wrong.
     pub fn status(&self) -> Result<crate::status::Status> {
-        let head = self.head();
+        // after a commit of unknown outcome, a read would see that commit's batch in SlateDB's
+        // memtable, which may never land: the committed head is not known
+        let head = match self.check_not_broken() {
+            Ok(()) => self.head(),
+            Err(e) => Err(e),
+        };
         let manifest = match &self.backend {
             Backend::Writer(db, _) => db.manifest(),
             Backend::Reader(reader) => reader.manifest(),

@@ -4,7 +4,8 @@
 //! The subscriber is installed once, when DuckDB loads the extension ([`install`]); the
 //! filter is process-wide, like stderr. A span's line is written when it closes, with how long
 //! it was open, so `debug` shows what each attach, refresh, commit and checkpoint did and how
-//! long it took; `trace` adds every store read and each table a transaction scans.
+//! long it took; `trace` adds every store read and each table a transaction scans. Libraries
+//! that log through the `log` crate (SlateDB, reqwest) go through the same filter and lines.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -22,11 +23,11 @@ use tracing::{Event, Level, Metadata, Subscriber};
 
 use crate::error::{Error, Result};
 
-/// What `moraine_log_level` is until it is set: moraine's warnings only.
-pub const DEFAULT_FILTER: &str = "warn";
+/// What `moraine_log_level` is until it is set: moraine's and SlateDB's warnings.
+pub const DEFAULT_FILTER: &str = "warn,slatedb=warn";
 
 /// The targets a directive may name (moraine's own, and the libraries it drives).
-const TARGETS: &[&str] = &["moraine", "slatedb", "object_store", "reqwest", "hyper"];
+const TARGETS: &[&str] = &["moraine", "slatedb", "object_store", "reqwest"];
 
 /// A parsed `moraine_log_level`: the level each target (a module path prefix) logs at.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -37,7 +38,8 @@ pub struct Filter {
 impl Filter {
     /// `spec` is a comma-separated list of directives: a level (`off`, `error`, `warn`, `info`,
     /// `debug`, `trace`) sets moraine's own; `target=level` sets one of [`TARGETS`]' (e.g.
-    /// `debug,slatedb=info`). Targets not named log nothing.
+    /// `debug,slatedb=info`). moraine logs its warnings unless a directive names its level;
+    /// other targets not named log nothing. An empty spec is refused (`off` turns it all off).
     pub fn parse(spec: &str) -> Result<Filter> {
         let bad = |what: String| {
             Error::InvalidInput(format!(
@@ -56,7 +58,11 @@ impl Filter {
             "trace" => Ok(LevelFilter::TRACE),
             other => Err(bad(format!("'{other}' is not a level"))),
         };
-        let mut directives: Vec<(String, LevelFilter)> = Vec::new();
+        if spec.trim().is_empty() {
+            return Err(bad("it names no level".into()));
+        }
+        let mut directives: Vec<(String, LevelFilter)> =
+            vec![("moraine".to_string(), LevelFilter::WARN)];
         for item in spec.split(',').map(str::trim).filter(|s| !s.is_empty()) {
             let (target, lvl) = match item.split_once('=') {
                 Some((t, l)) => (t.trim().to_ascii_lowercase(), level(l)?),
@@ -85,6 +91,18 @@ impl Filter {
         *meta.level() <= self.level_of(meta.target())
     }
 
+    /// The `log` crate's view of [`Filter::max`].
+    fn log_max(&self) -> log::LevelFilter {
+        match self.max() {
+            LevelFilter::OFF => log::LevelFilter::Off,
+            LevelFilter::ERROR => log::LevelFilter::Error,
+            LevelFilter::WARN => log::LevelFilter::Warn,
+            LevelFilter::INFO => log::LevelFilter::Info,
+            LevelFilter::DEBUG => log::LevelFilter::Debug,
+            _ => log::LevelFilter::Trace,
+        }
+    }
+
     fn max(&self) -> LevelFilter {
         self.directives
             .iter()
@@ -107,23 +125,64 @@ fn current() -> Filter {
 /// an error naming it, and the filter stays as it was.
 pub fn set_filter(spec: &str) -> Result<()> {
     let parsed = Filter::parse(spec)?;
+    let log_max = parsed.log_max();
     *filter().write().unwrap_or_else(|p| p.into_inner()) = parsed;
     // callsites cached their interest under the old filter
     tracing::callsite::rebuild_interest_cache();
+    log::set_max_level(log_max);
     Ok(())
 }
 
-/// Install the stderr subscriber as the process's (this library's) default, once. A process
-/// that installed another one first keeps it.
+/// Install the stderr subscriber as the process's (this library's) default, and the `log`
+/// crate's logger beside it, once. A process that installed others first keeps them.
 pub fn install() {
     static ONCE: OnceLock<()> = OnceLock::new();
     ONCE.get_or_init(|| {
         let _ = tracing::subscriber::set_global_default(Stderr::default());
+        if log::set_logger(&LOG).is_ok() {
+            log::set_max_level(current().log_max());
+        }
     });
+}
+
+/// The `log` crate's records (SlateDB's, reqwest's), through the same filter and lines.
+struct Log;
+
+static LOG: Log = Log;
+
+fn tracing_level(level: log::Level) -> Level {
+    match level {
+        log::Level::Error => Level::ERROR,
+        log::Level::Warn => Level::WARN,
+        log::Level::Info => Level::INFO,
+        log::Level::Debug => Level::DEBUG,
+        log::Level::Trace => Level::TRACE,
+    }
+}
+
+impl log::Log for Log {
+    fn enabled(&self, meta: &log::Metadata<'_>) -> bool {
+        tracing_level(meta.level()) <= current().level_of(meta.target())
+    }
+
+    fn log(&self, record: &log::Record<'_>) {
+        if self.enabled(record.metadata()) {
+            Stderr::write_line(
+                &tracing_level(record.level()),
+                record.target(),
+                "",
+                &record.args().to_string(),
+                None,
+            );
+        }
+    }
+
+    fn flush(&self) {}
 }
 
 /// An open span: what its line shows.
 struct SpanData {
+    meta: &'static Metadata<'static>,
     name: &'static str,
     target: &'static str,
     level: Level,
@@ -137,6 +196,9 @@ struct SpanData {
 struct Stderr {
     spans: Mutex<HashMap<u64, SpanData>>,
     next_id: AtomicU64,
+    /// Where a test collects the lines instead of stderr.
+    #[cfg(test)]
+    sink: Option<std::sync::Arc<Mutex<String>>>,
 }
 
 thread_local! {
@@ -173,7 +235,11 @@ impl Visit for Fields {
 
 impl Stderr {
     fn innermost() -> Option<u64> {
-        ENTERED.with(|e| e.borrow().last().copied())
+        // (a thread being torn down has no entered spans)
+        ENTERED
+            .try_with(|e| e.borrow().last().copied())
+            .ok()
+            .flatten()
     }
 
     /// `outer{fields}:inner{fields}` for the span `id` and its parents.
@@ -193,7 +259,21 @@ impl Stderr {
         names.join(":")
     }
 
-    fn write_line(level: &Level, target: &str, context: &str, text: &str) {
+    fn line(&self, level: &Level, target: &str, context: &str, text: &str) {
+        #[cfg(test)]
+        let sink = self.sink.as_deref();
+        #[cfg(not(test))]
+        let sink = None;
+        Stderr::write_line(level, target, context, text, sink);
+    }
+
+    fn write_line(
+        level: &Level,
+        target: &str,
+        context: &str,
+        text: &str,
+        sink: Option<&Mutex<String>>,
+    ) {
         let mut line = format!("{} {level:>5} {target}", timestamp(SystemTime::now()));
         if !context.is_empty() {
             line.push(' ');
@@ -202,7 +282,15 @@ impl Stderr {
         line.push_str(": ");
         line.push_str(text.trim_start());
         line.push('\n');
-        let _ = std::io::stderr().lock().write_all(line.as_bytes());
+        match sink {
+            Some(sink) => sink
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push_str(&line),
+            None => {
+                let _ = std::io::stderr().lock().write_all(line.as_bytes());
+            }
+        }
     }
 }
 
@@ -245,6 +333,7 @@ impl Subscriber for Stderr {
         spans.insert(
             id,
             SpanData {
+                meta,
                 name: meta.name(),
                 target: meta.target(),
                 level: *meta.level(),
@@ -285,7 +374,7 @@ impl Subscriber for Stderr {
             parent,
         );
         let meta = event.metadata();
-        Stderr::write_line(
+        self.line(
             meta.level(),
             meta.target(),
             &context,
@@ -294,17 +383,25 @@ impl Subscriber for Stderr {
     }
 
     fn enter(&self, span: &Id) {
-        ENTERED.with(|e| e.borrow_mut().push(span.into_u64()));
+        let _ = ENTERED.try_with(|e| e.borrow_mut().push(span.into_u64()));
     }
 
     fn exit(&self, span: &Id) {
         let id = span.into_u64();
-        ENTERED.with(|e| {
+        let _ = ENTERED.try_with(|e| {
             let mut e = e.borrow_mut();
             if let Some(at) = e.iter().rposition(|s| *s == id) {
                 e.remove(at);
             }
         });
+    }
+
+    fn current_span(&self) -> tracing_core::span::Current {
+        let spans = self.spans.lock().unwrap_or_else(|p| p.into_inner());
+        match Stderr::innermost().and_then(|id| spans.get(&id).map(|s| (id, s.meta))) {
+            Some((id, meta)) => tracing_core::span::Current::new(Id::from_u64(id), meta),
+            None => tracing_core::span::Current::none(),
+        }
     }
 
     fn clone_span(&self, span: &Id) -> Id {
@@ -334,7 +431,7 @@ impl Subscriber for Stderr {
             let s = spans.remove(&id).expect("present");
             closed_first |= id == span.into_u64();
             if current().level_of(s.target) >= s.level {
-                Stderr::write_line(
+                self.line(
                     &s.level,
                     s.target,
                     &context,
@@ -403,6 +500,55 @@ mod tests {
             assert_eq!(e.kind(), crate::error::Kind::InvalidInput);
             assert!(e.to_string().contains(bad), "{e}");
         }
+    }
+
+    #[test]
+    fn an_empty_spec_is_refused_and_naming_another_target_keeps_moraines_warnings() {
+        assert!(Filter::parse(" ").is_err());
+        let f = Filter::parse("slatedb=info").unwrap();
+        assert_eq!(f.level_of("moraine::store"), LevelFilter::WARN);
+        assert_eq!(f.level_of("slatedb"), LevelFilter::INFO);
+        let d = Filter::parse(DEFAULT_FILTER).unwrap();
+        assert_eq!(d.level_of("moraine"), LevelFilter::WARN);
+        assert_eq!(d.level_of("slatedb::db"), LevelFilter::WARN);
+    }
+
+    /// Nested spans name their chain and fields on each line, close with their time, serve
+    /// `Span::current()`, and leave nothing open; a span whose level the filter no longer
+    /// takes closes without a line.
+    #[test]
+    fn spans_nest_record_close_and_leave_nothing_open() {
+        let sink = std::sync::Arc::new(Mutex::new(String::new()));
+        let sub = std::sync::Arc::new(Stderr {
+            sink: Some(sink.clone()),
+            ..Default::default()
+        });
+        set_filter("trace").unwrap();
+        tracing::subscriber::with_default(sub.clone(), || {
+            let outer = tracing::info_span!("outer", a = 1);
+            let _o = outer.enter();
+            {
+                let inner = tracing::debug_span!("inner", b = tracing::field::Empty);
+                let _i = inner.enter();
+                tracing::Span::current().record("b", 2);
+                tracing::info!(x = 3, "hello");
+            }
+            let quiet = tracing::debug_span!("quiet");
+            let _q = quiet.clone().entered();
+            set_filter("info").unwrap();
+        });
+        set_filter(DEFAULT_FILTER).unwrap();
+        let text = sink.lock().unwrap().clone();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 3, "{text}");
+        assert!(
+            lines[0].ends_with("INFO moraine::telemetry::tests outer{a=1}:inner{b=2}: hello x=3"),
+            "{text}"
+        );
+        assert!(lines[1]
+            .contains("DEBUG moraine::telemetry::tests outer{a=1}:inner{b=2}: closed after "));
+        assert!(lines[2].contains(" INFO moraine::telemetry::tests outer{a=1}: closed after "));
+        assert!(sub.spans.lock().unwrap().is_empty(), "every span closed");
     }
 
     #[test]

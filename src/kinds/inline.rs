@@ -55,8 +55,21 @@ struct LoadedChunk {
 /// How many chunks a table holds before new rows join its last chunk.
 const MANY_CHUNKS: usize = 64;
 
-/// The size up to which a table's last chunk takes a commit's new rows.
+/// The size up to which a table's last chunk takes a commit's new rows: rows, and bytes (a
+/// commit that appends rewrites the chunk, so a chunk of large rows takes no more).
 const APPEND_BELOW_ROWS: usize = 1024;
+const APPEND_BELOW_BYTES: usize = 1 << 20;
+
+/// About how many bytes a row's cells take in a chunk.
+fn row_bytes(row: &Row) -> usize {
+    row.iter()
+        .map(|c| match c {
+            Cell::Text(s) => s.len() + 4,
+            Cell::Blob(b) => b.len() + 4,
+            _ => 8,
+        })
+        .sum()
+}
 
 /// Where a row of an [`InlineModel`] lives: (chunk seq, index); new rows use seq `NEW`.
 type Slot = (i64, usize);
@@ -211,7 +224,14 @@ impl InlineModel {
             self.load_chunk(ws, min, last).await?;
         }
         let chunk = self.chunks.get_mut(&last).expect("loaded");
-        if chunk.rows.len() + new_rows.len() > APPEND_BELOW_ROWS {
+        let bytes: usize = chunk
+            .rows
+            .iter()
+            .flatten()
+            .chain(&new_rows)
+            .map(row_bytes)
+            .sum();
+        if chunk.rows.len() + new_rows.len() > APPEND_BELOW_ROWS || bytes > APPEND_BELOW_BYTES {
             return Ok(new_rows);
         }
         chunk.rows.extend(new_rows.into_iter().map(Some));
