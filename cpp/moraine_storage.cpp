@@ -128,21 +128,14 @@ static unique_ptr<Catalog> MoraineAttach(optional_ptr<StorageExtensionInfo> stor
 		    url, url);
 	}
 	auto kv = s3 ? S3SecretOptions(context, url, secret_name) : vector<pair<string, string>>();
-	Value timeout;
-	if (context.TryGetCurrentSetting("moraine_io_timeout", timeout) && !timeout.IsNull()) {
-		auto ms = Interval::GetMicro(timeout.GetValue<interval_t>()) / 1000;
-		if (ms <= 0) {
-			throw InvalidInputException("moraine_io_timeout must be positive, not %s", timeout.ToString());
+	// interval settings travel as whole milliseconds; Rust refuses what is not positive
+	for (auto &interval : {std::make_pair("moraine_io_timeout", "io_timeout_ms"),
+	                       std::make_pair("moraine_reader_poll_interval", "reader_poll_ms")}) {
+		Value value;
+		if (context.TryGetCurrentSetting(interval.first, value) && !value.IsNull()) {
+			auto ms = Interval::GetMicro(value.GetValue<interval_t>()) / 1000;
+			kv.emplace_back(interval.second, ms > 0 ? to_string(ms) : value.ToString());
 		}
-		kv.emplace_back("io_timeout_ms", to_string(ms));
-	}
-	Value poll;
-	if (context.TryGetCurrentSetting("moraine_reader_poll_interval", poll) && !poll.IsNull()) {
-		auto ms = Interval::GetMicro(poll.GetValue<interval_t>()) / 1000;
-		if (ms <= 0) {
-			throw InvalidInputException("moraine_reader_poll_interval must be positive, not %s", poll.ToString());
-		}
-		kv.emplace_back("reader_poll_ms", to_string(ms));
 	}
 	Value max_commit;
 	if (context.TryGetCurrentSetting("moraine_max_commit_size", max_commit) && !max_commit.IsNull()) {

@@ -274,17 +274,32 @@ pub(crate) struct Access {
     reader_poll: Duration,
 }
 
-/// The `io_timeout_ms` option (from `moraine_io_timeout`), else [`DEFAULT_IO_TIMEOUT`].
-fn io_timeout_option(options: &[(String, String)]) -> Result<Duration> {
-    match options.iter().find(|(k, _)| k == "io_timeout_ms") {
-        None => Ok(DEFAULT_IO_TIMEOUT),
+/// The option `key` in milliseconds (from the interval setting `setting`), else `default`.
+fn millis_option(
+    options: &[(String, String)],
+    key: &str,
+    setting: &str,
+    default: Duration,
+) -> Result<Duration> {
+    match options.iter().find(|(k, _)| k == key) {
+        None => Ok(default),
         Some((_, v)) => match v.parse::<u64>() {
             Ok(ms) if ms > 0 => Ok(Duration::from_millis(ms)),
             _ => Err(Error::InvalidInput(format!(
-                "moraine_io_timeout must be a positive number of milliseconds, not '{v}'"
+                "{setting} must be positive (at least a millisecond), not '{v}'"
             ))),
         },
     }
+}
+
+/// The `io_timeout_ms` option (from `moraine_io_timeout`), else [`DEFAULT_IO_TIMEOUT`].
+fn io_timeout_option(options: &[(String, String)]) -> Result<Duration> {
+    millis_option(
+        options,
+        "io_timeout_ms",
+        "moraine_io_timeout",
+        DEFAULT_IO_TIMEOUT,
+    )
 }
 
 /// `d` in seconds, for messages.
@@ -417,15 +432,12 @@ pub(crate) const DEFAULT_READER_POLL: Duration = Duration::from_millis(200);
 /// The `reader_poll_ms` option (from `moraine_reader_poll_interval`), else
 /// [`DEFAULT_READER_POLL`].
 fn reader_poll_option(options: &[(String, String)]) -> Result<Duration> {
-    match options.iter().find(|(k, _)| k == "reader_poll_ms") {
-        None => Ok(DEFAULT_READER_POLL),
-        Some((_, v)) => match v.parse::<u64>() {
-            Ok(ms) if ms > 0 => Ok(Duration::from_millis(ms)),
-            _ => Err(Error::InvalidInput(format!(
-                "moraine_reader_poll_interval must be a positive number of milliseconds, not '{v}'"
-            ))),
-        },
-    }
+    millis_option(
+        options,
+        "reader_poll_ms",
+        "moraine_reader_poll_interval",
+        DEFAULT_READER_POLL,
+    )
 }
 
 fn reader_options(poll: Duration) -> DbReaderOptions {

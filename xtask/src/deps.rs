@@ -273,32 +273,8 @@ pub fn ensure_wheelhouse() -> Result<PathBuf, String> {
     let parent = dir.parent().expect("the cache dir has a parent");
     std::fs::create_dir_all(parent).map_err(|e| format!("create {}: {e}", parent.display()))?;
     let tmp = parent.join(format!("wheelhouse.tmp-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&tmp);
-    eprintln!(
-        "xtask deps: downloading {} into {}",
-        WHEELHOUSE.join(" "),
-        dir.display()
-    );
-    let python = std::env::var_os("PYTHON").unwrap_or_else(|| "python3".into());
-    let status = Command::new(&python)
-        .args([
-            "-m",
-            "pip",
-            "download",
-            "--quiet",
-            "--disable-pip-version-check",
-        ])
-        .args(["--no-deps", "--only-binary=:all:", "--dest"])
-        .arg(&tmp)
-        .args(WHEELHOUSE)
-        .status()
-        .map_err(|e| format!("running {python:?} -m pip: {e}"))?;
-    if !status.success() {
-        let _ = std::fs::remove_dir_all(&tmp);
-        return Err(format!(
-            "pip download into the wheelhouse failed ({status})"
-        ));
-    }
+    pip_scratch("download", &tmp, &dir, WHEELHOUSE)
+        .map_err(|status| format!("pip download into the wheelhouse failed ({status})"))?;
     std::fs::write(tmp.join(STAMP), &stamp).map_err(|e| format!("write stamp: {e}"))?;
     move_into_place(&tmp, &dir)?;
     Ok(dir)
@@ -432,23 +408,28 @@ mod tests {
 /// scratch directory `tmp`, destined for `dir`. On failure the scratch directory is removed and
 /// the error says what failed (the caller names which install it was).
 pub(crate) fn pip_install_scratch(tmp: &Path, dir: &Path, reqs: &[&str]) -> Result<(), String> {
+    pip_scratch("install", tmp, dir, reqs)
+}
+
+/// `pip install --target <tmp>` or `pip download --dest <tmp>` (`verb`) of pinned wheels (no
+/// dependencies, binaries only) into a fresh scratch directory `tmp`, destined for `dir`.
+fn pip_scratch(verb: &str, tmp: &Path, dir: &Path, reqs: &[&str]) -> Result<(), String> {
     let _ = std::fs::remove_dir_all(tmp);
     eprintln!(
-        "xtask deps: installing {} into {}",
+        "xtask deps: pip {verb} {} into {}",
         reqs.join(" "),
         dir.display()
     );
     let python = std::env::var_os("PYTHON").unwrap_or_else(|| "python3".into());
     let status = Command::new(&python)
-        .args([
-            "-m",
-            "pip",
-            "install",
-            "--quiet",
-            "--disable-pip-version-check",
-        ])
+        .args(["-m", "pip", verb, "--quiet", "--disable-pip-version-check"])
         .env("PIP_ROOT_USER_ACTION", "ignore")
-        .args(["--no-deps", "--only-binary=:all:", "--target"])
+        .args(["--no-deps", "--only-binary=:all:"])
+        .arg(if verb == "install" {
+            "--target"
+        } else {
+            "--dest"
+        })
         .arg(tmp)
         .args(reqs)
         .status()

@@ -166,7 +166,8 @@ fn cmd_package(args: &[String]) -> Result<bool, String> {
     Ok(true)
 }
 
-/// The extension to distribute: `MORAINE_EXTENSION` when set (already built), else a build.
+/// The extension to distribute or demo: `MORAINE_EXTENSION` when set (already built), else a
+/// build.
 fn extension_for_dist() -> Result<PathBuf, String> {
     match std::env::var_os("MORAINE_EXTENSION") {
         Some(p) => Ok(PathBuf::from(p)),
@@ -181,8 +182,7 @@ fn cmd_wheel(args: &[String]) -> Result<bool, String> {
     if flag != "--out" {
         return Err("usage: cargo xtask wheel --out <DIR>".into());
     }
-    let version = ext::crate_version(&paths::workspace_root().join("Cargo.toml"))?;
-    let wheel = dist::wheel(&extension_for_dist()?, &version, std::path::Path::new(out))?;
+    let wheel = dist::wheel(&extension_for_dist()?, std::path::Path::new(out))?;
     println!("{}", wheel.display());
     Ok(true)
 }
@@ -195,6 +195,10 @@ fn cmd_deps(args: &[String]) -> Result<bool, String> {
     println!("sqlite_ext      {}", d.sqlite_ext.display());
     println!("python_path     {}", d.python_path.display());
     println!("moto_server     {}", crate::deps::ensure_moto()?.display());
+    println!(
+        "wheelhouse      {}",
+        crate::deps::ensure_wheelhouse()?.display()
+    );
     Ok(true)
 }
 
@@ -258,7 +262,7 @@ fn cmd_demo(args: &[String]) -> Result<bool, String> {
             .join(dir)
     };
     let moraine_ext = if with_moraine {
-        Some(ext::build()?)
+        Some(extension_for_dist()?)
     } else {
         None
     };

@@ -44,11 +44,10 @@ pub fn run_script(path: &Path, env: &Env) -> FileOutcome {
     // a local wheelhouse for pip (WHEELHOUSE)
     if source.lines().any(|l| l.trim() == "# needs: moraine_dist") {
         let dist = (|| -> Result<Vec<(&'static str, std::ffi::OsString)>, String> {
-            let version =
-                crate::ext::crate_version(&crate::paths::workspace_root().join("Cargo.toml"))?;
+            let version = crate::dist::extension_version(moraine)?;
             let repo = test_dir.join("repo");
             crate::dist::repository(moraine, &repo)?;
-            let wheel = crate::dist::wheel(moraine, &version, &test_dir.join("wheels"))?;
+            let wheel = crate::dist::wheel(moraine, &test_dir.join("wheels"))?;
             Ok(vec![
                 ("MORAINE_REPO", repo.into_os_string()),
                 ("MORAINE_WHEEL", wheel.into_os_string()),
@@ -64,7 +63,10 @@ pub fn run_script(path: &Path, env: &Env) -> FileOutcome {
             Ok(vars) => {
                 cmd.envs(vars);
             }
-            Err(e) => return fail(e),
+            Err(e) => {
+                let _ = std::fs::remove_dir_all(&test_dir);
+                return fail(e);
+            }
         }
     }
     let output = cmd.output();

@@ -34,6 +34,15 @@ def check(name, cond, detail=""):
         _failures.append(name)
 
 
+def error_of(fn):
+    """(exception class name, message) of the DuckDB error fn raises, or (None, None)."""
+    try:
+        fn()
+    except duckdb.Error as e:
+        return type(e).__name__, str(e)
+    return None, None
+
+
 def expect_error(name, fn, needle):
     """Runs fn; the check passes if it raises a DuckDB error whose text contains `needle`."""
     try:

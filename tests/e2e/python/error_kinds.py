@@ -17,21 +17,11 @@ import os
 import subprocess
 import sys
 
-import duckdb
 
-from _harness import TEST_DIR, check, connect, finish
+from _harness import TEST_DIR, check, connect, error_of, finish
 
 RETRY_WORDS = ("conflict", "primary key", "unique", "concurrent")
 ATTACH = f"ATTACH 'ducklake:moraine:{TEST_DIR}/meta' AS lake (DATA_PATH '{TEST_DIR}/data/')"
-
-
-def error_of(fn):
-    """(exception class name, message) of what fn raises, or (None, None)."""
-    try:
-        fn()
-    except duckdb.Error as e:
-        return type(e).__name__, str(e)
-    return None, None
 
 
 def retried(message):

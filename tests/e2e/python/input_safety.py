@@ -27,19 +27,10 @@ import os
 import subprocess
 import sys
 
-import duckdb
 
-from _harness import TEST_DIR, check, connect, finish
+from _harness import TEST_DIR, check, connect, error_of, finish
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-
-
-def error_of(fn):
-    try:
-        fn()
-    except duckdb.Error as e:
-        return type(e).__name__, str(e)
-    return None, None
 
 
 def tree(root):

@@ -105,4 +105,20 @@ check("a few lines of Python in that environment attach a lake with the wheel's 
       done.returncode == 0 and done.stdout.strip() == f"1.5.5 (7, '{VERSION}')",
       (done.stdout, done.stderr[-2000:]))
 
+# install(con): into an extension directory that already holds moraine from the repository (so
+# a plain INSTALL would be refused for its other origin); a later process's ATTACH loads it
+installed = (
+    "import duckdb, duckdb_extension_moraine\n"
+    "con = duckdb.connect(config={'allow_unsigned_extensions': 'true', "
+    f"'autoinstall_known_extensions': 'false', 'extension_directory': {EXTDIR!r}}})\n"
+    "duckdb_extension_moraine.install(con)\n"
+    "print(con.execute(\"SELECT install_mode FROM duckdb_extensions() WHERE extension_name = 'moraine'\").fetchone()[0])\n"
+)
+done = subprocess.run([os.path.join(venv, "bin", "python"), "-c", installed], capture_output=True,
+                      text=True, timeout=120, env=CLEAN)
+check("the wheel's install(con) installs its moraine over the one from the repository",
+      done.returncode == 0 and done.stdout.strip() == "CUSTOM_PATH", (done.stdout, done.stderr[-2000:]))
+rc, out, err = cli(f"ATTACH 'ducklake:moraine:{wheel_lake}/meta' AS lake; SELECT n FROM lake.t;")
+check("... and a new process's ATTACH loads it by itself", rc == 0 and out == "7", (out, err))
+
 finish("install")

@@ -14,9 +14,11 @@ ATTACH names `ducklake:`); pip reads only the local wheelhouse (PIP_NO_INDEX, PI
 MORAINE_EXTENSION makes `cargo xtask package` and `wheel` use the extension under test.
 """
 # needs: moraine_dist
+import fcntl
 import os
 import re
 import shutil
+import signal
 import subprocess
 
 from _harness import DUCKLAKE, MORAINE, TEST_DIR, check, finish
@@ -68,47 +70,82 @@ for lang, text in blocks:
     order.append((lang, text))
 order.sort(key=lambda b: b[0] == "sql")  # stable: SQL last, the rest in the README's order
 
-demo_existed = os.path.exists(os.path.join(ROOT, ".moraine-demo"))
-clean()
 venv_python = os.path.join(ROOT, "target", "moraine-venv", "bin", "python")
-outputs = []
-for lang, text in order:
+installed = os.path.join(extensions, "moraine.duckdb_extension")
+
+
+def run(lang, text):
+    """Runs one block in its own process group (a timeout kills cargo and duckdb under it too)."""
     if lang == "sh":
         argv, stdin = ["bash", "-e", "-c", text], None
     elif lang == "python":
         argv, stdin = [venv_python, "-c", text], None
-    elif lang == "sql":
-        argv, stdin = ["duckdb", "-unsigned", "-no-init"], text
     else:
-        check(f"a {lang or 'plain'} block is one the test knows how to run", False, text[:200])
-        continue
-    done = subprocess.run(argv, input=stdin, capture_output=True, text=True, timeout=900, cwd=ROOT,
-                          env=env, stdin=None if stdin is not None else subprocess.DEVNULL)
-    first = text.strip().splitlines()[0]
-    check(f"the README's {lang} block starting {first!r} runs as written", done.returncode == 0,
-          (done.stdout[-1500:], done.stderr[-2500:]))
-    outputs.append((lang, first, done.stdout))
+        argv, stdin = ["duckdb", "-unsigned", "-no-init"], text
+    proc = subprocess.Popen(argv, stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT, env=env,
+                            start_new_session=True)
+    try:
+        out, err = proc.communicate(stdin, timeout=900)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, err = proc.communicate()
+        err += "\n(killed after 900 s)"
+    return proc.returncode, out, err
+
+
+outputs = {}
+# one run at a time per clone; a demo lake of the user's own is set aside and put back
+lock = open(os.path.join(ROOT, "target", ".readme-test.lock"), "w") if os.path.isdir(
+    os.path.join(ROOT, "target")) else None
+if lock is None:
+    os.makedirs(os.path.join(ROOT, "target"), exist_ok=True)
+    lock = open(os.path.join(ROOT, "target", ".readme-test.lock"), "w")
+fcntl.flock(lock, fcntl.LOCK_EX)
+demo = os.path.join(ROOT, ".moraine-demo")
+aside = os.path.join(TEST_DIR, "moraine-demo-aside")
+if os.path.exists(demo):
+    shutil.move(demo, aside)
+try:
+    clean()
+    for lang, text in order:
+        first = text.strip().splitlines()[0]
+        if lang not in ("sh", "python", "sql"):
+            check(f"a {lang or 'plain'} block is one the test knows how to run", False, text[:200])
+            break
+        if lang == "sql" and not os.path.isfile(installed):
+            # ATTACH would have DuckDB fetch moraine from its own repository: never from here
+            check("moraine is installed in ~/.duckdb before the SQL blocks run", False, os.listdir(extensions))
+            break
+        code, out, err = run(lang, text)
+        check(f"the README's {lang} block starting {first!r} runs as written", code == 0,
+              (out[-1500:], err[-2500:]))
+        if code != 0:
+            break  # the blocks after it build on it
+        outputs[first] = (lang, out)
+finally:
+    clean()
+    shutil.rmtree(demo, ignore_errors=True)
+    if os.path.exists(aside):
+        shutil.move(aside, demo)
+    fcntl.flock(lock, fcntl.LOCK_UN)
 
 for reason in NOT_RUN.values():
     print(f"(not run: `cargo xtask test`, {reason})")
 
-by_first = {first: out for _, first, out in outputs}
-cli = by_first.get("cargo xtask package --repo target/moraine-repo", "")
-check("the CLI block shows the lake's row and moraine's version",
-      "signup" in cli and VERSION in cli, cli[-1500:])
-py = by_first.get("import duckdb, duckdb_extension_moraine", "")
+cli = outputs.get("cargo xtask package --repo target/moraine-repo", ("", ""))[1]
+check("the CLI block shows the lake's row with moraine's version",
+      any("signup" in l and VERSION in l for l in cli.splitlines()), cli[-1500:])
+py = outputs.get("import duckdb, duckdb_extension_moraine", ("", ""))[1]
 check("the Python block prints the lake's row and moraine's version",
       py.strip() == f"[('signup', '{VERSION}')]", py)
-intro = [out for lang, _, out in outputs if lang == "sql"]
-check("the opening SQL block lists the lake's snapshots", len(intro) == 1 and "tables_created=[main.events]" in intro[0],
-      intro)
-demo = by_first.get("cargo xtask demo", "")
-check("the demo runs its script and shows its rows", "signup" in demo and "refund" in demo, demo[-1500:])
-check("the ducklake extension DuckDB autoloaded was the one in ~/.duckdb (nothing was fetched)",
+intro = [out for lang, out in outputs.values() if lang == "sql"]
+check("the opening SQL block lists the lake's snapshots",
+      len(intro) == 1 and "tables_created=[main.events]" in intro[0], intro)
+demo_out = outputs.get("cargo xtask demo", ("", ""))[1]
+check("the demo runs its script and shows its rows", "signup" in demo_out and "refund" in demo_out,
+      demo_out[-1500:])
+check("~/.duckdb holds just the pinned DuckLake and the moraine the blocks installed",
       sorted(os.listdir(extensions)) == ["ducklake.duckdb_extension", "moraine.duckdb_extension",
                                          "moraine.duckdb_extension.info"], os.listdir(extensions))
-
-clean()
-if not demo_existed:
-    shutil.rmtree(os.path.join(ROOT, ".moraine-demo"), ignore_errors=True)
 finish("readme")
