@@ -92,10 +92,11 @@ void moraine_store_free(MoraineStore *store);
 // Describes the store (for GetDBPath / diagnostics): writes its URL via cb.
 void moraine_store_url(MoraineStore *store, void *ud, moraine_name_cb cb);
 
-// The key census of the committed store: one callback per (keyspace, kind) with its key count.
-typedef void (*moraine_keyspace_cb)(void *ud, const char *keyspace, size_t keyspace_len, const char *kind,
-                                    size_t kind_len, uint64_t keys);
-int moraine_store_keyspace(MoraineStore *store, void *ud, moraine_keyspace_cb cb, MoraineError *err);
+// One row of an operator view made of two texts and an integer.
+typedef void (*moraine_text_row_cb)(void *ud, const char *a, size_t a_len, const char *b, size_t b_len,
+                                    int64_t value);
+// The key census of the committed store: one row per (keyspace, kind) with its key count.
+int moraine_store_keyspace(MoraineStore *store, void *ud, moraine_text_row_cb cb, MoraineError *err);
 
 // What the store at `url` touches outside the process (a local store's absolute directory, an
 // s3:// URL), for DuckDB's enable_external_access / allowed_directories check; `cb` is not
@@ -113,10 +114,8 @@ typedef void (*moraine_field_cb)(void *ud, const char *name, size_t name_len, ui
                                  const char *text, size_t text_len, bool is_null);
 // moraine_status: the store's head (read now), SlateDB manifest, image and this attach's commits.
 int moraine_store_status(MoraineStore *store, void *ud, moraine_field_cb cb, MoraineError *err);
-// moraine_metrics: SlateDB's metrics for the store, one (name, labels, value) per call.
-typedef void (*moraine_metric_cb)(void *ud, const char *name, size_t name_len, const char *labels,
-                                  size_t labels_len, int64_t value);
-int moraine_store_metrics(MoraineStore *store, void *ud, moraine_metric_cb cb, MoraineError *err);
+// moraine_metrics: SlateDB's metrics for the store, one (name, labels, value) row per call.
+int moraine_store_metrics(MoraineStore *store, void *ud, moraine_text_row_cb cb, MoraineError *err);
 
 // moraine's version, as its extension footer carries it: a static string.
 const char *moraine_version(void);

@@ -31,29 +31,54 @@ static MoraineCatalog &MoraineLake(ClientContext &context, const string &functio
 	                            function, name, catalog.GetCatalogType());
 }
 
-static void OnKeyspace(void *ud, const char *keyspace, size_t keyspace_len, const char *kind, size_t kind_len,
-                       uint64_t keys) {
+//! Fetches the rows of the view `function` for the lake its first argument names: `fetch` calls
+//! `cb` once per row or field (the store stays open through the call, even if the lake is
+//! detached meanwhile).
+template <class CB>
+static unique_ptr<MoraineRowsBindData> FetchRows(ClientContext &context, TableFunctionBindInput &input,
+                                                 const char *function,
+                                                 int (*fetch)(MoraineStore *, void *, CB, MoraineError *), CB cb) {
+	auto store = MoraineLake(context, function, input.inputs[0].GetValue<string>()).store;
+	auto result = make_uniq<MoraineRowsBindData>();
+	MoraineError err {nullptr, 0, MORAINE_ERROR_NONE};
+	if (fetch(store->store, result.get(), cb, &err) != 0) {
+		MoraineThrow(err);
+	}
+	MoraineRethrow(*result);
+	return result;
+}
+
+static void OnTextRow(void *ud, const char *a, size_t a_len, const char *b, size_t b_len, int64_t value) {
 	auto &data = *static_cast<MoraineRowsBindData *>(ud);
 	MoraineCallback(data, [&]() {
-		data.rows.push_back({Value(string(keyspace, keyspace_len)), Value(string(kind, kind_len)),
-		                     Value::BIGINT(static_cast<int64_t>(keys))});
+		data.rows.push_back({Value(string(a, a_len)), Value(string(b, b_len)), Value::BIGINT(value)});
 	});
+}
+
+//! The bind of a view of (VARCHAR, VARCHAR, BIGINT) rows named `columns`.
+static unique_ptr<FunctionData> TextRowsBind(ClientContext &context, TableFunctionBindInput &input,
+                                             const char *function,
+                                             int (*fetch)(MoraineStore *, void *, moraine_text_row_cb, MoraineError *),
+                                             vector<string> columns, vector<LogicalType> &return_types,
+                                             vector<string> &names) {
+	auto result = FetchRows<moraine_text_row_cb>(context, input, function, fetch, OnTextRow);
+	names = std::move(columns);
+	return_types = {LogicalType::VARCHAR, LogicalType::VARCHAR, LogicalType::BIGINT};
+	return std::move(result);
 }
 
 //! moraine_keyspace(lake): keys per keyspace and kind in the committed store.
 static unique_ptr<FunctionData> KeyspaceBind(ClientContext &context, TableFunctionBindInput &input,
                                              vector<LogicalType> &return_types, vector<string> &names) {
-	// the store stays open through the call, even if the lake is detached meanwhile
-	auto store = MoraineLake(context, "moraine_keyspace", input.inputs[0].GetValue<string>()).store;
-	auto result = make_uniq<MoraineRowsBindData>();
-	MoraineError err {nullptr, 0, MORAINE_ERROR_NONE};
-	if (moraine_store_keyspace(store->store, result.get(), OnKeyspace, &err) != 0) {
-		MoraineThrow(err);
-	}
-	MoraineRethrow(*result);
-	names = {"keyspace", "kind", "keys"};
-	return_types = {LogicalType::VARCHAR, LogicalType::VARCHAR, LogicalType::BIGINT};
-	return std::move(result);
+	return TextRowsBind(context, input, "moraine_keyspace", moraine_store_keyspace, {"keyspace", "kind", "keys"},
+	                    return_types, names);
+}
+
+//! moraine_metrics(lake): SlateDB's metrics for the store behind the lake.
+static unique_ptr<FunctionData> MetricsBind(ClientContext &context, TableFunctionBindInput &input,
+                                            vector<LogicalType> &return_types, vector<string> &names) {
+	return TextRowsBind(context, input, "moraine_metrics", moraine_store_metrics, {"name", "labels", "value"},
+	                    return_types, names);
 }
 
 static void OnStatusField(void *ud, const char *name, size_t name_len, uint32_t kind, int64_t i, const char *text,
@@ -90,39 +115,9 @@ static void OnStatusField(void *ud, const char *name, size_t name_len, uint32_t 
 //! moraine_status(lake): one row describing the store behind the lake.
 static unique_ptr<FunctionData> StatusBind(ClientContext &context, TableFunctionBindInput &input,
                                            vector<LogicalType> &return_types, vector<string> &names) {
-	auto store = MoraineLake(context, "moraine_status", input.inputs[0].GetValue<string>()).store;
-	auto result = make_uniq<MoraineRowsBindData>();
-	MoraineError err {nullptr, 0, MORAINE_ERROR_NONE};
-	if (moraine_store_status(store->store, result.get(), OnStatusField, &err) != 0) {
-		MoraineThrow(err);
-	}
-	MoraineRethrow(*result);
+	auto result = FetchRows<moraine_field_cb>(context, input, "moraine_status", moraine_store_status, OnStatusField);
 	names = result->names;
 	return_types = result->types;
-	return std::move(result);
-}
-
-static void OnMetric(void *ud, const char *name, size_t name_len, const char *labels, size_t labels_len,
-                     int64_t value) {
-	auto &data = *static_cast<MoraineRowsBindData *>(ud);
-	MoraineCallback(data, [&]() {
-		data.rows.push_back(
-		    {Value(string(name, name_len)), Value(string(labels, labels_len)), Value::BIGINT(value)});
-	});
-}
-
-//! moraine_metrics(lake): SlateDB's metrics for the store behind the lake.
-static unique_ptr<FunctionData> MetricsBind(ClientContext &context, TableFunctionBindInput &input,
-                                            vector<LogicalType> &return_types, vector<string> &names) {
-	auto store = MoraineLake(context, "moraine_metrics", input.inputs[0].GetValue<string>()).store;
-	auto result = make_uniq<MoraineRowsBindData>();
-	MoraineError err {nullptr, 0, MORAINE_ERROR_NONE};
-	if (moraine_store_metrics(store->store, result.get(), OnMetric, &err) != 0) {
-		MoraineThrow(err);
-	}
-	MoraineRethrow(*result);
-	names = {"name", "labels", "value"};
-	return_types = {LogicalType::VARCHAR, LogicalType::VARCHAR, LogicalType::BIGINT};
 	return std::move(result);
 }
 

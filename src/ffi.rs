@@ -375,39 +375,53 @@ pub unsafe extern "C" fn moraine_store_url(store: *mut MoraineStore, ud: *mut c_
     cb(ud, url.as_ptr() as *const c_char, url.len());
 }
 
-type KeyspaceCb = extern "C" fn(
+/// One row of an operator view of two texts and an integer (`moraine_text_row_cb`).
+type TextRowCb = extern "C" fn(
     ud: *mut c_void,
-    keyspace: *const c_char,
-    len: usize,
-    kind: *const c_char,
-    kind_len: usize,
-    keys: u64,
+    a: *const c_char,
+    a_len: usize,
+    b: *const c_char,
+    b_len: usize,
+    value: i64,
 );
+
+/// Hands each of `rows` (or `None`: the error already in `err`) to `cb`; 0, or 1 on error.
+unsafe fn text_rows(
+    rows: Option<Vec<(String, String, i64)>>,
+    ud: *mut c_void,
+    cb: TextRowCb,
+) -> i32 {
+    let Some(rows) = rows else {
+        return 1;
+    };
+    for (a, b, value) in rows {
+        cb(
+            ud,
+            a.as_ptr() as *const c_char,
+            a.len(),
+            b.as_ptr() as *const c_char,
+            b.len(),
+            value,
+        );
+    }
+    0
+}
 
 #[no_mangle]
 pub unsafe extern "C" fn moraine_store_keyspace(
     store: *mut MoraineStore,
     ud: *mut c_void,
-    cb: KeyspaceCb,
+    cb: TextRowCb,
     err: *mut MoraineError,
 ) -> i32 {
     let store = &*store;
-    match guard(err, || store.0.keyspace_counts()) {
-        Some(counts) => {
-            for (keyspace, kind, keys) in counts {
-                cb(
-                    ud,
-                    keyspace.as_ptr() as *const c_char,
-                    keyspace.len(),
-                    kind.as_ptr() as *const c_char,
-                    kind.len(),
-                    keys,
-                );
-            }
-            0
-        }
-        None => 1,
-    }
+    let counts = guard(err, || store.0.keyspace_counts()).map(|counts| {
+        counts
+            .into_iter()
+            .map(|(keyspace, kind, keys)| (keyspace, kind, i64::try_from(keys).unwrap_or(i64::MAX)))
+            .collect()
+    });
+    text_rows(counts, ud, cb)
 }
 
 /// Calls `cb` with what the store at `url` would touch outside the process
@@ -474,37 +488,15 @@ pub unsafe extern "C" fn moraine_store_status(
     0
 }
 
-type MetricCb = extern "C" fn(
-    ud: *mut c_void,
-    name: *const c_char,
-    name_len: usize,
-    labels: *const c_char,
-    labels_len: usize,
-    value: i64,
-);
-
 #[no_mangle]
 pub unsafe extern "C" fn moraine_store_metrics(
     store: *mut MoraineStore,
     ud: *mut c_void,
-    cb: MetricCb,
+    cb: TextRowCb,
     err: *mut MoraineError,
 ) -> i32 {
     let store = &*store;
-    let Some(rows) = guard(err, || Ok(store.0.metrics())) else {
-        return 1;
-    };
-    for (name, labels, value) in rows {
-        cb(
-            ud,
-            name.as_ptr() as *const c_char,
-            name.len(),
-            labels.as_ptr() as *const c_char,
-            labels.len(),
-            value,
-        );
-    }
-    0
+    text_rows(guard(err, || Ok(store.0.metrics())), ud, cb)
 }
 
 #[no_mangle]

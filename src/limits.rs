@@ -74,36 +74,47 @@ pub(crate) fn show_size(n: u64) -> String {
     }
 }
 
-/// Refuses a commit whose `writes` and log record (`log_bytes`) come to more than `limit`,
-/// naming the table of its largest record.
-pub(crate) fn check_commit_size<'a>(
-    writes: impl Iterator<Item = (&'a Vec<u8>, &'a Option<Vec<u8>>)>,
-    log_bytes: usize,
-    limit: u64,
-) -> Result<()> {
-    let mut total = log_bytes as u64;
-    let mut largest: Option<(&[u8], u64)> = None;
-    for (k, v) in writes {
-        let size = (k.len() + v.as_ref().map_or(0, Vec::len)) as u64;
-        total += size;
-        if largest.is_none_or(|(_, s)| size > s) {
-            largest = Some((k, size));
+/// What a commit's writes come to: their bytes (keys and values), and the largest record.
+pub(crate) struct CommitSize<'a> {
+    pub(crate) bytes: u64,
+    largest: (&'a [u8], u64),
+}
+
+impl<'a> CommitSize<'a> {
+    pub(crate) fn of(writes: impl Iterator<Item = (&'a Vec<u8>, &'a Option<Vec<u8>>)>) -> Self {
+        let mut size = CommitSize {
+            bytes: 0,
+            largest: (&[], 0),
+        };
+        for (k, v) in writes {
+            let record = (k.len() + v.as_ref().map_or(0, Vec::len)) as u64;
+            size.bytes += record;
+            if record > size.largest.1 || size.largest.0.is_empty() {
+                size.largest = (k, record);
+            }
         }
+        size
     }
-    if total <= limit {
-        return Ok(());
+
+    /// Refuses the commit when its writes and log record (`log_bytes`) come to more than
+    /// `limit`, naming the table of its largest record.
+    pub(crate) fn check(&self, log_bytes: usize, limit: u64) -> Result<()> {
+        let total = self.bytes + log_bytes as u64;
+        if total <= limit {
+            return Ok(());
+        }
+        let (key, size) = self.largest;
+        Err(Error::InvalidInput(format!(
+            "this commit would write {} to the catalog, more than moraine_max_commit_size ({}); \
+             its largest record is {} of {}. Nothing was written. Values this large belong in \
+             data files: lower DuckLake's data_inlining_row_limit for the table, or write fewer \
+             rows per transaction",
+            show_size(total),
+            show_size(limit),
+            show_size(size),
+            table_of(key),
+        )))
     }
-    let (key, size) = largest.unwrap_or((&[], 0));
-    Err(Error::InvalidInput(format!(
-        "this commit would write {} to the catalog, more than moraine_max_commit_size ({}); its \
-         largest record is {} of {}. Nothing was written. Values this large belong in data \
-         files: lower DuckLake's data_inlining_row_limit for the table, or write fewer rows per \
-         transaction",
-        show_size(total),
-        show_size(limit),
-        show_size(size),
-        table_of(key),
-    )))
 }
 
 /// The table (or keyspace) a key belongs to, for messages.
@@ -167,9 +178,13 @@ mod tests {
             Some(vec![0u8; 3 << 20]),
         );
         let writes = [small.clone(), big];
-        assert!(check_commit_size(writes.iter().map(|(k, v)| (k, v)), 0, 4 << 20).is_ok());
-        let e =
-            check_commit_size(writes.iter().map(|(k, v)| (k, v)), 2 << 20, 4 << 20).unwrap_err();
+        let size = CommitSize::of(writes.iter().map(|(k, v)| (k, v)));
+        assert_eq!(
+            size.bytes,
+            (writes[0].0.len() + 10 + writes[1].0.len() + (3 << 20)) as u64
+        );
+        assert!(size.check(0, 4 << 20).is_ok());
+        let e = size.check(2 << 20, 4 << 20).unwrap_err();
         assert_eq!(e.kind(), crate::error::Kind::InvalidInput);
         let m = e.to_string();
         assert!(
@@ -177,6 +192,8 @@ mod tests {
             "{m}"
         );
         let one = [small];
-        assert!(check_commit_size(one.iter().map(|(k, v)| (k, v)), 0, 10).is_err());
+        assert!(CommitSize::of(one.iter().map(|(k, v)| (k, v)))
+            .check(0, 10)
+            .is_err());
     }
 }

@@ -310,20 +310,18 @@ fn seconds(d: Duration) -> String {
 /// `f`, or [`Error::Unreachable`] naming `location` and `what` when it takes longer than
 /// `limit` (the store's `moraine_io_timeout`). Runs in a `moraine.io` span (trace level) (`what`), opened
 /// here, in the caller's span, and closed when `f` ends.
-pub(crate) fn within<T>(
+pub(crate) fn within<'a, T>(
     limit: Duration,
-    location: &str,
-    what: &str,
-    f: impl Future<Output = Result<T>>,
-) -> impl Future<Output = Result<T>> {
+    location: &'a str,
+    what: &'a str,
+    f: impl Future<Output = Result<T>> + 'a,
+) -> impl Future<Output = Result<T>> + 'a {
     let span = tracing::trace_span!("moraine.io", what, store = location);
-    let location = location.to_string();
-    let what = what.to_string();
     async move {
         match tokio::time::timeout(limit, f).await {
             Ok(done) => done.inspect_err(|e| tracing::debug!(error = %e, "moraine: {what} failed")),
             Err(_) => Err(Error::Unreachable {
-                location,
+                location: location.to_string(),
                 reason: format!(
                     "{what} did not finish within {} (moraine_io_timeout)",
                     seconds(limit)
@@ -894,16 +892,11 @@ impl Store {
         let (writes, head, out) = translate()?;
         span.record("batch", head.batch_count);
         span.record("keys", writes.len());
-        span.record(
-            "bytes",
-            writes
-                .iter()
-                .map(|(k, v)| k.len() + v.as_ref().map_or(0, Vec::len))
-                .sum::<usize>(),
-        );
+        let size = crate::limits::CommitSize::of(writes.iter());
+        span.record("bytes", size.bytes);
         // the commit log record, in the same batch: how an image at the batch before follows
         let log = checkpoint::encode_log(head, &writes);
-        crate::limits::check_commit_size(writes.iter(), log.len(), self.access.max_commit_bytes)?;
+        size.check(log.len(), self.access.max_commit_bytes)?;
         let mut batch = WriteBatch::new();
         for (k, v) in &writes {
             match v {

@@ -117,8 +117,9 @@ fn filter() -> &'static RwLock<Filter> {
     FILTER.get_or_init(|| RwLock::new(Filter::parse(DEFAULT_FILTER).expect("the default parses")))
 }
 
-fn current() -> Filter {
-    filter().read().unwrap_or_else(|p| p.into_inner()).clone()
+/// The process's filter, read in place (a guard: hold it only for the check).
+fn current() -> std::sync::RwLockReadGuard<'static, Filter> {
+    filter().read().unwrap_or_else(|p| p.into_inner())
 }
 
 /// Set the process's filter from a `moraine_log_level` value; a value that does not parse is
@@ -234,6 +235,28 @@ impl Visit for Fields {
 }
 
 impl Stderr {
+    /// The open span `id`, to change it.
+    fn with_span(&self, id: &Id, f: impl FnOnce(&mut SpanData)) {
+        if let Some(s) = self
+            .spans
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get_mut(&id.into_u64())
+        {
+            f(s);
+        }
+    }
+
+    /// The parent of a new span or event: the innermost entered span when it is contextual,
+    /// else the one it names.
+    fn parent(contextual: bool, explicit: Option<&Id>) -> Option<u64> {
+        if contextual {
+            Stderr::innermost()
+        } else {
+            explicit.map(Id::into_u64)
+        }
+    }
+
     fn innermost() -> Option<u64> {
         // (a thread being torn down has no entered spans)
         ENTERED
@@ -314,11 +337,7 @@ impl Subscriber for Stderr {
     fn new_span(&self, attrs: &Attributes<'_>) -> Id {
         let mut fields = Fields::default();
         attrs.record(&mut fields);
-        let parent = if attrs.is_contextual() {
-            Stderr::innermost()
-        } else {
-            attrs.parent().map(Id::into_u64)
-        };
+        let parent = Stderr::parent(attrs.is_contextual(), attrs.parent());
         let id = self.next_id.fetch_add(1, Ordering::Relaxed) + 1;
         let mut spans = self.spans.lock().unwrap_or_else(|p| p.into_inner());
         // a span holds its parent open, so its line can name it
@@ -349,14 +368,7 @@ impl Subscriber for Stderr {
     fn record(&self, span: &Id, values: &Record<'_>) {
         let mut fields = Fields::default();
         values.record(&mut fields);
-        if let Some(s) = self
-            .spans
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get_mut(&span.into_u64())
-        {
-            s.fields.push_str(&fields.rest);
-        }
+        self.with_span(span, |s| s.fields.push_str(&fields.rest));
     }
 
     fn record_follows_from(&self, _span: &Id, _follows: &Id) {}
@@ -364,11 +376,7 @@ impl Subscriber for Stderr {
     fn event(&self, event: &Event<'_>) {
         let mut fields = Fields::default();
         event.record(&mut fields);
-        let parent = if event.is_contextual() {
-            Stderr::innermost()
-        } else {
-            event.parent().map(Id::into_u64)
-        };
+        let parent = Stderr::parent(event.is_contextual(), event.parent());
         let context = Stderr::chain(
             &self.spans.lock().unwrap_or_else(|p| p.into_inner()),
             parent,
@@ -405,14 +413,7 @@ impl Subscriber for Stderr {
     }
 
     fn clone_span(&self, span: &Id) -> Id {
-        if let Some(s) = self
-            .spans
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get_mut(&span.into_u64())
-        {
-            s.refs += 1;
-        }
+        self.with_span(span, |s| s.refs += 1);
         span.clone()
     }
 

@@ -32,6 +32,18 @@ EXTDIR = os.path.join(TEST_DIR, "extensions")
 QUIET = f"SET autoinstall_known_extensions = false; SET extension_directory = '{EXTDIR}';"
 
 
+def python(exe, body, env=None):
+    """Runs `body` in a fresh `exe` process, after `import duckdb` and a connection `con` that
+    allows unsigned extensions, installs nothing by itself and uses EXTDIR; (rc, stdout, stderr)."""
+    code = (
+        "import duckdb\n"
+        "con = duckdb.connect(config={'allow_unsigned_extensions': 'true', "
+        f"'autoinstall_known_extensions': 'false', 'extension_directory': {EXTDIR!r}}})\n" + body
+    )
+    done = subprocess.run([exe, "-c", code], capture_output=True, text=True, timeout=120, env=env)
+    return done.returncode, done.stdout.strip(), done.stderr[-2000:]
+
+
 def cli(sql):
     done = subprocess.run([CLI, "-unsigned", "-no-init", "-csv", "-noheader", "-c", QUIET + sql],
                           capture_output=True, text=True, timeout=120, cwd=TEST_DIR)
@@ -57,16 +69,9 @@ rc, out, err = cli(f"ATTACH 'ducklake:moraine:{lake}/meta' AS lake (DATA_PATH '{
                    "AND extension_name IN ('ducklake', 'moraine') ORDER BY 1;")
 check("a new CLI process attaches a moraine lake without LOAD: DuckDB loads DuckLake and moraine",
       rc == 0 and out.splitlines() == ["42", "ducklake", "moraine"], (out, err))
-code = (
-    "import duckdb\n"
-    f"con = duckdb.connect(config={{'allow_unsigned_extensions': 'true', "
-    f"'autoinstall_known_extensions': 'false', 'extension_directory': {EXTDIR!r}}})\n"
-    f"con.execute(\"ATTACH 'ducklake:moraine:{lake}/meta' AS lake\")\n"
-    "print(con.execute('SELECT answer FROM lake.t').fetchone()[0])\n"
-)
-done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
-check("a new Python process attaches the same lake without LOAD",
-      done.returncode == 0 and done.stdout.strip() == "42", (done.stdout, done.stderr[-2000:]))
+rc, out, err = python(sys.executable, f"con.execute(\"ATTACH 'ducklake:moraine:{lake}/meta' AS lake\")\n"
+                     "print(con.execute('SELECT answer FROM lake.t').fetchone()[0])\n")
+check("a new Python process attaches the same lake without LOAD", rc == 0 and out == "42", (out, err))
 
 # ---- settings and options --------------------------------------------------------------------
 rc, out, err = cli("LOAD moraine; SELECT name FROM duckdb_settings() WHERE name LIKE 'moraine%' "
@@ -90,34 +95,28 @@ pip = subprocess.run(
 check("the wheel installs with pip into a new virtual environment, pulling duckdb==1.5.5",
       pip.returncode == 0, pip.stderr[-2000:])
 wheel_lake = os.path.join(TEST_DIR, "wheel-lake")
-snippet = (
-    "import duckdb, duckdb_extension_moraine\n"
-    "con = duckdb.connect(config={'allow_unsigned_extensions': 'true', "
-    f"'autoinstall_known_extensions': 'false', 'extension_directory': {EXTDIR!r}}})\n"
+VENV_PYTHON = os.path.join(venv, "bin", "python")
+rc, out, err = python(
+    VENV_PYTHON,
+    "import duckdb_extension_moraine\n"
     "duckdb_extension_moraine.load(con)\n"
     f"con.execute(\"ATTACH 'ducklake:moraine:{wheel_lake}/meta' AS lake (DATA_PATH '{wheel_lake}/data/')\")\n"
     "con.execute('CREATE TABLE lake.t AS SELECT 7 AS n')\n"
-    "print(duckdb.__version__, con.execute('SELECT n, moraine_version() FROM lake.t').fetchone())\n"
-)
-done = subprocess.run([os.path.join(venv, "bin", "python"), "-c", snippet], capture_output=True,
-                      text=True, timeout=120, env=CLEAN)
+    "print(duckdb.__version__, con.execute('SELECT n, moraine_version() FROM lake.t').fetchone())\n",
+    env=CLEAN)
 check("a few lines of Python in that environment attach a lake with the wheel's moraine",
-      done.returncode == 0 and done.stdout.strip() == f"1.5.5 (7, '{VERSION}')",
-      (done.stdout, done.stderr[-2000:]))
+      rc == 0 and out == f"1.5.5 (7, '{VERSION}')", (out, err))
 
 # install(con): into an extension directory that already holds moraine from the repository (so
 # a plain INSTALL would be refused for its other origin); a later process's ATTACH loads it
-installed = (
-    "import duckdb, duckdb_extension_moraine\n"
-    "con = duckdb.connect(config={'allow_unsigned_extensions': 'true', "
-    f"'autoinstall_known_extensions': 'false', 'extension_directory': {EXTDIR!r}}})\n"
+rc, out, err = python(
+    VENV_PYTHON,
+    "import duckdb_extension_moraine\n"
     "duckdb_extension_moraine.install(con)\n"
-    "print(con.execute(\"SELECT install_mode FROM duckdb_extensions() WHERE extension_name = 'moraine'\").fetchone()[0])\n"
-)
-done = subprocess.run([os.path.join(venv, "bin", "python"), "-c", installed], capture_output=True,
-                      text=True, timeout=120, env=CLEAN)
+    "print(con.execute(\"SELECT install_mode FROM duckdb_extensions() WHERE extension_name = 'moraine'\").fetchone()[0])\n",
+    env=CLEAN)
 check("the wheel's install(con) installs its moraine over the one from the repository",
-      done.returncode == 0 and done.stdout.strip() == "CUSTOM_PATH", (done.stdout, done.stderr[-2000:]))
+      rc == 0 and out == "CUSTOM_PATH", (out, err))
 rc, out, err = cli(f"ATTACH 'ducklake:moraine:{wheel_lake}/meta' AS lake; SELECT n FROM lake.t;")
 check("... and a new process's ATTACH loads it by itself", rc == 0 and out == "7", (out, err))
 
