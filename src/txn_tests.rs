@@ -2394,6 +2394,41 @@ fn many_small_inserts_join_the_last_chunk_once_a_table_has_many() {
     assert_eq!(row_ids(&store), left);
 }
 
+/// Once a table has many chunks, new rows join its last chunk only while that chunk stays
+/// under 1 MiB: a commit appending to it rewrites it whole.
+#[test]
+fn rows_stop_joining_the_last_chunk_once_it_holds_a_mebibyte() {
+    let store = new_lake(&mem_url("append-bytes"));
+    let mut t = store.begin();
+    t.create_table(inline_def()).unwrap();
+    t.commit().unwrap();
+    let insert = |i: i64, value: String| {
+        let mut t = store.begin();
+        t.stage_insert(M, "ducklake_snapshot", vec![snap(i + 1)])
+            .unwrap();
+        t.stage_insert(M, INL, vec![inl(i, i + 1, None, &value)])
+            .unwrap();
+        t.commit().unwrap();
+    };
+    for i in 0..64 {
+        insert(i, format!("v{i}"));
+    }
+    let chunks = || raw(&store, &keys::inline_chunk_prefix(M, INL)).len();
+    assert_eq!(chunks(), 64);
+    // a 400 KiB row joins the last chunk, and a second one too (800 KiB in all)
+    insert(64, "x".repeat(400 << 10));
+    insert(65, "y".repeat(400 << 10));
+    assert_eq!(chunks(), 64, "both joined the last chunk");
+    // a third would take it past 1 MiB: it starts a chunk of its own
+    insert(66, "z".repeat(400 << 10));
+    assert_eq!(chunks(), 65, "the third row started a new chunk");
+    let ids: Vec<Cell> = rows_of(&store, INL, false)
+        .iter()
+        .map(|r| r[0].clone())
+        .collect();
+    assert_eq!(ids, (0..67).map(Int).collect::<Vec<_>>());
+}
+
 /// A writer another one fenced is not handed to a new ATTACH in the same process: that attach
 /// opens the store afresh (and becomes its writer), where it used to get the dead handle and
 /// fail with "fenced" until the process ended.
