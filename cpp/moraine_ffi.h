@@ -114,13 +114,17 @@ typedef void (*moraine_field_cb)(void *ud, const char *name, size_t name_len, ui
                                  const char *text, size_t text_len, bool is_null);
 // moraine_status: the store's head (read now), SlateDB manifest, image and this attach's commits.
 int moraine_store_status(MoraineStore *store, void *ud, moraine_field_cb cb, MoraineError *err);
+// moraine_reclaim: reclaims the store's space now (only a writer can), then one row of what went.
+int moraine_store_reclaim(MoraineStore *store, void *ud, moraine_field_cb cb, MoraineError *err);
+// The columns moraine_reclaim returns (the values mean nothing).
+void moraine_reclaim_columns(void *ud, moraine_field_cb cb);
 // moraine_metrics: SlateDB's metrics for the store, one (name, labels, value) row per call.
 int moraine_store_metrics(MoraineStore *store, void *ud, moraine_text_row_cb cb, MoraineError *err);
 
 // moraine's version, as its extension footer carries it: a static string.
 const char *moraine_version(void);
 // The default of moraine's setting `name` (moraine_log_level, moraine_max_commit_size,
-// moraine_io_timeout, moraine_reader_poll_interval): a static string in the setting's spelling.
+// moraine_io_timeout, moraine_reader_poll_interval, moraine_reclaim_interval): a static string in the setting's spelling.
 const char *moraine_setting_default(const char *name);
 // Checks a moraine_max_commit_size value (0 when it parses; else *err says why).
 int moraine_check_max_commit_size(const char *text, size_t len, MoraineError *err);

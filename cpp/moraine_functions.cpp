@@ -121,9 +121,45 @@ static unique_ptr<FunctionData> StatusBind(ClientContext &context, TableFunction
 	return std::move(result);
 }
 
+//! moraine_reclaim(lake): the bind knows the lake and the columns; the scan reclaims.
+struct MoraineReclaimBindData : public MoraineRowsBindData {
+	shared_ptr<MoraineStoreRef> store;
+};
+
+static unique_ptr<FunctionData> ReclaimBind(ClientContext &context, TableFunctionBindInput &input,
+                                            vector<LogicalType> &return_types, vector<string> &names) {
+	auto result = make_uniq<MoraineReclaimBindData>();
+	result->store = MoraineLake(context, "moraine_reclaim", input.inputs[0].GetValue<string>()).store;
+	moraine_reclaim_columns(result.get(), OnStatusField);
+	MoraineRethrow(*result);
+	names = result->names;
+	return_types = result->types;
+	return std::move(result);
+}
+
 struct MoraineRowsState : public GlobalTableFunctionState {
 	idx_t position = 0;
 };
+
+static void ReclaimScan(ClientContext &context, TableFunctionInput &input, DataChunk &output) {
+	auto &state = input.global_state->Cast<MoraineRowsState>();
+	if (state.position > 0) {
+		output.SetCardinality(0);
+		return;
+	}
+	state.position = 1;
+	auto &bind = input.bind_data->Cast<MoraineReclaimBindData>();
+	MoraineRowsBindData done;
+	MoraineError err {nullptr, 0, MORAINE_ERROR_NONE};
+	if (moraine_store_reclaim(bind.store->store, &done, OnStatusField, &err) != 0) {
+		MoraineThrow(err);
+	}
+	MoraineRethrow(done);
+	for (idx_t c = 0; c < done.rows[0].size(); c++) {
+		output.SetValue(c, 0, done.rows[0][c]);
+	}
+	output.SetCardinality(1);
+}
 
 static unique_ptr<GlobalTableFunctionState> RowsInit(ClientContext &context, TableFunctionInitInput &input) {
 	return make_uniq<MoraineRowsState>();
@@ -154,6 +190,7 @@ void MoraineRegisterFunctions(ExtensionLoader &loader) {
 	loader.RegisterFunction(TableFunction("moraine_keyspace", {LogicalType::VARCHAR}, RowsScan, KeyspaceBind, RowsInit));
 	loader.RegisterFunction(TableFunction("moraine_status", {LogicalType::VARCHAR}, RowsScan, StatusBind, RowsInit));
 	loader.RegisterFunction(TableFunction("moraine_metrics", {LogicalType::VARCHAR}, RowsScan, MetricsBind, RowsInit));
+	loader.RegisterFunction(TableFunction("moraine_reclaim", {LogicalType::VARCHAR}, ReclaimScan, ReclaimBind, RowsInit));
 }
 
 } // namespace duckdb

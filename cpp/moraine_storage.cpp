@@ -130,7 +130,8 @@ static unique_ptr<Catalog> MoraineAttach(optional_ptr<StorageExtensionInfo> stor
 	auto kv = s3 ? S3SecretOptions(context, url, secret_name) : vector<pair<string, string>>();
 	// interval settings travel as whole milliseconds; Rust refuses what is not positive
 	for (auto &interval : {std::make_pair("moraine_io_timeout", "io_timeout_ms"),
-	                       std::make_pair("moraine_reader_poll_interval", "reader_poll_ms")}) {
+	                       std::make_pair("moraine_reader_poll_interval", "reader_poll_ms"),
+	                       std::make_pair("moraine_reclaim_interval", "reclaim_interval_ms")}) {
 		Value value;
 		if (context.TryGetCurrentSetting(interval.first, value) && !value.IsNull()) {
 			auto ms = Interval::GetMicro(value.GetValue<interval_t>()) / 1000;
@@ -212,6 +213,14 @@ extern "C" void moraine_cpp_register(void *loader_ptr) {
 		                          "reads are, and how many requests an idle reader makes; read at ATTACH",
 		                          duckdb::LogicalType::INTERVAL, MoraineIntervalDefault("moraine_reader_poll_interval"), nullptr,
 		                          duckdb::SetScope::GLOBAL);
+	}
+	if (!config.HasExtensionOption("moraine_reclaim_interval")) {
+		config.AddExtensionOption("moraine_reclaim_interval",
+		                          "The longest a moraine writer leaves the store's table files unrewritten: the bytes "
+		                          "of deleted catalog rows leave the store within about this long while a writer is "
+		                          "attached (moraine_reclaim(lake) does it at once); read at ATTACH",
+		                          duckdb::LogicalType::INTERVAL, MoraineIntervalDefault("moraine_reclaim_interval"),
+		                          nullptr, duckdb::SetScope::GLOBAL);
 	}
 	if (!config.HasExtensionOption("moraine_max_commit_size")) {
 		config.AddExtensionOption("moraine_max_commit_size",

@@ -456,19 +456,10 @@ type FieldCb = extern "C" fn(
     is_null: bool,
 );
 
-#[no_mangle]
-pub unsafe extern "C" fn moraine_store_status(
-    store: *mut MoraineStore,
-    ud: *mut c_void,
-    cb: FieldCb,
-    err: *mut MoraineError,
-) -> i32 {
+/// Hands a row's `fields` to `cb`, one call per column, in order.
+fn emit_fields(fields: Vec<(&'static str, crate::status::Field)>, ud: *mut c_void, cb: FieldCb) {
     use crate::status::Field;
-    let store = &*store;
-    let Some(status) = guard(err, || store.0.status()) else {
-        return 1;
-    };
-    for (name, field) in status.fields() {
+    for (name, field) in fields {
         let (kind, i, text, null) = match &field {
             Field::Text(t) => (0, 0, t.as_deref().unwrap_or(""), t.is_none()),
             Field::Int(v) => (1, v.unwrap_or(0), "", v.is_none()),
@@ -485,7 +476,44 @@ pub unsafe extern "C" fn moraine_store_status(
             null,
         );
     }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn moraine_store_status(
+    store: *mut MoraineStore,
+    ud: *mut c_void,
+    cb: FieldCb,
+    err: *mut MoraineError,
+) -> i32 {
+    let store = &*store;
+    let Some(status) = guard(err, || store.0.status()) else {
+        return 1;
+    };
+    emit_fields(status.fields(), ud, cb);
     0
+}
+
+/// `moraine_reclaim`: reclaims the store's space now and hands over the one row saying what
+/// went.
+#[no_mangle]
+pub unsafe extern "C" fn moraine_store_reclaim(
+    store: *mut MoraineStore,
+    ud: *mut c_void,
+    cb: FieldCb,
+    err: *mut MoraineError,
+) -> i32 {
+    let store = &*store;
+    let Some(done) = guard(err, || store.0.reclaim()) else {
+        return 1;
+    };
+    emit_fields(done.fields(), ud, cb);
+    0
+}
+
+/// The columns of `moraine_reclaim`'s row (their values mean nothing), for its bind.
+#[no_mangle]
+pub unsafe extern "C" fn moraine_reclaim_columns(ud: *mut c_void, cb: FieldCb) {
+    emit_fields(crate::store::Reclaimed::default().fields(), ud, cb);
 }
 
 #[no_mangle]
@@ -1077,6 +1105,7 @@ pub unsafe extern "C" fn moraine_setting_default(name: *const c_char) -> *const 
     static MAX_COMMIT: OnceLock<std::ffi::CString> = OnceLock::new();
     static IO_TIMEOUT: OnceLock<std::ffi::CString> = OnceLock::new();
     static READER_POLL: OnceLock<std::ffi::CString> = OnceLock::new();
+    static RECLAIM: OnceLock<std::ffi::CString> = OnceLock::new();
     let c = |cell: &'static OnceLock<std::ffi::CString>, text: &dyn Fn() -> String| {
         cell.get_or_init(|| std::ffi::CString::new(text()).expect("no NUL in it"))
             .as_ptr()
@@ -1091,6 +1120,9 @@ pub unsafe extern "C" fn moraine_setting_default(name: *const c_char) -> *const 
         b"moraine_reader_poll_interval" => {
             c(&READER_POLL, &|| millis(crate::store::DEFAULT_READER_POLL))
         }
+        b"moraine_reclaim_interval" => c(&RECLAIM, &|| {
+            millis(crate::store::DEFAULT_RECLAIM_INTERVAL)
+        }),
         _ => std::ptr::null(),
     }
 }

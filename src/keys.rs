@@ -253,6 +253,11 @@ pub fn image_checkpoint() -> Vec<u8> {
     Key::new().s("image").s("checkpoint").into_bytes()
 }
 
+/// `image/log/`: every commit-log record.
+pub fn image_log_prefix() -> Vec<u8> {
+    Key::new().s("image").s("log").into_bytes()
+}
+
 /// `image/log/<batch>`: the writes of the commit that made batch `<batch>`, which bring an
 /// image checkpoint (or a reader's image) up to a later head.
 pub fn image_log(batch: u64) -> Vec<u8> {

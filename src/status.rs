@@ -46,6 +46,7 @@ pub struct Status {
     pub io_timeout_ms: u64,
     pub max_commit_bytes: u64,
     pub reader_poll_ms: u64,
+    pub reclaim_interval_ms: u64,
 }
 
 fn int<T: TryInto<i64>>(v: T) -> Field {
@@ -79,6 +80,7 @@ impl Status {
             ("io_timeout_ms", int(self.io_timeout_ms)),
             ("max_commit_bytes", int(self.max_commit_bytes)),
             ("reader_poll_ms", int(self.reader_poll_ms)),
+            ("reclaim_interval_ms", int(self.reclaim_interval_ms)),
         ]
     }
 }

@@ -27,6 +27,10 @@ use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::Duration;
 use tracing::Instrument;
 
+mod reclaim;
+pub(crate) use reclaim::DEFAULT_RECLAIM_INTERVAL;
+pub use reclaim::Reclaimed;
+
 /// Every commit flushes one small WAL object, and an open (a writer's, or a reader's) replays
 /// every WAL object written since the last memtable flush. SlateDB flushes the memtable only
 /// after 4096 WAL flushes or 64 MiB, so a lake of small commits would replay thousands of objects
@@ -197,7 +201,7 @@ pub struct Store {
     /// When the first commit after the last checkpoint this writer started was installed.
     uncheckpointed_since: Mutex<Option<std::time::Instant>>,
     /// A writer's garbage collector (`start_collector`), stopped at close.
-    collector: Option<tokio::task::JoinHandle<()>>,
+    collector: Mutex<Option<tokio::task::JoinHandle<()>>>,
     /// The batch of the newest image checkpoint this writer knows of (`u64::MAX`: not read
     /// yet); shared with the background checkpoint.
     checkpointed: Arc<std::sync::atomic::AtomicU64>,
@@ -272,6 +276,8 @@ pub(crate) struct Access {
     max_commit_bytes: u64,
     /// How often a reader polls for the writer's commits (`moraine_reader_poll_interval`).
     reader_poll: Duration,
+    /// The longest a writer leaves an SST unrewritten (`moraine_reclaim_interval`).
+    reclaim_interval: Duration,
 }
 
 /// The option `key` in milliseconds (from the interval setting `setting`), else `default`.
@@ -342,19 +348,25 @@ const GC_INTERVAL: Duration = Duration::from_secs(10);
 /// A writer's garbage collector: a pass of SlateDB's collector with [`gc_options`] every
 /// [`GC_INTERVAL`], until the store closes. (SlateDB's own background collector makes its first
 /// pass as the database opens, listing every directory while the attach waits for its reads.)
-fn start_collector(
-    object_store: Arc<dyn ObjectStore>,
-    boundary_files: bool,
-) -> tokio::task::JoinHandle<()> {
+/// Every [`reclaim::RECLAIM_CHECK_EVERY`] passes it also reclaims the store's space when its
+/// oldest SST is older than `moraine_reclaim_interval` (see `reclaim.rs`).
+fn start_collector(store: &Arc<Store>) -> tokio::task::JoinHandle<()> {
+    let object_store = store.object_store.clone();
+    let boundary_files = store.boundary_files;
+    let interval = store.access.reclaim_interval;
+    let store = Arc::downgrade(store);
     runtime().spawn(async move {
         let admin = slatedb::admin::Admin::builder("", object_store).build();
-        loop {
+        for pass in 1u32.. {
             tokio::time::sleep(GC_INTERVAL).await;
-            let pass = admin
+            let pass_done = admin
                 .run_gc_once(gc_options(boundary_files))
                 .instrument(tracing::debug_span!("moraine.gc"));
-            if let Err(e) = pass.await {
+            if let Err(e) = pass_done.await {
                 tracing::warn!("moraine: collecting obsolete objects failed: {e}");
+            }
+            if pass % reclaim::RECLAIM_CHECK_EVERY == 0 {
+                reclaim::reclaim_if_due(&admin, &store, interval).await;
             }
         }
     })
@@ -514,6 +526,7 @@ impl Store {
             io_timeout: io_timeout_option(options)?,
             max_commit_bytes: crate::limits::max_commit_option(options)?,
             reader_poll: reader_poll_option(options)?,
+            reclaim_interval: reclaim::reclaim_interval_option(options)?,
         };
         let canonical = parsed.canonical();
         let mut reg = open_stores().lock().unwrap_or_else(|p| p.into_inner());
@@ -526,7 +539,8 @@ impl Store {
                 return Err(Error::InvalidInput(format!(
                     "{canonical} is already attached in this process with {}; DETACH it \
                      first, or attach it with the same secret and the same moraine_io_timeout, \
-                     moraine_max_commit_size and moraine_reader_poll_interval",
+                     moraine_max_commit_size, moraine_reader_poll_interval and \
+                     moraine_reclaim_interval",
                     match &existing.access.secret {
                         Some(s) => format!("secret '{}'", s.name),
                         None => "no secret".to_string(),
@@ -625,6 +639,7 @@ impl Store {
                 io_timeout,
                 max_commit_bytes: crate::limits::MAX_COMMIT_BYTES,
                 reader_poll: DEFAULT_READER_POLL,
+                reclaim_interval: reclaim::DEFAULT_RECLAIM_INTERVAL,
             },
         )
     }
@@ -661,9 +676,8 @@ impl Store {
             prefetched.abort();
             crate::sst_cache::shared().drop_scope(cache_scope)
         })?;
-        let collector = matches!(backend, Backend::Writer(..))
-            .then(|| start_collector(object_store.clone(), boundary_files));
-        Ok(Arc::new(Store {
+        let writer = matches!(backend, Backend::Writer(..));
+        let store = Arc::new(Store {
             url: url.to_string(),
             canonical: canonical.to_string(),
             read_only,
@@ -676,7 +690,7 @@ impl Store {
             checkpointing: Mutex::new(None),
             prefetched: Mutex::new(Some(prefetched)),
             uncheckpointed_since: Mutex::new(None),
-            collector,
+            collector: Mutex::new(None),
             image: Mutex::new(None),
             commit_lock: Mutex::new(()),
             unflushed_commits: Default::default(),
@@ -689,7 +703,12 @@ impl Store {
             last_commit_micros: Default::default(),
             #[cfg(test)]
             head_reads: Default::default(),
-        }))
+        });
+        if writer {
+            *store.collector.lock().unwrap_or_else(|p| p.into_inner()) =
+                Some(start_collector(&store));
+        }
+        Ok(store)
     }
 
     /// The URL this store was opened with.
@@ -1220,6 +1239,7 @@ impl Store {
             io_timeout_ms: self.access.io_timeout.as_millis() as u64,
             max_commit_bytes: self.access.max_commit_bytes,
             reader_poll_ms: self.access.reader_poll.as_millis() as u64,
+            reclaim_interval_ms: self.access.reclaim_interval.as_millis() as u64,
         })
     }
 
@@ -1249,7 +1269,12 @@ impl Store {
             let Backend::Writer(db, status) = &self.backend else {
                 return self.backend.close().await;
             };
-            if let Some(collector) = &self.collector {
+            if let Some(collector) = self
+                .collector
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .take()
+            {
                 collector.abort();
             }
             let running = self
@@ -1525,6 +1550,13 @@ impl Checkpointer {
         handle.await_durable().await?;
         self.checkpointed.store(batch, Ordering::SeqCst);
         // the checkpoint it replaced stays for readers that read the pointer before
+        self.delete_checkpoints_before(previous).await?;
+        Ok(())
+    }
+
+    /// Delete the checkpoint objects of batches before `bound`; how many went. A failed delete
+    /// is logged and left for a later one.
+    async fn delete_checkpoints_before(&self, bound: u64) -> Result<u64> {
         let dir = object_store::path::Path::from(checkpoint::OBJECT_DIR);
         let listed = self
             .object_store
@@ -1535,12 +1567,16 @@ impl Checkpointer {
             .objects
             .into_iter()
             .map(|m| m.location)
-            .filter(|l| checkpoint::batch_of_object(l.as_ref()).is_some_and(|b| b < previous));
+            .filter(|l| checkpoint::batch_of_object(l.as_ref()).is_some_and(|b| b < bound));
+        let mut deleted = 0;
         for location in old {
-            if let Err(e) = self.object_store.delete(&location).await {
-                tracing::warn!("moraine: deleting the old image checkpoint {location} failed: {e}");
+            match self.object_store.delete(&location).await {
+                Ok(()) => deleted += 1,
+                Err(e) => tracing::warn!(
+                    "moraine: deleting the old image checkpoint {location} failed: {e}"
+                ),
             }
         }
-        Ok(())
+        Ok(deleted)
     }
 }

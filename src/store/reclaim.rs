@@ -1,0 +1,330 @@
+//! Reclaiming a store's space (RFC 0003): making the bytes of deleted catalog records leave
+//! the store's objects, at once on request (`moraine_reclaim(lake)`) and, by default, within
+//! `moraine_reclaim_interval` of being written while a writer is attached.
+//!
+//! A deleted record is a SlateDB tombstone; its old value stays in the WAL object and the
+//! SSTs that held it until a compaction that reads both drops it, and until the garbage
+//! collector deletes the objects nothing references any more. moraine's own objects hold
+//! records too: an image checkpoint holds every live record at one head, and the commit log
+//! (`image/log/<batch>`) every write of each commit for a day. A reclaim, in this order:
+//!
+//! 1. writes an image checkpoint of the head (unless the newest one is of the head), deletes
+//!    every commit-log record and, so that no SlateDB snapshot older than those deletions
+//!    keeps the old values, installs the same image with a snapshot taken after them;
+//! 2. deletes every other image checkpoint object;
+//! 3. flushes the memtable (the tombstones reach an L0 SST);
+//! 4. compacts every L0 SST and every sorted run into one sorted run, the last one, where
+//!    SlateDB drops the tombstones and every value they delete;
+//! 5. writes the checkpoint pointer again and flushes it to a newer L0 (SlateDB collects no
+//!    SST newer than the newest L0), drops the checkpoints SlateDB's compactor keeps of the
+//!    manifest before a compaction, and runs the garbage collector with no minimum age: the
+//!    WAL objects, SSTs, manifests and compactor states the store no longer needs go.
+//!
+//! Each step is bounded by the store's `moraine_io_timeout` (the compaction by four times it).
+//! A reclaim that stops half way leaves a consistent store, and running it again finishes.
+
+use super::*;
+use slatedb::compactor::{CompactionSpec, CompactionStatus, SourceId};
+
+/// Default of `moraine_reclaim_interval`: the longest a writer leaves an SST unrewritten, and
+/// so the longest the bytes of a deleted record stay in the store while a writer is attached.
+pub(crate) const DEFAULT_RECLAIM_INTERVAL: Duration = Duration::from_secs(24 * 3600);
+
+/// How often a writer's collector checks whether a reclaim is due.
+pub(super) const RECLAIM_CHECK_EVERY: u32 = 6;
+
+/// What one reclaim did: the row `moraine_reclaim` returns.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Reclaimed {
+    /// The head the store was reclaimed at.
+    pub head_batch: u64,
+    /// The batch of the image checkpoint that remains.
+    pub checkpoint_batch: u64,
+    /// Commit-log records deleted.
+    pub log_records: u64,
+    /// Image checkpoint objects deleted.
+    pub image_checkpoints: u64,
+    /// L0 SSTs and sorted runs compacted into one sorted run.
+    pub compacted: u64,
+    /// Objects under the store's root before and after.
+    pub objects_before: u64,
+    pub objects_after: u64,
+    /// Bytes of those objects before and after.
+    pub bytes_before: u64,
+    pub bytes_after: u64,
+}
+
+impl Reclaimed {
+    /// The row, column by column, as `moraine_reclaim` returns it.
+    pub fn fields(&self) -> Vec<(&'static str, crate::status::Field)> {
+        let int = |v: u64| crate::status::Field::Int(i64::try_from(v).ok());
+        vec![
+            ("head_batch", int(self.head_batch)),
+            ("checkpoint_batch", int(self.checkpoint_batch)),
+            ("log_records_deleted", int(self.log_records)),
+            ("image_checkpoints_deleted", int(self.image_checkpoints)),
+            ("runs_compacted", int(self.compacted)),
+            ("objects_before", int(self.objects_before)),
+            ("objects_after", int(self.objects_after)),
+            ("bytes_before", int(self.bytes_before)),
+            ("bytes_after", int(self.bytes_after)),
+        ]
+    }
+}
+
+/// The `reclaim_interval_ms` option (from `moraine_reclaim_interval`), else
+/// [`DEFAULT_RECLAIM_INTERVAL`].
+pub(super) fn reclaim_interval_option(options: &[(String, String)]) -> Result<Duration> {
+    millis_option(
+        options,
+        "reclaim_interval_ms",
+        "moraine_reclaim_interval",
+        DEFAULT_RECLAIM_INTERVAL,
+    )
+}
+
+/// How a reclaim collects: every obsolete object, whatever its age (manifests only where the
+/// store keeps SlateDB's boundary objects, see `gc_options`; manifests hold keys, never values).
+fn gc_now(boundary_files: bool) -> GarbageCollectorOptions {
+    let now = || {
+        Some(GarbageCollectorDirectoryOptions {
+            interval: None,
+            min_age: Duration::ZERO,
+            dry_run: false,
+        })
+    };
+    GarbageCollectorOptions {
+        wal_options: now(),
+        manifest_options: if boundary_files { now() } else { None },
+        compactions_options: now(),
+        compacted_options: now(),
+        wal_fence_options: None,
+        detach_options: None,
+        boundary_files_enabled: boundary_files,
+        object_store_max_retries: Some(GC_RETRIES),
+        ..GarbageCollectorOptions::default()
+    }
+}
+
+/// The time the oldest SST of the latest manifest was written (its ULID's), if any.
+pub(super) async fn oldest_sst(admin: &slatedb::admin::Admin) -> Result<Option<u64>> {
+    let Some(manifest) = admin.read_manifest(None).await? else {
+        return Ok(None);
+    };
+    let l0 = manifest.l0().iter();
+    let runs = manifest.compacted().iter().flat_map(|sr| sr.sst_views());
+    Ok(l0.chain(runs).map(|v| v.id.timestamp_ms()).min())
+}
+
+/// Compacts every L0 SST and sorted run of the latest manifest into one sorted run, through the
+/// writer's compactor; returns how many there were. A submission the compactor refuses (one of
+/// its own compactions took some of them meanwhile) is planned again.
+async fn compact_everything(admin: &slatedb::admin::Admin) -> Result<u64> {
+    loop {
+        // one at a time: the compactor runs two compactions into the same sorted run only by
+        // panicking (a compaction of an earlier writer, resumed, and a reclaim's)
+        while compaction_running(admin).await? {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        let manifest = admin
+            .read_manifest(None)
+            .await?
+            .ok_or_else(|| Error::Storage("the store has no SlateDB manifest".into()))?;
+        let mut sources: Vec<SourceId> = manifest
+            .l0()
+            .iter()
+            .map(|v| SourceId::SstView(v.id))
+            .collect();
+        sources.extend(manifest.compacted().iter().map(|sr| SourceId::SortedRun(sr.id)));
+        if sources.is_empty() {
+            return Ok(0);
+        }
+        // into the lowest sorted run, or a new one above every run when there is none
+        let destination = manifest.compacted().iter().map(|sr| sr.id).min().unwrap_or(0);
+        let count = sources.len() as u64;
+        let submitted = admin
+            .submit_compaction(CompactionSpec::new(sources, destination))
+            .await?;
+        loop {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            match admin.read_compaction(submitted.id(), None).await? {
+                Some(c) if c.status() == CompactionStatus::Completed => return Ok(count),
+                Some(c) if c.status() == CompactionStatus::Failed => break,
+                Some(_) => continue,
+                // the compactor keeps only the last finished compaction: judge by the manifest
+                None => {
+                    let now = admin.read_manifest(None).await?;
+                    if now.is_some_and(|m| m.l0().is_empty() && m.compacted().len() == 1) {
+                        return Ok(count);
+                    }
+                    break;
+                }
+            }
+        }
+        tracing::debug!("moraine: the compactor did not take the reclaim's compaction; again");
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+/// Whether the compactor has a compaction it has not finished (or failed).
+async fn compaction_running(admin: &slatedb::admin::Admin) -> Result<bool> {
+    Ok(admin.read_compactions(None).await?.is_some_and(|c| {
+        c.recent_compactions().any(|c| {
+            matches!(
+                c.status(),
+                CompactionStatus::Submitted
+                    | CompactionStatus::Scheduled
+                    | CompactionStatus::Running
+                    | CompactionStatus::Compacted
+            )
+        })
+    }))
+}
+
+/// How many objects, and how many bytes, are under the store's root.
+async fn footprint(object_store: &Arc<dyn ObjectStore>) -> Result<(u64, u64)> {
+    let (mut objects, mut bytes) = (0, 0);
+    let mut dirs = vec![None];
+    while let Some(dir) = dirs.pop() {
+        let listed = object_store.list_with_delimiter(dir.as_ref()).await?;
+        objects += listed.objects.len() as u64;
+        bytes += listed.objects.iter().map(|m| m.size).sum::<u64>();
+        dirs.extend(listed.common_prefixes.into_iter().map(Some));
+    }
+    Ok((objects, bytes))
+}
+
+impl Store {
+    /// Reclaim the store's space now (see the module's description); only a writer can.
+    pub fn reclaim(&self) -> Result<Reclaimed> {
+        let span = tracing::info_span!("moraine.reclaim", store = %self.url);
+        let _enter = span.enter();
+        let Backend::Writer(db, _) = &self.backend else {
+            return Err(Error::ReadOnly(format!(
+                "moraine_reclaim needs the lake's writer, and {} is attached READ_ONLY here; run \
+                 it where the lake is attached read-write",
+                self.url
+            )));
+        };
+        let writer = self.checkpointer().expect("a writer has a checkpointer");
+        let admin = slatedb::admin::Admin::builder("", self.object_store.clone()).build();
+        let (objects_before, bytes_before) =
+            self.bounded("listing the store", footprint(&self.object_store))?;
+        let image = self.pin_image()?;
+        let (image, log_records) = {
+            let _commit = self.commit_lock.lock().unwrap_or_else(|p| p.into_inner());
+            self.check_not_broken()?;
+            // the image of the head: a commit may have installed a newer one since the pin
+            let image = self.current_image().unwrap_or(image);
+            if let Some(running) = self
+                .checkpointing
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .take()
+            {
+                let _ = self.bounded("finishing a checkpoint", async {
+                    let _ = running.await;
+                    Ok(())
+                });
+            }
+            self.bounded("writing an image checkpoint", writer.write(&image))?;
+            let deleted = self.bounded("deleting the commit log", async {
+                let log = self.backend.scan(&keys::image_log_prefix()).await?;
+                if log.is_empty() {
+                    return Ok(0);
+                }
+                let mut batch = WriteBatch::new();
+                for (k, _) in &log {
+                    batch.delete(k);
+                }
+                db.write(batch).await?.await_durable().await?;
+                Ok(log.len() as u64)
+            })?;
+            // the same image, read through a snapshot that no longer holds the log
+            let fresh = image.advance(&Default::default(), image.head(), Some(db.snapshot()?))?;
+            let fresh = Arc::new(fresh);
+            self.install_image(Some(fresh.clone()));
+            (fresh, deleted)
+        };
+        drop(image);
+        let checkpoint_batch = self.checkpointed.load(Ordering::SeqCst);
+        let image_checkpoints = self.bounded(
+            "deleting old image checkpoints",
+            writer.delete_checkpoints_before(checkpoint_batch),
+        )?;
+        let flush = || async {
+            Ok(db
+                .flush_with_options(FlushOptions {
+                    flush_type: FlushType::MemTable,
+                })
+                .await?)
+        };
+        self.bounded("flushing the memtable", flush())?;
+        let compacted = block_on(within(
+            self.access.io_timeout * 4,
+            &self.url,
+            "compacting the store into one sorted run",
+            compact_everything(&admin),
+        ))?;
+        self.bounded("collecting obsolete objects", async {
+            // a newer L0 than the compacted ones: SlateDB collects no SST newer than the newest
+            let pointer = db
+                .get(keys::image_checkpoint())
+                .await?
+                .ok_or_else(|| Error::Storage("image/checkpoint vanished".into()))?;
+            db.put(keys::image_checkpoint(), &pointer).await?;
+            flush().await?;
+            for c in admin.list_checkpoints(None).await? {
+                admin.delete_checkpoint(c.id).await?;
+            }
+            admin.run_gc_once(gc_now(self.boundary_files)).await?;
+            Ok(())
+        })?;
+        let (objects_after, bytes_after) =
+            self.bounded("listing the store", footprint(&self.object_store))?;
+        let done = Reclaimed {
+            head_batch: self.current_image().map_or(0, |i| i.head().batch_count),
+            checkpoint_batch,
+            log_records,
+            image_checkpoints,
+            compacted,
+            objects_before,
+            objects_after,
+            bytes_before,
+            bytes_after,
+        };
+        tracing::info!(?done, "moraine: reclaimed");
+        Ok(done)
+    }
+}
+
+/// A writer collector's check: reclaim when the store's oldest SST is older than `interval`
+/// (on a blocking thread: the reclaim waits on the store, and the store may close there).
+pub(super) async fn reclaim_if_due(
+    admin: &slatedb::admin::Admin,
+    store: &Weak<Store>,
+    interval: Duration,
+) {
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64);
+    match oldest_sst(admin).await {
+        Ok(Some(oldest)) if now_ms.saturating_sub(oldest) >= interval.as_millis() as u64 => {}
+        Ok(_) => return,
+        Err(e) => {
+            tracing::warn!("moraine: reading the manifest to see whether a reclaim is due failed: {e}");
+            return;
+        }
+    }
+    let store = store.clone();
+    let reclaimed = tokio::task::spawn_blocking(move || match store.upgrade() {
+        Some(store) => store.reclaim().map(Some),
+        None => Ok(None),
+    })
+    .await;
+    match reclaimed {
+        Ok(Ok(_)) => {}
+        Ok(Err(e)) => tracing::warn!("moraine: the scheduled reclaim failed: {e}"),
+        Err(e) => tracing::warn!("moraine: the scheduled reclaim stopped: {e}"),
+    }
+}
