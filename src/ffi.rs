@@ -1120,9 +1120,9 @@ pub unsafe extern "C" fn moraine_setting_default(name: *const c_char) -> *const 
         b"moraine_reader_poll_interval" => {
             c(&READER_POLL, &|| millis(crate::store::DEFAULT_READER_POLL))
         }
-        b"moraine_reclaim_interval" => c(&RECLAIM, &|| {
-            millis(crate::store::DEFAULT_RECLAIM_INTERVAL)
-        }),
+        b"moraine_reclaim_interval" => {
+            c(&RECLAIM, &|| millis(crate::store::DEFAULT_RECLAIM_INTERVAL))
+        }
         _ => std::ptr::null(),
     }
 }

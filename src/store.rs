@@ -28,8 +28,8 @@ use std::time::Duration;
 use tracing::Instrument;
 
 mod reclaim;
-pub(crate) use reclaim::DEFAULT_RECLAIM_INTERVAL;
 pub use reclaim::Reclaimed;
+pub(crate) use reclaim::DEFAULT_RECLAIM_INTERVAL;
 
 /// Every commit flushes one small WAL object, and an open (a writer's, or a reader's) replays
 /// every WAL object written since the last memtable flush. SlateDB flushes the memtable only
@@ -348,15 +348,16 @@ const GC_INTERVAL: Duration = Duration::from_secs(10);
 /// A writer's garbage collector: a pass of SlateDB's collector with [`gc_options`] every
 /// [`GC_INTERVAL`], until the store closes. (SlateDB's own background collector makes its first
 /// pass as the database opens, listing every directory while the attach waits for its reads.)
-/// Every [`reclaim::RECLAIM_CHECK_EVERY`] passes it also reclaims the store's space when its
-/// oldest SST is older than `moraine_reclaim_interval` (see `reclaim.rs`).
+/// Every minute (every pass, for an interval under a minute) it also reclaims the store's space
+/// when its oldest SST or WAL object is older than `moraine_reclaim_interval` (see `reclaim.rs`).
 fn start_collector(store: &Arc<Store>) -> tokio::task::JoinHandle<()> {
     let object_store = store.object_store.clone();
     let boundary_files = store.boundary_files;
     let interval = store.access.reclaim_interval;
     let store = Arc::downgrade(store);
+    let check_every = reclaim::check_every(interval, GC_INTERVAL);
     runtime().spawn(async move {
-        let admin = slatedb::admin::Admin::builder("", object_store).build();
+        let admin = slatedb::admin::Admin::builder("", object_store.clone()).build();
         for pass in 1u32.. {
             tokio::time::sleep(GC_INTERVAL).await;
             let pass_done = admin
@@ -365,8 +366,8 @@ fn start_collector(store: &Arc<Store>) -> tokio::task::JoinHandle<()> {
             if let Err(e) = pass_done.await {
                 tracing::warn!("moraine: collecting obsolete objects failed: {e}");
             }
-            if pass % reclaim::RECLAIM_CHECK_EVERY == 0 {
-                reclaim::reclaim_if_due(&admin, &store, interval).await;
+            if pass % check_every == 0 {
+                reclaim::reclaim_if_due(&admin, &object_store, &store, interval).await;
             }
         }
     })

@@ -174,7 +174,7 @@ pub(super) fn init_lake(store: &Arc<Store>) {
 }
 
 /// Commit snapshot `id` creating table `table_id`.
-pub(super) fn commit_table(store: &Arc<Store>, id: i64, table_id: i64, name: &str) {
+pub(crate) fn commit_table(store: &Arc<Store>, id: i64, table_id: i64, name: &str) {
     let mut t = store.begin();
     t.stage_insert(M, "ducklake_snapshot", vec![snap(id)])
         .unwrap();
@@ -194,7 +194,7 @@ pub(super) fn commit_table(store: &Arc<Store>, id: i64, table_id: i64, name: &st
 }
 
 /// What the store itself holds under `prefix` (history included), read past the image.
-pub(super) fn raw(store: &Arc<Store>, prefix: &[u8]) -> Vec<(Vec<u8>, Vec<u8>)> {
+pub(crate) fn raw(store: &Arc<Store>, prefix: &[u8]) -> Vec<(Vec<u8>, Vec<u8>)> {
     block_on(store.backend.scan(prefix))
         .unwrap()
         .into_iter()
@@ -207,7 +207,7 @@ pub(super) fn rows_of(store: &Arc<Store>, table: &str, history: bool) -> Vec<Row
 }
 
 /// One column of the rows a new transaction reads from `table`.
-pub(super) fn column_of(store: &Arc<Store>, table: &str, history: bool, name: &str) -> Vec<Cell> {
+pub(crate) fn column_of(store: &Arc<Store>, table: &str, history: bool, name: &str) -> Vec<Cell> {
     col(&rows_of(store, table, history), table, name)
 }
 

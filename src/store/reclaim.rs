@@ -30,8 +30,12 @@ use slatedb::compactor::{CompactionSpec, CompactionStatus, SourceId};
 /// so the longest the bytes of a deleted record stay in the store while a writer is attached.
 pub(crate) const DEFAULT_RECLAIM_INTERVAL: Duration = Duration::from_secs(24 * 3600);
 
-/// How often a writer's collector checks whether a reclaim is due.
-pub(super) const RECLAIM_CHECK_EVERY: u32 = 6;
+/// Every how many collector passes (each `pass` long) a writer checks whether a reclaim is due:
+/// about once a minute, or every pass for an interval shorter than that.
+pub(super) fn check_every(interval: Duration, pass: Duration) -> u32 {
+    let period = interval.min(Duration::from_secs(60));
+    ((period.as_millis() / pass.as_millis().max(1)) as u32).max(1)
+}
 
 /// What one reclaim did: the row `moraine_reclaim` returns.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -106,14 +110,26 @@ fn gc_now(boundary_files: bool) -> GarbageCollectorOptions {
     }
 }
 
-/// The time the oldest SST of the latest manifest was written (its ULID's), if any.
-pub(super) async fn oldest_sst(admin: &slatedb::admin::Admin) -> Result<Option<u64>> {
+/// When the oldest record the store may still hold was written (milliseconds since the Unix
+/// epoch): its oldest SST's (by its ULID) or WAL object's; `None` for an empty store.
+pub(super) async fn oldest_write(
+    admin: &slatedb::admin::Admin,
+    object_store: &Arc<dyn ObjectStore>,
+) -> Result<Option<u64>> {
     let Some(manifest) = admin.read_manifest(None).await? else {
         return Ok(None);
     };
     let l0 = manifest.l0().iter();
     let runs = manifest.compacted().iter().flat_map(|sr| sr.sst_views());
-    Ok(l0.chain(runs).map(|v| v.id.timestamp_ms()).min())
+    let sst = l0.chain(runs).map(|v| v.id.timestamp_ms()).min();
+    let wal = object_store::path::Path::from("wal");
+    let listed = object_store.list_with_delimiter(Some(&wal)).await?;
+    let wal = listed
+        .objects
+        .iter()
+        .map(|m| m.last_modified.timestamp_millis().max(0) as u64)
+        .min();
+    Ok(sst.into_iter().chain(wal).min())
 }
 
 /// Compacts every L0 SST and sorted run of the latest manifest into one sorted run, through the
@@ -135,12 +151,22 @@ async fn compact_everything(admin: &slatedb::admin::Admin) -> Result<u64> {
             .iter()
             .map(|v| SourceId::SstView(v.id))
             .collect();
-        sources.extend(manifest.compacted().iter().map(|sr| SourceId::SortedRun(sr.id)));
+        sources.extend(
+            manifest
+                .compacted()
+                .iter()
+                .map(|sr| SourceId::SortedRun(sr.id)),
+        );
         if sources.is_empty() {
             return Ok(0);
         }
         // into the lowest sorted run, or a new one above every run when there is none
-        let destination = manifest.compacted().iter().map(|sr| sr.id).min().unwrap_or(0);
+        let destination = manifest
+            .compacted()
+            .iter()
+            .map(|sr| sr.id)
+            .min()
+            .unwrap_or(0);
         let count = sources.len() as u64;
         let submitted = admin
             .submit_compaction(CompactionSpec::new(sources, destination))
@@ -298,21 +324,25 @@ impl Store {
     }
 }
 
-/// A writer collector's check: reclaim when the store's oldest SST is older than `interval`
+/// A writer collector's check: reclaim when the store's oldest SST or WAL object is older than
+/// `interval`
 /// (on a blocking thread: the reclaim waits on the store, and the store may close there).
 pub(super) async fn reclaim_if_due(
     admin: &slatedb::admin::Admin,
+    object_store: &Arc<dyn ObjectStore>,
     store: &Weak<Store>,
     interval: Duration,
 ) {
     let now_ms = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as u64);
-    match oldest_sst(admin).await {
+    match oldest_write(admin, object_store).await {
         Ok(Some(oldest)) if now_ms.saturating_sub(oldest) >= interval.as_millis() as u64 => {}
         Ok(_) => return,
         Err(e) => {
-            tracing::warn!("moraine: reading the manifest to see whether a reclaim is due failed: {e}");
+            tracing::warn!(
+                "moraine: reading the manifest to see whether a reclaim is due failed: {e}"
+            );
             return;
         }
     }
@@ -326,5 +356,94 @@ pub(super) async fn reclaim_if_due(
         Ok(Ok(_)) => {}
         Ok(Err(e)) => tracing::warn!("moraine: the scheduled reclaim failed: {e}"),
         Err(e) => tracing::warn!("moraine: the scheduled reclaim stopped: {e}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::txn::tests::{commit_table, new_lake};
+
+    /// Every file under `dir` whose bytes hold `needle`.
+    fn holding(dir: &Path, needle: &[u8]) -> Vec<String> {
+        let mut found = Vec::new();
+        let mut dirs = vec![dir.to_path_buf()];
+        while let Some(d) = dirs.pop() {
+            for e in std::fs::read_dir(&d).unwrap().flatten() {
+                let p = e.path();
+                if p.is_dir() {
+                    dirs.push(p);
+                } else if std::fs::read(&p)
+                    .unwrap_or_default()
+                    .windows(needle.len())
+                    .any(|w| w == needle)
+                {
+                    found.push(p.display().to_string());
+                }
+            }
+        }
+        found
+    }
+
+    /// A deleted record's value is in the store's WAL, SSTs, image checkpoint and commit log
+    /// until a reclaim; after it no object holds a byte of it, and the lake reads as before.
+    #[test]
+    fn a_reclaim_leaves_no_byte_of_a_deleted_record() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("lake");
+        let url = path.to_str().unwrap().to_string();
+        let store = new_lake(&url);
+        let marker = "zz-withdrawn-7f3a9c1e5b2d48f6a0c3e9b7d1f5a2c8";
+        commit_table(&store, 1, 1, marker);
+        for i in 2..=70 {
+            // past a memtable flush and a checkpoint: the marker is in an L0 SST and an image
+            commit_table(&store, i, i, &format!("t{i}"));
+        }
+        store.settle_checkpoint_for_test();
+        // a maintenance commit deletes the record (as DuckLake's expiry would)
+        let mut t = store.begin();
+        let m = t.rows("main", "ducklake_table", true).unwrap();
+        let doomed: Vec<i64> = (0..m.rows.len())
+            .filter(|&i| m.rows[i].contains(&crate::cell::Cell::Text(marker.into())))
+            .map(|i| crate::txn::rowid(m.id, i))
+            .collect();
+        assert_eq!(doomed.len(), 1);
+        t.stage_delete("main", "ducklake_table", doomed).unwrap();
+        t.commit().unwrap();
+        assert!(
+            holding(&path, marker.as_bytes()).len() >= 3,
+            "before: WAL, SST and checkpoint hold it: {:?}",
+            holding(&path, marker.as_bytes())
+        );
+        let done = store.reclaim().unwrap();
+        assert_eq!(holding(&path, marker.as_bytes()), Vec::<String>::new());
+        assert_eq!(
+            done.log_records, done.head_batch,
+            "every commit's log record: {done:?}"
+        );
+        assert!(
+            done.compacted >= 2 && done.image_checkpoints >= 1,
+            "{done:?}"
+        );
+        assert!(done.bytes_after < done.bytes_before, "{done:?}");
+        // again: nothing left to delete, and the lake still reads
+        let again = store.reclaim().unwrap();
+        assert_eq!((again.log_records, again.image_checkpoints), (0, 0));
+        drop(store);
+        let store = Store::open(&url, false).unwrap();
+        let names = crate::txn::tests::column_of(&store, "ducklake_table", false, "table_name");
+        assert_eq!(names.len(), 69);
+        assert!(Store::open(&url, true)
+            .unwrap()
+            .reclaim()
+            .is_err_and(|e| matches!(e, Error::ReadOnly(_))));
+    }
+
+    #[test]
+    fn a_writer_checks_about_once_a_minute_or_every_pass() {
+        let pass = Duration::from_secs(10);
+        assert_eq!(check_every(DEFAULT_RECLAIM_INTERVAL, pass), 6);
+        assert_eq!(check_every(Duration::from_secs(30), pass), 3);
+        assert_eq!(check_every(Duration::from_millis(1), pass), 1);
     }
 }

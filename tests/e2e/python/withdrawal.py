@@ -60,6 +60,8 @@ def steps(start_head, moraine=True):
         "(SELECT max(snapshot_id) FROM ducklake_snapshots('lake'))))",
         "CALL ducklake_expire_snapshots('lake', versions => getvariable('affected'))",
         "CALL ducklake_cleanup_old_files('lake', cleanup_all => true)",
+        # what a step killed half way wrote and never committed (a flush's file holds the value)
+        "CALL ducklake_delete_orphaned_files('lake', cleanup_all => true)",
     ]
     if moraine:
         out.append("CALL moraine_reclaim('lake')")
@@ -69,8 +71,9 @@ def steps(start_head, moraine=True):
 class Lake:
     """One catalog under test: how to attach it, and where its bytes are."""
 
-    def __init__(self, name, meta, data, moto=None, moraine=True):
+    def __init__(self, name, meta, data, moto=None, moraine=True, settings=()):
         self.name, self.meta, self.data, self.moto, self.moraine = name, meta, data, moto, moraine
+        self.settings = list(settings)  # run before the ATTACH
         # DuckDB attaches an s3:// path read-only unless told otherwise
         self.write_mode = "READ_WRITE" if moto else ""
 
@@ -81,6 +84,8 @@ class Lake:
 
     def connect(self, mode=""):
         db = s3_connect(self.moto) if self.moto else connect()
+        for sql in self.settings:
+            db.execute(sql)
         db.execute(self.attach_sql(mode))
         return db
 
@@ -326,10 +331,35 @@ def withdraw_and_check(lake, kill=False, with_reader=False):
     return meta_left
 
 
+def reclaimed_by_itself(lake):
+    """A writer that stays attached reclaims by itself once its oldest SST is older than
+    moraine_reclaim_interval: the procedure without moraine_reclaim, then a wait."""
+    tag = f"[{lake.name}]"
+    db = build(lake)
+    start_head = rows(db, "SELECT max(snapshot_id) FROM ducklake_snapshots('lake')")[0][0]
+    [(kept,)] = rows(db, f"SELECT count(*) FROM lake.people WHERE email <> '{VALUE}'")
+    check(f"{tag} before: the metadata holds the value's bytes", lake.holding("meta") != [])
+    for sql in steps(start_head, moraine=False):
+        db.execute(sql)
+    check(f"{tag} the attach runs with the interval",
+          rows(db, "SELECT reclaim_interval_ms FROM moraine_status('lake')") == [(1000,)])
+    deadline, left = time.time() + 120, lake.holding("meta")
+    while left and time.time() < deadline:
+        time.sleep(1)
+        left = lake.holding("meta")
+    check(f"{tag} the store lets go of the value's bytes by itself", left == [], left)
+    check(f"{tag} and still reads the head", rows(db, "SELECT count(*) FROM lake.people") == [(kept,)],
+          rows(db, "SELECT count(*) FROM lake.people"))
+    db.close()
+
+
 def main():
     os.chdir(TEST_DIR)
     local = Lake("local", f"moraine:{TEST_DIR}/local/meta", f"{TEST_DIR}/local/data/")
     withdraw_and_check(local, kill=os.environ.get("WITHDRAWAL_KILL", "1") == "1", with_reader=True)
+
+    reclaimed_by_itself(Lake("automatic", f"moraine:{TEST_DIR}/auto/meta", f"{TEST_DIR}/auto/data/",
+                             settings=["SET moraine_reclaim_interval = '1 second'"]))
 
     moto = Moto(os.path.join(TEST_DIR, "moto"))
     try:
