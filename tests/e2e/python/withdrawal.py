@@ -223,7 +223,9 @@ def run_procedure(lake, start_head, kill_in_step=None):
     body = lake.connect_code() + (
         "for i, sql in enumerate(%r):\n"
         "    print('step', i, flush=True)\n"
-        "    db.execute(sql)\n"
+        "    cur = db.execute(sql)\n"
+        "    if 'moraine_reclaim' in sql:\n"
+        "        print('reclaimed', dict(zip([d[0] for d in cur.description], cur.fetchone())))\n"
         "    print('done', i, flush=True)\n"
         "print('finished', flush=True)\n"
     ) % (steps(start_head, lake.moraine),)
@@ -293,6 +295,9 @@ def withdraw_and_check(lake, kill=False, with_reader=False):
             run_procedure(lake, start_head, kill_in_step=i)
     out = run_procedure(lake, start_head)
     check(f"{tag} the withdrawal runs to its end", "finished" in out, out)
+    for line in out.splitlines():
+        if line.startswith("reclaimed"):
+            print(f"info [{lake.name}] {line}")
 
     db = lake.connect()
     after = reads(db)
@@ -321,6 +326,8 @@ def withdraw_and_check(lake, kill=False, with_reader=False):
               meta_left)
     if reader:
         answers = [ask(reader), ask(reader)]
+        print(f"info [{lake.name}] the reader's first query after the withdrawal: "
+              + (answers[0]["error"] if "error" in answers[0] else "read the new head"))
         check(f"{tag} the reader never returns the value",
               not any([3, VALUE] in a.get("rows", []) or [2, VALUE] in a.get("rows", [])
                       for a in answers), answers)
