@@ -211,6 +211,8 @@ pub struct Store {
     /// Held by a commit from its conflict check until its image is installed, and by a reader's
     /// refresh: one at a time.
     commit_lock: Mutex<()>,
+    /// Held by a reclaim (`reclaim.rs`): one at a time.
+    reclaiming: Mutex<()>,
     /// Commits since this writer last flushed its memtable.
     unflushed_commits: std::sync::atomic::AtomicU64,
     /// This store's scope in the process's SST cache.
@@ -349,7 +351,8 @@ const GC_INTERVAL: Duration = Duration::from_secs(10);
 /// [`GC_INTERVAL`], until the store closes. (SlateDB's own background collector makes its first
 /// pass as the database opens, listing every directory while the attach waits for its reads.)
 /// Every minute (every pass, for an interval under a minute) it also reclaims the store's space
-/// when its oldest SST or WAL object is older than `moraine_reclaim_interval` (see `reclaim.rs`).
+/// when its oldest SST or WAL object is older than `moraine_reclaim_interval` (see `reclaim.rs`),
+/// and after a reclaim that failed waits ten minutes before the next check.
 fn start_collector(store: &Arc<Store>) -> tokio::task::JoinHandle<()> {
     let object_store = store.object_store.clone();
     let boundary_files = store.boundary_files;
@@ -358,6 +361,7 @@ fn start_collector(store: &Arc<Store>) -> tokio::task::JoinHandle<()> {
     let check_every = reclaim::check_every(interval, GC_INTERVAL);
     runtime().spawn(async move {
         let admin = slatedb::admin::Admin::builder("", object_store.clone()).build();
+        let mut paused_until = None;
         for pass in 1u32.. {
             tokio::time::sleep(GC_INTERVAL).await;
             let pass_done = admin
@@ -366,8 +370,12 @@ fn start_collector(store: &Arc<Store>) -> tokio::task::JoinHandle<()> {
             if let Err(e) = pass_done.await {
                 tracing::warn!("moraine: collecting obsolete objects failed: {e}");
             }
-            if pass % check_every == 0 {
-                reclaim::reclaim_if_due(&admin, &object_store, &store, interval).await;
+            let paused = paused_until.is_some_and(|t| tokio::time::Instant::now() < t);
+            if pass % check_every == 0
+                && !paused
+                && !reclaim::reclaim_if_due(&admin, &object_store, &store, interval).await
+            {
+                paused_until = Some(tokio::time::Instant::now() + reclaim::RETRY_AFTER_FAILURE);
             }
         }
     })
@@ -694,6 +702,7 @@ impl Store {
             collector: Mutex::new(None),
             image: Mutex::new(None),
             commit_lock: Mutex::new(()),
+            reclaiming: Mutex::new(()),
             unflushed_commits: Default::default(),
             cache_scope,
             image_unsure: Default::default(),

@@ -145,7 +145,7 @@ pub(crate) fn new_lake(url: &str) -> Arc<Store> {
     store
 }
 
-pub(super) fn init_lake(store: &Arc<Store>) {
+pub(crate) fn init_lake(store: &Arc<Store>) {
     let mut t = store.begin();
     for name in LAKE_TABLES {
         t.create_table(def(name)).unwrap();
@@ -2565,4 +2565,60 @@ fn a_commit_over_the_size_limit_is_refused_and_writes_nothing() {
         panic!("a 2GiB limit was accepted");
     };
     assert!(e.to_string().contains("'2GiB'"), "{e}");
+}
+
+/// A READ_ONLY reader still following the manifest from before a reclaim (it polls once an
+/// hour here) reads ended versions from the store on demand, through tables the reclaim
+/// deleted: it gets them right or fails with a storage error, never other bytes (RFC 0003).
+#[test]
+fn a_reader_behind_a_reclaim_reads_right_or_fails_cleanly() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = dir.path().join("lake").to_str().unwrap().to_string();
+    let writer = new_lake(&url);
+    for i in 1..=70 {
+        commit_table(&writer, i, i, &format!("t{i}"));
+    }
+    // table 1 renamed at snapshot 71: its first version is history
+    let mut t = writer.begin();
+    let m = t.rows(M, "ducklake_table", false).unwrap();
+    let at = (0..m.rows.len())
+        .find(|&i| m.rows[i].contains(&Text("t1".into())))
+        .unwrap();
+    t.stage_insert(M, "ducklake_snapshot", vec![snap(71)])
+        .unwrap();
+    t.stage_insert(
+        M,
+        "ducklake_snapshot_changes",
+        vec![changes(71, "altered_table")],
+    )
+    .unwrap();
+    t.stage_update(
+        M,
+        "ducklake_table",
+        vec![(rowid(m.id, at), table_row(1, 1, Some(71), "t1"))],
+    )
+    .unwrap();
+    t.stage_insert(
+        M,
+        "ducklake_table",
+        vec![table_row(1, 71, None, "t1_renamed")],
+    )
+    .unwrap();
+    t.commit().unwrap();
+    let mut expected = column_of(&writer, "ducklake_table", true, "table_name");
+    expected.sort_by_key(|c| format!("{c:?}"));
+    let options = [("reader_poll_ms".to_string(), "3600000".to_string())];
+    let reader = Store::open_with(&url, true, &options).unwrap();
+    reader.pin_image().unwrap();
+    writer.reclaim().unwrap();
+    for _ in 0..2 {
+        match reader.begin().rows(M, "ducklake_table", true) {
+            Ok(m) => {
+                let mut names = col(&m.rows, "ducklake_table", "table_name");
+                names.sort_by_key(|c| format!("{c:?}"));
+                assert_eq!(names, expected);
+            }
+            Err(e) => assert!(matches!(e, Error::Storage(_)), "{e:?}"),
+        }
+    }
 }

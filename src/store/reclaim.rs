@@ -132,64 +132,65 @@ pub(super) async fn oldest_write(
     Ok(sst.into_iter().chain(wal).min())
 }
 
+/// How many times a reclaim submits its compaction before it gives up.
+const COMPACTION_ATTEMPTS: u32 = 5;
+
 /// Compacts every L0 SST and sorted run of the latest manifest into one sorted run, through the
 /// writer's compactor; returns how many there were. A submission the compactor refuses (one of
-/// its own compactions took some of them meanwhile) is planned again.
+/// its own compactions took some of them meanwhile) is planned again, a few times.
 async fn compact_everything(admin: &slatedb::admin::Admin) -> Result<u64> {
-    loop {
+    for _ in 0..COMPACTION_ATTEMPTS {
         // one at a time: the compactor runs two compactions into the same sorted run only by
         // panicking (a compaction of an earlier writer, resumed, and a reclaim's)
         while compaction_running(admin).await? {
-            tokio::time::sleep(Duration::from_millis(200)).await;
+            tokio::time::sleep(Duration::from_millis(500)).await;
         }
         let manifest = admin
             .read_manifest(None)
             .await?
             .ok_or_else(|| Error::Storage("the store has no SlateDB manifest".into()))?;
-        let mut sources: Vec<SourceId> = manifest
-            .l0()
-            .iter()
-            .map(|v| SourceId::SstView(v.id))
-            .collect();
-        sources.extend(
-            manifest
-                .compacted()
-                .iter()
-                .map(|sr| SourceId::SortedRun(sr.id)),
-        );
-        if sources.is_empty() {
+        let l0: Vec<_> = manifest.l0().iter().map(|v| v.id).collect();
+        let runs: Vec<u32> = manifest.compacted().iter().map(|sr| sr.id).collect();
+        if l0.is_empty() && runs.is_empty() {
             return Ok(0);
         }
+        let mut sources: Vec<SourceId> = l0.iter().map(|id| SourceId::SstView(*id)).collect();
+        sources.extend(runs.iter().map(|id| SourceId::SortedRun(*id)));
         // into the lowest sorted run, or a new one above every run when there is none
-        let destination = manifest
-            .compacted()
-            .iter()
-            .map(|sr| sr.id)
-            .min()
-            .unwrap_or(0);
-        let count = sources.len() as u64;
+        let destination = runs.iter().copied().min().unwrap_or(0);
         let submitted = admin
             .submit_compaction(CompactionSpec::new(sources, destination))
             .await?;
         loop {
-            tokio::time::sleep(Duration::from_millis(100)).await;
+            tokio::time::sleep(Duration::from_millis(500)).await;
             match admin.read_compaction(submitted.id(), None).await? {
-                Some(c) if c.status() == CompactionStatus::Completed => return Ok(count),
+                Some(c) if c.status() == CompactionStatus::Completed => {
+                    return Ok((l0.len() + runs.len()) as u64)
+                }
                 Some(c) if c.status() == CompactionStatus::Failed => break,
                 Some(_) => continue,
                 // the compactor keeps only the last finished compaction: judge by the manifest
                 None => {
                     let now = admin.read_manifest(None).await?;
-                    if now.is_some_and(|m| m.l0().is_empty() && m.compacted().len() == 1) {
-                        return Ok(count);
+                    let done = now.is_some_and(|m| {
+                        m.l0().iter().all(|v| !l0.contains(&v.id))
+                            && m.compacted()
+                                .iter()
+                                .all(|sr| sr.id == destination || !runs.contains(&sr.id))
+                    });
+                    if done {
+                        return Ok((l0.len() + runs.len()) as u64);
                     }
                     break;
                 }
             }
         }
         tracing::debug!("moraine: the compactor did not take the reclaim's compaction; again");
-        tokio::time::sleep(Duration::from_millis(500)).await;
     }
+    Err(Error::Storage(format!(
+        "SlateDB's compactor refused the reclaim's compaction {COMPACTION_ATTEMPTS} times \
+         (its own compactions kept taking the same tables); run moraine_reclaim again"
+    )))
 }
 
 /// Whether the compactor has a compaction it has not finished (or failed).
@@ -232,76 +233,131 @@ impl Store {
                 self.url
             )));
         };
+        let Ok(_one_at_a_time) = self.reclaiming.try_lock() else {
+            return Err(Error::Conflict(format!(
+                "a reclaim of {} is already running in this process; run it again when it ends",
+                self.url
+            )));
+        };
         let writer = self.checkpointer().expect("a writer has a checkpointer");
         let admin = slatedb::admin::Admin::builder("", self.object_store.clone()).build();
         let (objects_before, bytes_before) =
             self.bounded("listing the store", footprint(&self.object_store))?;
-        let image = self.pin_image()?;
-        let (image, log_records) = {
+
+        // 1. an image checkpoint of the head, so that the commit log up to it can go
+        let pinned = self.pin_image()?;
+        let (head, checkpoint_batch) = {
+            // (the pin's image, and its snapshot, go at the end of this block)
+            let pinned = pinned;
             let _commit = self.commit_lock.lock().unwrap_or_else(|p| p.into_inner());
             self.check_not_broken()?;
-            // the image of the head: a commit may have installed a newer one since the pin
-            let image = self.current_image().unwrap_or(image);
-            if let Some(running) = self
+            let head = self.bounded("reading the head", self.read_head())?;
+            let image = match self.current_image() {
+                Some(i) if !self.image_unsure.load(Ordering::SeqCst) => i,
+                _ => pinned,
+            };
+            if image.head() != head {
+                return Err(Error::Conflict(format!(
+                    "{} moved on while the reclaim began; run moraine_reclaim again",
+                    self.url
+                )));
+            }
+            let running = self
                 .checkpointing
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
-                .take()
-            {
-                let _ = self.bounded("finishing a checkpoint", async {
+                .take();
+            if let Some(running) = running {
+                let abort = running.abort_handle();
+                let finished = self.bounded("finishing a background checkpoint", async {
                     let _ = running.await;
                     Ok(())
                 });
+                if let Err(e) = finished {
+                    abort.abort();
+                    return Err(e);
+                }
             }
             self.bounded("writing an image checkpoint", writer.write(&image))?;
-            let deleted = self.bounded("deleting the commit log", async {
-                let log = self.backend.scan(&keys::image_log_prefix()).await?;
-                if log.is_empty() {
-                    return Ok(0);
-                }
+            (head, self.checkpointed.load(Ordering::SeqCst))
+        };
+
+        // 2. the commit log up to the head (later commits' records stay), in batches
+        let upto = keys::image_log(head.batch_count);
+        let log_records = self.bounded("deleting the commit log", async {
+            let log = self.backend.scan(&keys::image_log_prefix()).await?;
+            let doomed: Vec<_> = log
+                .into_iter()
+                .map(|(k, _)| k)
+                .filter(|k| k.as_ref() <= upto.as_slice())
+                .collect();
+            for keys in doomed.chunks(1000) {
                 let mut batch = WriteBatch::new();
-                for (k, _) in &log {
+                for k in keys {
                     batch.delete(k);
                 }
                 db.write(batch).await?.await_durable().await?;
-                Ok(log.len() as u64)
-            })?;
-            // the same image, read through a snapshot that no longer holds the log
-            let fresh = image.advance(&Default::default(), image.head(), Some(db.snapshot()?))?;
-            let fresh = Arc::new(fresh);
-            self.install_image(Some(fresh.clone()));
-            (fresh, deleted)
+            }
+            Ok(doomed.len() as u64)
+        })?;
+
+        // 3. the image read through a snapshot that no longer holds the log: every record
+        // deleted before `target` is then one no snapshot of this process needs, once the
+        // transactions pinned to older images end
+        let target = {
+            let _commit = self.commit_lock.lock().unwrap_or_else(|p| p.into_inner());
+            let snapshot = db.snapshot()?;
+            let target = snapshot.seq();
+            if let Some(image) = self.current_image() {
+                if !self.image_unsure.load(Ordering::SeqCst) {
+                    let fresh = image.advance(&Default::default(), image.head(), Some(snapshot))?;
+                    self.install_image(Some(Arc::new(fresh)));
+                }
+            }
+            target
         };
-        drop(image);
-        let checkpoint_batch = self.checkpointed.load(Ordering::SeqCst);
+
+        // 4. every other image checkpoint
         let image_checkpoints = self.bounded(
             "deleting old image checkpoints",
             writer.delete_checkpoints_before(checkpoint_batch),
         )?;
-        let flush = || async {
-            Ok(db
-                .flush_with_options(FlushOptions {
-                    flush_type: FlushType::MemTable,
-                })
-                .await?)
+
+        // 5. the tombstones to L0, and no snapshot older than them left open
+        let settle = async {
+            let limit = self.access.io_timeout;
+            tokio::time::timeout(limit, self.settle_snapshots(db, &admin, target)).await
         };
-        self.bounded("flushing the memtable", flush())?;
+        match block_on(settle) {
+            Ok(settled) => settled?,
+            Err(_) => {
+                return Err(Error::Conflict(format!(
+                    "a transaction of this process that began before the reclaim of {} is \
+                     still open after {}, and what it reads keeps the deleted records' bytes; \
+                     end it and run moraine_reclaim again",
+                    self.url,
+                    seconds(self.access.io_timeout)
+                )))
+            }
+        }
+
+        // 6. one sorted run, the last: tombstones and the values they delete are dropped
         let compacted = block_on(within(
             self.access.io_timeout * 4,
             &self.url,
             "compacting the store into one sorted run",
             compact_everything(&admin),
         ))?;
+
+        // 7. the compacted tables below the newest L0, the compactor's checkpoints gone, and
+        // everything no manifest needs collected
         self.bounded("collecting obsolete objects", async {
-            // a newer L0 than the compacted ones: SlateDB collects no SST newer than the newest
-            let pointer = db
-                .get(keys::image_checkpoint())
-                .await?
-                .ok_or_else(|| Error::Storage("image/checkpoint vanished".into()))?;
-            db.put(keys::image_checkpoint(), &pointer).await?;
-            flush().await?;
+            self.flush_newer_l0(db).await?;
             for c in admin.list_checkpoints(None).await? {
-                admin.delete_checkpoint(c.id).await?;
+                // the compactor's: unnamed, with a lifetime
+                if c.name.is_none() && c.expire_time.is_some() {
+                    admin.delete_checkpoint(c.id).await?;
+                }
             }
             admin.run_gc_once(gc_now(self.boundary_files)).await?;
             Ok(())
@@ -309,7 +365,7 @@ impl Store {
         let (objects_after, bytes_after) =
             self.bounded("listing the store", footprint(&self.object_store))?;
         let done = Reclaimed {
-            head_batch: self.current_image().map_or(0, |i| i.head().batch_count),
+            head_batch: head.batch_count,
             checkpoint_batch,
             log_records,
             image_checkpoints,
@@ -322,28 +378,73 @@ impl Store {
         tracing::info!(?done, "moraine: reclaimed");
         Ok(done)
     }
+
+    /// Writes a record (the format marker again, unchanged) and flushes the memtable: a new L0
+    /// SST, and a manifest that says which snapshots are open now.
+    async fn flush_newer_l0(&self, db: &Db) -> Result<()> {
+        let format = db
+            .get(keys::sys_format())
+            .await?
+            .ok_or_else(|| Error::Corrupt(format!("{} has no sys/format", self.canonical)))?;
+        db.put(keys::sys_format(), &format).await?;
+        db.flush_with_options(FlushOptions {
+            flush_type: FlushType::MemTable,
+        })
+        .await?;
+        Ok(())
+    }
+
+    /// Flushes until the manifest says no open snapshot is older than `target`: a compaction
+    /// keeps every version an open snapshot can see. An image a transaction still holds keeps
+    /// its snapshot, so this waits for such transactions (and fails after the time limit).
+    async fn settle_snapshots(
+        &self,
+        db: &Db,
+        admin: &slatedb::admin::Admin,
+        target: u64,
+    ) -> Result<()> {
+        loop {
+            self.flush_newer_l0(db).await?;
+            let manifest = admin
+                .read_manifest(None)
+                .await?
+                .ok_or_else(|| Error::Storage("the store has no SlateDB manifest".into()))?;
+            if manifest.recent_snapshot_min_seq() >= target {
+                return Ok(());
+            }
+            tracing::debug!(
+                min_seq = manifest.recent_snapshot_min_seq(),
+                target,
+                "moraine: a transaction that began before the reclaim is still open"
+            );
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+    }
 }
 
+/// How long a writer waits after a failed scheduled reclaim before it checks again.
+pub(super) const RETRY_AFTER_FAILURE: Duration = Duration::from_secs(10 * 60);
+
 /// A writer collector's check: reclaim when the store's oldest SST or WAL object is older than
-/// `interval`
+/// `interval`; false when the reclaim failed
 /// (on a blocking thread: the reclaim waits on the store, and the store may close there).
 pub(super) async fn reclaim_if_due(
     admin: &slatedb::admin::Admin,
     object_store: &Arc<dyn ObjectStore>,
     store: &Weak<Store>,
     interval: Duration,
-) {
+) -> bool {
     let now_ms = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as u64);
     match oldest_write(admin, object_store).await {
         Ok(Some(oldest)) if now_ms.saturating_sub(oldest) >= interval.as_millis() as u64 => {}
-        Ok(_) => return,
+        Ok(_) => return true,
         Err(e) => {
             tracing::warn!(
                 "moraine: reading the manifest to see whether a reclaim is due failed: {e}"
             );
-            return;
+            return false;
         }
     }
     let store = store.clone();
@@ -353,9 +454,18 @@ pub(super) async fn reclaim_if_due(
     })
     .await;
     match reclaimed {
-        Ok(Ok(_)) => {}
-        Ok(Err(e)) => tracing::warn!("moraine: the scheduled reclaim failed: {e}"),
-        Err(e) => tracing::warn!("moraine: the scheduled reclaim stopped: {e}"),
+        Ok(Ok(_)) => true,
+        Ok(Err(e)) => {
+            tracing::warn!(
+                "moraine: the scheduled reclaim failed ({e}); the next try is in {}",
+                seconds(RETRY_AFTER_FAILURE)
+            );
+            false
+        }
+        Err(e) => {
+            tracing::warn!("moraine: the scheduled reclaim stopped: {e}");
+            false
+        }
     }
 }
 
@@ -401,15 +511,7 @@ mod tests {
         }
         store.settle_checkpoint_for_test();
         // a maintenance commit deletes the record (as DuckLake's expiry would)
-        let mut t = store.begin();
-        let m = t.rows("main", "ducklake_table", true).unwrap();
-        let doomed: Vec<i64> = (0..m.rows.len())
-            .filter(|&i| m.rows[i].contains(&crate::cell::Cell::Text(marker.into())))
-            .map(|i| crate::txn::rowid(m.id, i))
-            .collect();
-        assert_eq!(doomed.len(), 1);
-        t.stage_delete("main", "ducklake_table", doomed).unwrap();
-        t.commit().unwrap();
+        delete_table_record(&store, marker);
         assert!(
             holding(&path, marker.as_bytes()).len() >= 3,
             "before: WAL, SST and checkpoint hold it: {:?}",
@@ -437,6 +539,58 @@ mod tests {
             .unwrap()
             .reclaim()
             .is_err_and(|e| matches!(e, Error::ReadOnly(_))));
+    }
+
+    /// Deletes the `ducklake_table` record named `name` by a maintenance commit.
+    fn delete_table_record(store: &Arc<Store>, name: &str) {
+        let mut t = store.begin();
+        let m = t.rows("main", "ducklake_table", true).unwrap();
+        let doomed: Vec<i64> = (0..m.rows.len())
+            .filter(|&i| m.rows[i].contains(&crate::cell::Cell::Text(name.into())))
+            .map(|i| crate::txn::rowid(m.id, i))
+            .collect();
+        assert_eq!(doomed.len(), 1);
+        t.stage_delete("main", "ducklake_table", doomed).unwrap();
+        t.commit().unwrap();
+    }
+
+    /// A transaction that began before the deletion still reads the deleted record, so the
+    /// store must keep it: the reclaim says so and removes nothing it reads; once the
+    /// transaction ends, the next reclaim removes every byte.
+    #[test]
+    fn a_transaction_open_across_a_reclaim_keeps_what_it_reads() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("lake");
+        let url = path.to_str().unwrap().to_string();
+        let options = [("io_timeout_ms".to_string(), "3000".to_string())];
+        let store = Store::open_with(&url, false, &options).unwrap();
+        crate::txn::tests::init_lake(&store);
+        let marker = "zz-withdrawn-3c9d1f7a0b5e42c8a6f1d0e9b7c5a3f2";
+        commit_table(&store, 1, 1, marker);
+        commit_table(&store, 2, 2, "t2");
+        let mut open = store.begin();
+        let before = open
+            .rows("main", "ducklake_table", true)
+            .unwrap()
+            .rows
+            .len();
+        delete_table_record(&store, marker);
+        let err = store.reclaim().unwrap_err();
+        assert!(
+            matches!(&err, Error::Conflict(m) if m.contains("still open")),
+            "{err}"
+        );
+        assert_eq!(
+            open.rows("main", "ducklake_table", true)
+                .unwrap()
+                .rows
+                .len(),
+            before,
+            "the open transaction still reads its state"
+        );
+        drop(open);
+        store.reclaim().unwrap();
+        assert_eq!(holding(&path, marker.as_bytes()), Vec::<String>::new());
     }
 
     #[test]

@@ -111,8 +111,11 @@ class Lake:
             paths = [os.path.join(r, f) for r, _, fs in os.walk(root) for f in fs]
         out = []
         for p in paths:
-            with open(p, "rb") as f:
-                out.append((p, f.read()))
+            try:
+                with open(p, "rb") as f:
+                    out.append((p, f.read()))
+            except FileNotFoundError:  # collected since the listing
+                pass
         return out
 
     @staticmethod
@@ -244,10 +247,15 @@ def run_procedure(lake, start_head, kill_in_step=None):
             break
         if time.time() > deadline:
             break
+    ended_by_itself = child.poll()
     os.killpg(child.pid, signal.SIGKILL)
     child.wait(30)
+    err = child.stderr.read()
     child.stdout.close()
     child.stderr.close()
+    # a run that failed on its own before the kill would hide a broken step
+    check(f"[{lake.name}] the run killed in step {kill_in_step} had not failed before",
+          ended_by_itself in (None, 0), err[-2000:])
     return None
 
 
