@@ -199,28 +199,22 @@ extern "C" void moraine_cpp_register(void *loader_ptr) {
 	auto &db = loader.GetDatabaseInstance();
 	auto &config = duckdb::DBConfig::GetConfig(db);
 	duckdb::StorageExtension::Register(config, "moraine", duckdb::MoraineStorageExtension());
-	if (!config.HasExtensionOption("moraine_io_timeout")) {
-		config.AddExtensionOption("moraine_io_timeout",
-		                          "How long one moraine store operation (an ATTACH's reads, a COMMIT's write, a "
-		                          "DETACH) may take before it fails; read at ATTACH (a global setting: "
-		                          "DuckLake attaches its catalog on its own connection)",
-		                          duckdb::LogicalType::INTERVAL, MoraineIntervalDefault("moraine_io_timeout"),
-		                          nullptr, duckdb::SetScope::GLOBAL);
-	}
-	if (!config.HasExtensionOption("moraine_reader_poll_interval")) {
-		config.AddExtensionOption("moraine_reader_poll_interval",
-		                          "How often a READ_ONLY attach looks for the writer's new commits: how fresh its "
-		                          "reads are, and how many requests an idle reader makes; read at ATTACH",
-		                          duckdb::LogicalType::INTERVAL, MoraineIntervalDefault("moraine_reader_poll_interval"), nullptr,
-		                          duckdb::SetScope::GLOBAL);
-	}
-	if (!config.HasExtensionOption("moraine_reclaim_interval")) {
-		config.AddExtensionOption("moraine_reclaim_interval",
-		                          "The longest a moraine writer leaves the store's table files unrewritten: the bytes "
-		                          "of deleted catalog rows leave the store within about this long while a writer is "
-		                          "attached (moraine_reclaim(lake) does it at once); read at ATTACH",
-		                          duckdb::LogicalType::INTERVAL, MoraineIntervalDefault("moraine_reclaim_interval"),
-		                          nullptr, duckdb::SetScope::GLOBAL);
+	// the interval settings, read at ATTACH (global: DuckLake attaches its catalog on its own connection)
+	for (auto &setting : {std::make_pair("moraine_io_timeout",
+	                                     "How long one moraine store operation (an ATTACH's reads, a COMMIT's write, a "
+	                                     "DETACH) may take before it fails; read at ATTACH (a global setting: "
+	                                     "DuckLake attaches its catalog on its own connection)"),
+	                      std::make_pair("moraine_reader_poll_interval",
+	                                     "How often a READ_ONLY attach looks for the writer's new commits: how fresh "
+	                                     "its reads are, and how many requests an idle reader makes; read at ATTACH"),
+	                      std::make_pair("moraine_reclaim_interval",
+	                                     "The longest a moraine writer leaves the store's table files unrewritten: the "
+	                                     "bytes of deleted catalog rows leave the store within about this long while a "
+	                                     "writer is attached (moraine_reclaim(lake) does it at once); read at ATTACH")}) {
+		if (!config.HasExtensionOption(setting.first)) {
+			config.AddExtensionOption(setting.first, setting.second, duckdb::LogicalType::INTERVAL,
+			                          MoraineIntervalDefault(setting.first), nullptr, duckdb::SetScope::GLOBAL);
+		}
 	}
 	if (!config.HasExtensionOption("moraine_max_commit_size")) {
 		config.AddExtensionOption("moraine_max_commit_size",

@@ -478,6 +478,23 @@ fn emit_fields(fields: Vec<(&'static str, crate::status::Field)>, ud: *mut c_voi
     }
 }
 
+/// The one row `row` makes of the store, handed to `cb` column by column; 0, or 1 with `*err`
+/// set.
+unsafe fn store_row(
+    store: *mut MoraineStore,
+    ud: *mut c_void,
+    cb: FieldCb,
+    err: *mut MoraineError,
+    row: impl FnOnce(&Store) -> Result<Vec<(&'static str, crate::status::Field)>>,
+) -> i32 {
+    let store = &*store;
+    let Some(fields) = guard(err, || row(&store.0)) else {
+        return 1;
+    };
+    emit_fields(fields, ud, cb);
+    0
+}
+
 #[no_mangle]
 pub unsafe extern "C" fn moraine_store_status(
     store: *mut MoraineStore,
@@ -485,12 +502,7 @@ pub unsafe extern "C" fn moraine_store_status(
     cb: FieldCb,
     err: *mut MoraineError,
 ) -> i32 {
-    let store = &*store;
-    let Some(status) = guard(err, || store.0.status()) else {
-        return 1;
-    };
-    emit_fields(status.fields(), ud, cb);
-    0
+    store_row(store, ud, cb, err, |s| Ok(s.status()?.fields()))
 }
 
 /// `moraine_reclaim`: reclaims the store's space now and hands over the one row saying what
@@ -502,12 +514,7 @@ pub unsafe extern "C" fn moraine_store_reclaim(
     cb: FieldCb,
     err: *mut MoraineError,
 ) -> i32 {
-    let store = &*store;
-    let Some(done) = guard(err, || store.0.reclaim()) else {
-        return 1;
-    };
-    emit_fields(done.fields(), ud, cb);
-    0
+    store_row(store, ud, cb, err, |s| Ok(s.reclaim()?.fields()))
 }
 
 /// The columns of `moraine_reclaim`'s row (their values mean nothing), for its bind.

@@ -87,26 +87,16 @@ pub(super) fn reclaim_interval_option(options: &[(String, String)]) -> Result<Du
     )
 }
 
-/// How a reclaim collects: every obsolete object, whatever its age (manifests only where the
-/// store keeps SlateDB's boundary objects, see `gc_options`; manifests hold keys, never values).
+/// How a reclaim collects: what a clean close collects, and every compacted table no manifest
+/// needs, whatever its age.
 fn gc_now(boundary_files: bool) -> GarbageCollectorOptions {
-    let now = || {
-        Some(GarbageCollectorDirectoryOptions {
+    GarbageCollectorOptions {
+        compacted_options: Some(GarbageCollectorDirectoryOptions {
             interval: None,
             min_age: Duration::ZERO,
             dry_run: false,
-        })
-    };
-    GarbageCollectorOptions {
-        wal_options: now(),
-        manifest_options: if boundary_files { now() } else { None },
-        compactions_options: now(),
-        compacted_options: now(),
-        wal_fence_options: None,
-        detach_options: None,
-        boundary_files_enabled: boundary_files,
-        object_store_max_retries: Some(GC_RETRIES),
-        ..GarbageCollectorOptions::default()
+        }),
+        ..gc_at_close(boundary_files)
     }
 }
 
