@@ -6,9 +6,10 @@
 //!   [`COMMITS_PER_CHECKPOINT`] commits and when it closes, and records it in
 //!   `image/checkpoint`.
 //! - Every commit also writes `image/log/<batch>`: its writes and the head they made, in the same
-//!   SlateDB batch as the commit itself. Log records expire after [`LOG_TTL`]; a checkpoint is
-//!   written long before ([`CHECKPOINT_AGE`]), so an attach reads the newest checkpoint and the few log records after
-//!   it. A missing record (expired, or a commit older than the log) is never guessed at: the
+//!   SlateDB batch as the commit itself. A checkpoint deletes the records up to the checkpoint
+//!   it replaces, and records expire after [`LOG_TTL`] in any case; a checkpoint is written long
+//!   before ([`CHECKPOINT_AGE`]), so an attach reads the newest checkpoint and the few log
+//!   records after it. A missing record (expired, or a commit older than the log) is never guessed at: the
 //!   image is then read from the records themselves, as before checkpoints.
 //!
 //! Both formats carry their own framing; a checkpoint ends with a CRC-32 of everything before

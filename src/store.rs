@@ -1559,8 +1559,13 @@ impl Checkpointer {
         self.db.flush().await?;
         handle.await_durable().await?;
         self.checkpointed.store(batch, Ordering::SeqCst);
-        // the checkpoint it replaced stays for readers that read the pointer before
+        // the checkpoint it replaced stays for readers that read the pointer before, with the
+        // log after it; the log up to it serves nobody now: a reader further behind follows
+        // from this checkpoint
         self.delete_checkpoints_before(previous).await?;
+        if previous > 0 {
+            reclaim::delete_log_upto(&self.db, previous).await?;
+        }
         Ok(())
     }
 

@@ -2629,3 +2629,33 @@ fn a_reader_behind_a_reclaim_reads_right_or_fails_cleanly() {
     names.sort_by_key(|c| format!("{c:?}"));
     assert_eq!(names, expected);
 }
+
+/// A checkpoint deletes the commit log up to the checkpoint it replaces: the log holds the
+/// commits since the one before the newest checkpoint, not a day of them, and a reader still
+/// reads the lake whole (from the newest checkpoint and the log after it).
+#[test]
+fn a_checkpoint_trims_the_log_before_the_one_it_replaces() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = dir.path().join("lake").to_str().unwrap().to_string();
+    let store = new_lake(&url);
+    for i in 1..=200 {
+        commit_table(&store, i, i, &format!("t{i}"));
+    }
+    store.settle_checkpoint_for_test();
+    let log = raw(&store, &keys::image_log_prefix());
+    let first = keys::decode_key(&log[0].0).unwrap();
+    assert!(
+        log.len() < 2 * crate::checkpoint::COMMITS_PER_CHECKPOINT as usize + 2,
+        "{} log records",
+        log.len()
+    );
+    assert!(
+        matches!(first.as_slice(), [_, _, Int(b)] if *b > 64),
+        "the oldest log record is {first:?}"
+    );
+    let reader = Store::open(&url, true).unwrap();
+    assert_eq!(
+        column_of(&reader, "ducklake_table", false, "table_name").len(),
+        200
+    );
+}
