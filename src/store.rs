@@ -1503,6 +1503,27 @@ async fn check_format(location: &str, backend: &Backend, value: &[u8]) -> Result
     Ok(())
 }
 
+/// Deletes the commit-log records of batches up to `batch`, in batches of a thousand; how many
+/// there were. A reader that needed one follows from the newest image checkpoint instead.
+async fn delete_log_upto(db: &Db, batch: u64) -> Result<u64> {
+    let range = keys::image_log(0)..=keys::image_log(batch);
+    let mut it = db
+        .scan_with_options(range, &crate::image::bulk_scan())
+        .await?;
+    let mut doomed = Vec::new();
+    while let Some(kv) = it.next().await? {
+        doomed.push(kv.key);
+    }
+    for keys in doomed.chunks(1000) {
+        let mut batch = WriteBatch::new();
+        for k in keys {
+            batch.delete(k);
+        }
+        db.write(batch).await?.await_durable().await?;
+    }
+    Ok(doomed.len() as u64)
+}
+
 /// Writes a writer's image checkpoints (`checkpoint.rs`), in the background or at close; holds
 /// what that needs rather than the store, so that dropping the store's last handle closes it.
 struct Checkpointer {
@@ -1564,7 +1585,7 @@ impl Checkpointer {
         // from this checkpoint
         self.delete_checkpoints_before(previous).await?;
         if previous > 0 {
-            reclaim::delete_log_upto(&self.db, previous).await?;
+            delete_log_upto(&self.db, previous).await?;
         }
         Ok(())
     }

@@ -9,18 +9,20 @@
 //! (`image/log/<batch>`) every write of each commit since the checkpoint before the newest. A
 //! reclaim, in this order:
 //!
-//! 1. writes an image checkpoint of the head (unless the newest one is of the head), deletes
-//!    every commit-log record up to the head and, so that no SlateDB snapshot older than those
-//!    deletions keeps the old values, installs the same image with a snapshot taken after them
-//!    (and waits until no transaction still holds an older one);
-//! 2. deletes every other image checkpoint object;
-//! 3. flushes the memtable (the tombstones reach an L0 SST);
-//! 4. compacts every L0 SST and every sorted run into one sorted run, the last one, where
+//! 1. writes an image checkpoint of the head (unless the newest one is of the head);
+//! 2. deletes the commit log up to the head;
+//! 3. installs the same image read through a SlateDB snapshot taken after those deletions, so
+//!    that no snapshot of this writer older than them keeps the old values;
+//! 4. deletes every other image checkpoint object;
+//! 5. flushes the memtable (the tombstones reach an L0 SST) and waits until the manifest says
+//!    no open snapshot is older than step 3's (a transaction pinned to an older image still
+//!    reads the deleted records; one that stays open fails the reclaim with a conflict);
+//! 6. compacts every L0 SST and every sorted run into one sorted run, the last one, where
 //!    SlateDB drops the tombstones and every value they delete;
-//! 5. writes the checkpoint pointer again and flushes it to a newer L0 (SlateDB collects no
-//!    SST newer than the newest L0), drops the checkpoints SlateDB's compactor keeps of the
-//!    manifest before a compaction, and runs the garbage collector with no minimum age: the
-//!    WAL objects, SSTs, manifests and compactor states the store no longer needs go.
+//! 7. rewrites the format marker and flushes it to a newer L0 (SlateDB collects no SST newer
+//!    than the newest L0), drops the checkpoints SlateDB's compactor keeps of the manifest
+//!    before a compaction, and runs the garbage collector with no minimum age: the WAL
+//!    objects, SSTs, manifests and compactor states the store no longer needs go.
 //!
 //! Each step is bounded by the store's `moraine_io_timeout` (the compaction by four times it).
 //! A reclaim that stops half way leaves a consistent store, and running it again finishes.
@@ -198,27 +200,6 @@ async fn compaction_running(admin: &slatedb::admin::Admin) -> Result<bool> {
             )
         })
     }))
-}
-
-/// Deletes the commit-log records of batches up to `batch`, in batches of a thousand; how many
-/// there were. A reader that needed one follows from the newest image checkpoint instead.
-pub(super) async fn delete_log_upto(db: &Db, batch: u64) -> Result<u64> {
-    let range = keys::image_log(0)..=keys::image_log(batch);
-    let mut it = db
-        .scan_with_options(range, &crate::image::bulk_scan())
-        .await?;
-    let mut doomed = Vec::new();
-    while let Some(kv) = it.next().await? {
-        doomed.push(kv.key);
-    }
-    for keys in doomed.chunks(1000) {
-        let mut batch = WriteBatch::new();
-        for k in keys {
-            batch.delete(k);
-        }
-        db.write(batch).await?.await_durable().await?;
-    }
-    Ok(doomed.len() as u64)
 }
 
 /// How many objects, and how many bytes, are under the store's root.
