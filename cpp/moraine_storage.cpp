@@ -23,6 +23,32 @@ static bool NamesAccessMode(const AttachInfo &info) {
 	return false;
 }
 
+// DuckDB 1.5.5 (DatabaseManager::AttachDatabase) turns an ATTACH of an s3:// path that names no
+// access mode into READ_ONLY before any storage extension runs, since most remote files cannot be
+// written, and builds the AttachedDatabase read-only; AttachedDatabase has no way back (its type is
+// private, and only SetReadOnlyDatabase exists). A moraine store on S3 is writable, and an ATTACH
+// naming no mode opens a local moraine store read-write, so moraine gives the s3:// store the
+// same mode. The member is reached by an explicit template instantiation, which the standard lets
+// name a private member ([temp.spec.general]); the pinned header declares it as used here.
+template <class Tag, typename Tag::type Member>
+struct PrivateMember {
+	friend typename Tag::type Get(Tag) {
+		return Member;
+	}
+};
+struct AttachedDatabaseTypeMember {
+	using type = AttachedDatabaseType AttachedDatabase::*;
+	friend type Get(AttachedDatabaseTypeMember);
+};
+template struct PrivateMember<AttachedDatabaseTypeMember, &AttachedDatabase::type>;
+
+// Whether DuckDB made this ATTACH read-only by itself: an s3:// path, no mode in the ATTACH, and
+// DuckDB's own access_mode left automatic (a READ_ONLY DuckDB keeps every attach read-only).
+static bool BumpedToReadOnly(ClientContext &context, const AttachInfo &info, const AttachOptions &options) {
+	return options.access_mode == AccessMode::READ_ONLY && !NamesAccessMode(info) &&
+	       DBConfig::GetConfig(context).options.access_mode == AccessMode::AUTOMATIC;
+}
+
 // The fields of the s3 secret for `path` (named by SECRET, DuckLake's META_SECRET, else the one
 // DuckDB's secret manager matches to the path; the longest SCOPE wins) as s3.* store options.
 // None when no secret matches: the store says what to create.
@@ -113,20 +139,16 @@ static unique_ptr<Catalog> MoraineAttach(optional_ptr<StorageExtensionInfo> stor
 		                          "(enable_external_access = false; see allowed_directories)",
 		                          url, resolved);
 	}
-	bool read_only = options.access_mode == AccessMode::READ_ONLY;
 	bool s3 = StringUtil::StartsWith(url, "s3://");
 	if (!secret_name.empty() && !s3) {
 		throw InvalidInputException("moraine: SECRET \"%s\" was given for \"%s\", but only an s3:// lake uses a secret",
 		                            secret_name, url);
 	}
-	if (s3 && read_only && !NamesAccessMode(info) &&
-	    DBConfig::GetConfig(context).options.access_mode == AccessMode::AUTOMATIC) {
-		throw InvalidInputException(
-		    "moraine: DuckDB attaches an s3:// path read-only unless the ATTACH names an access mode; for \"%s\" "
-		    "add READ_WRITE to write to the lake, or READ_ONLY to read it (ATTACH 'ducklake:moraine:%s' AS lake "
-		    "(READ_WRITE, DATA_PATH '...'))",
-		    url, url);
+	if (s3 && BumpedToReadOnly(context, info, options)) {
+		db.*Get(AttachedDatabaseTypeMember()) = AttachedDatabaseType::READ_WRITE_DATABASE;
+		options.access_mode = AccessMode::AUTOMATIC;
 	}
+	bool read_only = options.access_mode == AccessMode::READ_ONLY;
 	auto kv = s3 ? S3SecretOptions(context, url, secret_name) : vector<pair<string, string>>();
 	// interval settings travel as whole milliseconds; Rust refuses what is not positive
 	for (auto &interval : {std::make_pair("moraine_io_timeout", "io_timeout_ms"),

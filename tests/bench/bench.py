@@ -313,9 +313,6 @@ class Lake:
         if read_only:
             opts.append("READ_ONLY")
         else:
-            if S3_ENDPOINT:
-                # DuckDB attaches an s3:// catalog read-only unless told otherwise
-                opts.append("READ_WRITE")
             opts.append(f"DATA_PATH {lit(self.data)}")
             if self.copied:
                 opts.append("OVERRIDE_DATA_PATH true")

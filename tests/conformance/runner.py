@@ -26,9 +26,9 @@ catalog, as under DuckLake's configs.
 With --store s3, moraine's lakes live on a moto_server this run starts on 127.0.0.1 (MOTO_PYTHONPATH
 or --moto-pythonpath; it is stopped at the end): DUCKLAKE_CONNECTION is
 moraine:s3://moraine-conformance/{BASE_TEST_NAME}_meta, every instance loads httpfs and holds a
-secret for the server, and opens with access_mode READ_WRITE (the suite's ATTACHes name no
-access mode, and DuckDB attaches s3:// paths read-only without one); data files stay local.
-tests/conformance/skip-moraine-s3.json lists the tests that setting changes.
+secret for the server; data files stay local. The suite's ATTACHes name no access mode, as a
+user's would: moraine opens an s3:// store read-write then, as it does a local one.
+tests/conformance/skip-moraine-s3.json lists the one test that differs on S3, and why.
 
 Output: one line per failing test (`FAIL <catalog> <test>:<line>: <first mismatch>`), a
 per-directory table, where the suite came from (`suite: <dir> (<how found>; commit <sha>)`), and
@@ -315,14 +315,10 @@ def start_moto(args, extras):
 
 def s3_store_opts(opts, extras, moto):
     """moraine's options on the S3 store: each lake is a key prefix in the run's bucket; every
-    instance loads httpfs and holds a secret for the server. DuckDB attaches an s3:// path
-    read-only unless told otherwise, and the suite's ATTACHes name no access mode: the
-    instance's default access mode is READ_WRITE, as a writer's DuckDB would set it
-    (`access_mode`), except where a test opens its database read-only."""
+    instance loads httpfs and holds a secret for the server."""
     opts = dict(opts)
     opts["catalog_env"] = {"DUCKLAKE_CONNECTION": MORAINE_S3_CONNECTION}
     opts["preload"] = opts["preload"] + [("httpfs", extras["httpfs"])]
-    opts["config"] = {"access_mode": "READ_WRITE"}
     opts["setup_sql"] = [moto.secret_sql(name="moraine_conformance_s3")]
     return opts
 

@@ -80,7 +80,6 @@ class TestFile:
         preload         [(extension name, path)] LOADed into every instance
         available       {extension name: path} LOADed on `require`
         skip_messages   [str] errors that turn the file into a skip (DuckLake's configs)
-        config          {setting: value} for every instance not opened read-only (optional)
         setup_sql       [str] run in every instance once its extensions are loaded (optional)
         """
         import duckdb  # the pinned package, via PYTHONPATH
@@ -165,11 +164,8 @@ class TestFile:
 
     def open_db(self, load_required=True):
         d = self.duckdb
-        config = self._config()
-        if not self.read_only:
-            config.update(self.opts.get("config", {}))
         self.root = d.connect(self.dbpath or ":memory:", read_only=self.read_only,
-                              config=config)
+                              config=self._config())
         for _, path in self.opts.get("preload", []):
             self._load(self.root, path)
         if load_required:

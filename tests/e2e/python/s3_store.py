@@ -6,9 +6,11 @@ moto_server on 127.0.0.1, through stock DuckDB 1.5.5, DuckLake and httpfs from P
   bucket, moraine's objects live under the prefix, nothing is written to the local disk.
 - A fresh process re-attaches and reads the same rows, and time travel works there; a READ_ONLY
   process reads beside the attached writer.
-- Errors: no secret covers the URL; SECRET names no secret; a missing bucket; an ATTACH with
-  no access mode (DuckDB attaches s3:// paths read-only by itself). Each names what was wrong
-  and leaves the bucket as it was. With META_TYPE 'moraine' no access mode is needed.
+- The writer attaches as a user writes it, with no access mode (DuckDB would make an s3:// path
+  read-only by itself; moraine opens it read-write, as it does a local store); a fresh process
+  names READ_WRITE, a reader READ_ONLY.
+- Errors: no secret covers the URL; SECRET names no secret; a missing bucket. Each names what
+  was wrong and leaves the bucket as it was, and the same ATTACH works once the cause is gone.
 """
 # needs: moto_server
 import json
@@ -24,7 +26,7 @@ META = f"s3://{BUCKET}/lake-meta"
 DATA = f"s3://{BUCKET}/lake-data/"
 
 
-def attach_sql(mode="READ_WRITE", meta=META, extra=""):
+def attach_sql(mode=None, meta=META, extra=""):
     mode_sql = f"{mode}, " if mode else ""
     return f"ATTACH 'ducklake:moraine:{meta}' AS lake ({mode_sql}DATA_PATH '{DATA}'{extra})"
 
@@ -86,8 +88,6 @@ def scenario(moto):
                  'secret "web" is of type http')
     bare.close()
     db = s3_connect(moto)
-    expect_error("an ATTACH without an access mode says to name one",
-                 lambda: db.execute(attach_sql(mode=None)), "add read_write")
     expect_error("a missing bucket", lambda: db.execute(
         attach_sql(meta="s3://no-such-bucket/lake-meta")),
         "cannot reach s3://no-such-bucket/lake-meta")
@@ -95,6 +95,14 @@ def scenario(moto):
 
     # ---- a writer -----------------------------------------------------------------------------
     db.execute(attach_sql())
+    modes = rows(db, "SELECT (SELECT readonly FROM duckdb_databases() WHERE database_name = 'lake'), "
+                     "mode FROM moraine_status('lake')")
+    check("an ATTACH naming no access mode opens the lake and its store read-write",
+          modes == [(False, "writer")], modes)
+    for again in ("ATTACH OR REPLACE", "ATTACH IF NOT EXISTS"):
+        db.execute(attach_sql().replace("ATTACH", again, 1))
+        check(f"{again} of the attached lake keeps it writable",
+              rows(db, "SELECT mode FROM moraine_status('lake')") == [("writer",)])
     db.execute("CREATE TABLE lake.t (i INTEGER, s VARCHAR)")
     db.execute("INSERT INTO lake.t VALUES (1, 'one'), (2, 'two')")          # inlined
     db.execute("INSERT INTO lake.t SELECT i, 'bulk' FROM range(100, 1100) r(i)")  # Parquet

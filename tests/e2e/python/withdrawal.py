@@ -74,11 +74,8 @@ class Lake:
     def __init__(self, name, meta, data, moto=None, moraine=True, settings=()):
         self.name, self.meta, self.data, self.moto, self.moraine = name, meta, data, moto, moraine
         self.settings = list(settings)  # run before the ATTACH
-        # DuckDB attaches an s3:// path read-only unless told otherwise
-        self.write_mode = "READ_WRITE" if moto else ""
 
     def attach_sql(self, mode=""):
-        mode = mode or self.write_mode
         opts = f"DATA_PATH '{self.data}'" + (f", {mode}" if mode else "")
         return f"ATTACH 'ducklake:{self.meta}' AS lake ({opts})"
 
