@@ -28,8 +28,9 @@ static bool NamesAccessMode(const AttachInfo &info) {
 // written, and builds the AttachedDatabase read-only; AttachedDatabase has no way back (its type is
 // private, and only SetReadOnlyDatabase exists). A moraine store on S3 is writable, and an ATTACH
 // naming no mode opens a local moraine store read-write, so moraine gives the s3:// store the
-// same mode. The member is reached by an explicit template instantiation, which the standard lets
-// name a private member ([temp.spec.general]); the pinned header declares it as used here.
+// same mode. The member is reached by an explicit template instantiation, whose arguments may
+// name a private member (C++17 [temp.explicit]/12); the pinned header declares it as used here.
+namespace {
 template <class Tag, typename Tag::type Member>
 struct PrivateMember {
 	friend typename Tag::type Get(Tag) {
@@ -41,6 +42,7 @@ struct AttachedDatabaseTypeMember {
 	friend type Get(AttachedDatabaseTypeMember);
 };
 template struct PrivateMember<AttachedDatabaseTypeMember, &AttachedDatabase::type>;
+} // namespace
 
 // Whether DuckDB made this ATTACH read-only by itself: an s3:// path, no mode in the ATTACH, and
 // DuckDB's own access_mode left automatic (a READ_ONLY DuckDB keeps every attach read-only).

@@ -141,8 +141,10 @@ def scenario(moto):
     other.close()
 
     # ---- other processes: a READ_ONLY reader beside the writer, then a fresh writer ----------
-    [[reader_count]] = in_fresh_process(moto, "READ_ONLY", ["SELECT count(*) FROM lake.t"])
+    [[reader_count], reader_mode] = in_fresh_process(
+        moto, "READ_ONLY", ["SELECT count(*) FROM lake.t", "SELECT mode FROM moraine_status('lake')"])
     check("a READ_ONLY process reads the writer's commits", reader_count == (1202,), reader_count)
+    check("a READ_ONLY process opens the store as a reader", reader_mode == [("reader",)], reader_mode)
     db.execute("DETACH lake")
     got = in_fresh_process(moto, "READ_WRITE", [
         "SELECT count(*), min(i), max(i) FROM lake.t",
@@ -183,6 +185,33 @@ def scenario(moto):
     got = in_fresh_process(moto, "READ_ONLY", ["SELECT count(*) FROM lake.t"])
     check("a fresh process reads the lake after cleanup", got == [[(1203,)]], got)
     check("still nothing on the local disk", local_files() == [], local_files())
+
+    # ---- ATTACH OR REPLACE of another s3:// lake under an attached lake's name ------------------
+    # DuckDB checks DuckLake's inner ATTACH OR REPLACE (made read-only, naming no mode) against
+    # the attached read-write metadata catalog before moraine is asked, and refuses it. (With
+    # READ_WRITE it would go through, into a DuckLake 1.5.5 bug on every catalog: detaching the
+    # replaced lake detaches the new lake's metadata catalog, which has the same name.)
+    def other_lake(name, mode=None, how="ATTACH"):
+        return attach_sql(mode, meta=f"s3://{BUCKET}/{name}").replace("ATTACH", how, 1)
+    db.execute(other_lake("first-meta"))
+    db.execute("CREATE TABLE lake.first AS SELECT 1 AS i")
+    expect_error("ATTACH OR REPLACE of another s3:// lake naming no mode",
+                 lambda: db.execute(other_lake("second-meta", how="ATTACH OR REPLACE")),
+                 "cannot re-attach in read_only mode")
+    check("the attached lake stays, writable",
+          rows(db, "SELECT url, mode FROM moraine_status('lake')") ==
+          [(f"s3://{BUCKET}/first-meta", "writer")] and
+          rows(db, "SELECT i FROM lake.first") == [(1,)])
+    check("the refused replace wrote nothing", moto.keys(BUCKET, "second-meta/") == [])
+    db.execute("DETACH lake")
+    db.execute(other_lake("second-meta"))
+    db.execute("CREATE TABLE lake.second AS SELECT 2 AS i")
+    check("after a DETACH the other lake attaches under the name",
+          rows(db, "SELECT url, mode FROM moraine_status('lake')") ==
+          [(f"s3://{BUCKET}/second-meta", "writer")] and
+          rows(db, "SELECT table_name FROM duckdb_tables() WHERE database_name = 'lake'") ==
+          [("second",)])
+    db.execute("DETACH lake")
     db.close()
 
 
