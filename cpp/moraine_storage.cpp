@@ -44,8 +44,9 @@ struct AttachedDatabaseTypeMember {
 template struct PrivateMember<AttachedDatabaseTypeMember, &AttachedDatabase::type>;
 } // namespace
 
-// Whether DuckDB made this ATTACH read-only by itself: an s3:// path, no mode in the ATTACH, and
-// DuckDB's own access_mode left automatic (a READ_ONLY DuckDB keeps every attach read-only).
+// Whether DuckDB made this ATTACH of a remote path (the caller checks it is s3://) read-only by
+// itself: no mode in the ATTACH, and DuckDB's own access_mode left automatic (a READ_ONLY DuckDB
+// keeps every attach read-only).
 static bool BumpedToReadOnly(ClientContext &context, const AttachInfo &info, const AttachOptions &options) {
 	return options.access_mode == AccessMode::READ_ONLY && !NamesAccessMode(info) &&
 	       DBConfig::GetConfig(context).options.access_mode == AccessMode::AUTOMATIC;
