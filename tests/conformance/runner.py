@@ -30,7 +30,12 @@ secret for the server; data files stay local. The suite's ATTACHes name no acces
 user's would: moraine opens an s3:// store read-write then, as it does a local one.
 tests/conformance/skip-moraine-s3.json lists the one test that differs on S3, and why.
 
-Output: one line per failing test (`FAIL <catalog> <test>:<line>: <first mismatch>`), a
+tests/conformance/rerun-once.json names the tests run a second time when they fail with one
+named error (a commit that exhausted DuckLake's retry budget); any other failure, or a second
+one, fails them. The first failure is printed (`RERUN ...`) and the summary names them.
+
+Output: one line per failing test (`FAIL <catalog> <test>:<line>: <first mismatch>`, and the
+whole error of a failed statement under it), a
 per-directory table, where the suite came from (`suite: <dir> (<how found>; commit <sha>)`), and
 last one line per catalog: `<catalog>: N passed, N failed, N skipped`.
 Exit status 0 only if moraine (when it ran; otherwise every catalog that ran) had no failures.
@@ -149,6 +154,8 @@ def parse_args(argv):
                    help="moraine's skip list (DuckLake config format)")
     p.add_argument("--s3-skip-list", default=os.path.join(HERE, "skip-moraine-s3.json"),
                    help="moraine's further skips with --store s3")
+    p.add_argument("--rerun-list", default=os.path.join(HERE, "rerun-once.json"),
+                   help="tests run a second time when they fail with the error the list names")
     p.add_argument("--host-skip-list", default=os.path.join(HERE, "skip-host.json"),
                    help="tests no catalog can run in this host (applied to every catalog)")
     p.add_argument("--selftest", action="store_true",
@@ -258,6 +265,37 @@ def skip_map(config, suite, label):
     return out
 
 
+def run_rerunning(cat, name, setup, suite, work_root, args, reruns, print_lock):
+    """`run_one`, and once more when the first run fails with the error `reruns` names for the
+    test (the first failure is printed as a RERUN line and kept in the result as `first_run`);
+    a second failure of any kind is the result."""
+    res = run_one(cat, name, setup, suite, work_root, args)
+    marker = reruns.get(name, (None,))[0]
+    if res["status"] != "fail" or not marker or marker not in (
+            res["message"] + "\n" + str(res.get("detail") or "")):
+        return res
+    with print_lock:
+        print(f"RERUN {cat} {name}:{res.get('line', 0)}: {res['message']} "
+              f"(failed with '{marker}'; running it again)", flush=True)
+    second = run_one(cat, name, setup, suite, work_root, args, attempt=2)
+    second["first_run"] = {k: res.get(k) for k in ("line", "message", "detail")}
+    return second
+
+
+def rerun_map(config, suite, label):
+    """test -> (the text its failure must contain to be run again, why)."""
+    out = {}
+    for entry in config.get("rerun_tests", []):
+        reason, marker = entry.get("reason", "").strip(), entry.get("on_error", "").strip()
+        if not reason or not marker:
+            sys.exit(f"conformance: {label}: rerun entry without a reason or on_error: {entry}")
+        for p in entry.get("paths", []):
+            if not os.path.exists(os.path.join(suite, p)):
+                print(f"warning: {label} reruns {p}, which is not in the suite", file=sys.stderr)
+            out[p] = (marker, reason)
+    return out
+
+
 def catalog_setup(cat, args, suite, extras):
     ducklake = ("ducklake", args.ducklake_ext)
     if cat == "duckdb":
@@ -350,14 +388,20 @@ def native_stacks(work):
     return "\n".join(frames[:300])
 
 
-def run_one(cat, name, setup, suite, work_root, args):
+def run_one(cat, name, setup, suite, work_root, args, attempt=1):
     path = os.path.join(suite, name)
-    work = os.path.join(work_root, cat, slug(name))
+    work = os.path.join(work_root, cat, slug(name) + ("" if attempt == 1 else f".run{attempt}"))
     os.makedirs(work)
+    opts = setup["opts"]
+    if attempt > 1:
+        # a second run starts from nothing: its own directory, and its own S3 key prefix
+        env = {k: v.replace("{BASE_TEST_NAME}", f"{{BASE_TEST_NAME}}_run{attempt}")
+               for k, v in opts["catalog_env"].items()}
+        opts = dict(opts, catalog_env=env)
     for link in ("data", "test"):
         if os.path.exists(os.path.join(suite, link)):
             os.symlink(os.path.join(suite, link), os.path.join(work, link))
-    spec = {"name": name, "path": path, "opts": setup["opts"]}
+    spec = {"name": name, "path": path, "opts": opts}
     timeout = args.slow_timeout if name.endswith(".test_slow") else args.timeout
     t0 = time.time()
     proc = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--worker"],
@@ -473,6 +517,8 @@ def selftest(args):
     tests = select_tests(suite, args.paths, True)
     setup = catalog_setup("duckdb", args, suite, {})
     work_root = tempfile.mkdtemp(prefix="moraine-conformance-selftest-")
+    reruns = rerun_map(load_config(os.path.join(suite, "rerun-once.json")), suite, "selftest")
+    lock = threading.Lock()
     ok = bad = 0
     for name in tests:
         with open(os.path.join(suite, name)) as f:
@@ -483,7 +529,7 @@ def selftest(args):
         one = argparse.Namespace(**vars(args))
         if "timeout" in text:
             one.timeout = one.slow_timeout = 3.0
-        res = run_one("duckdb", name, setup, suite, work_root, one)
+        res = run_rerunning("duckdb", name, setup, suite, work_root, one, reruns, lock)
         got_text = res.get("message", "") or res.get("reason", "")
         if res["status"] == want and text in got_text:
             ok += 1
@@ -565,6 +611,7 @@ def run_catalogs(args, cats, extras, suite, how, commit, tests, unselected_slow,
         for t, r in host_skips.items():
             listed.setdefault(t, "host: " + r)
         setups[c]["skips"] = listed
+    reruns = rerun_map(load_config(args.rerun_list), suite, os.path.relpath(args.rerun_list, REPO))
     out_dir = os.path.abspath(args.out or os.path.join(REPO, "target", "conformance"))
     shutil.rmtree(os.path.join(out_dir, "logs"), ignore_errors=True)
     os.makedirs(out_dir, exist_ok=True)
@@ -594,7 +641,7 @@ def run_catalogs(args, cats, extras, suite, how, commit, tests, unselected_slow,
         t0 = time.time()
 
         def task(name, cat=cat, setup=setup, t0=t0, total=len(todo), done=done):
-            res = run_one(cat, name, setup, suite, work_root, args)
+            res = run_rerunning(cat, name, setup, suite, work_root, args, reruns, print_lock)
             with print_lock:
                 results[cat][name] = res
                 done[0] += 1
@@ -605,6 +652,11 @@ def run_catalogs(args, cats, extras, suite, how, commit, tests, unselected_slow,
                         # a crash is rarely reproducible: its stderr is all there is to go on
                         print("\n".join("    | " + l for l in res["detail"].splitlines()),
                               flush=True)
+                    elif res["message"].startswith("statement failed") and res.get("detail"):
+                        # the first line is often DuckLake's wrapper ("Failed to commit DuckLake
+                        # transaction."); the cause follows it, and CI shows only this output
+                        lines = str(res["detail"]).splitlines()[:20]
+                        print("\n".join("    | " + l for l in lines), flush=True)
                 elif args.verbose:
                     extra = f" ({res['reason']})" if res["status"] == "skip" else ""
                     print(f"{res['status'].upper()} {cat} {name}{extra} [{res['elapsed']}s]",
@@ -652,7 +704,10 @@ def run_catalogs(args, cats, extras, suite, how, commit, tests, unselected_slow,
         # with --run-skipped, failures of listed tests are shown but do not fail the run
         failed[c] = sum(1 for t in tests if results[c][t]["status"] == "fail"
                         and t not in setups[c]["skips"])
-        print(f"{c}: {n['pass']} passed, {n['fail']} failed, {n['skip']} skipped")
+        again = sorted(t for t in tests if results[c][t]["status"] == "pass"
+                       and "first_run" in results[c][t])
+        print(f"{c}: {n['pass']} passed, {n['fail']} failed, {n['skip']} skipped"
+              + (f" ({len(again)} passed on a second run: {', '.join(again)})" if again else ""))
     if "moraine" in cats:
         return 0 if failed["moraine"] == 0 else 1
     return 0 if not any(failed.values()) else 1
