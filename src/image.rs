@@ -770,7 +770,14 @@ impl Image {
         let Some(section) = self.sections.get(prefix) else {
             return Ok(None);
         };
-        let space = Arc::new(Space::from_section(section)?);
+        let space = {
+            let _span = tracing::trace_span!(
+                "moraine.image.section",
+                records = crate::checkpoint::section_len(section)
+            )
+            .entered();
+            Arc::new(Space::from_section(section)?)
+        };
         // two first uses decode the same section: the first one kept serves both
         Ok(Some(
             self.loaded()
@@ -1115,6 +1122,7 @@ impl Image {
         }
         let rows = Arc::new(
             self.serve(store, def, kind, space.range(&live_prefix), need_history)
+                .instrument(tracing::trace_span!("moraine.image.serve", table = %def.name))
                 .await?,
         );
         space
