@@ -28,12 +28,16 @@ from .parser import Directive, Loop, ParseError, Parser, Query, SkippedRecord, S
 
 
 class Failure(Exception):
-    def __init__(self, line, message, detail="", sql=""):
+    def __init__(self, line, message, detail="", sql="", error=None):
         super().__init__(message)
         self.line = line
         self.message = message
         self.detail = detail
         self.sql = sql
+        # the errors DuckDB raised that made the test fail (a statement or query that should
+        # have run did not), one per failing thread of a concurrent loop; empty for a wrong
+        # result or an expected error that did not come
+        self.errors = [error] if error is not None else []
 
 
 class SkipTest(Exception):
@@ -363,7 +367,7 @@ class TestFile:
                 self.finished = True
                 return
             if expect == "ok":
-                raise Failure(rec.line, "statement failed: " + _first(err), err, sql)
+                raise Failure(rec.line, "statement failed: " + _first(err), err, sql, error=err)
             raise Failure(rec.line,
                           "statement succeeded, expected error: " + _first(rec.expected_error),
                           rec.expected_error, sql)
@@ -431,7 +435,7 @@ class TestFile:
             if self._mark_skip(err):
                 self.finished = True
                 return
-            raise Failure(rec.line, "query failed: " + _first(err), err, sql)
+            raise Failure(rec.line, "query failed: " + _first(err), err, sql, error=err)
         names, types, vals = fetched
         if self.output_result:
             self._print_result(rec.line, sql, names, types, vals)
@@ -503,6 +507,11 @@ class TestFile:
         if failures:
             f = failures[0]
             f.message = f"(in concurrentloop {rec.var}) " + f.message
+            for other in failures[1:]:
+                # every thread's failure is kept: one thread's cannot hide another's
+                f.detail = (f.detail or "") + f"\n\nanother thread, line {other.line}: " + \
+                    other.message + ("\n" + other.detail if other.detail else "")
+                f.errors = f.errors + other.errors if f.errors and other.errors else []
             raise f
 
     # directives ----------------------------------------------------------------------------
