@@ -254,17 +254,25 @@ def load_config(path):
         return json.load(f)
 
 
-def skip_map(config, suite, label):
+def listed_paths(config, key, suite, label, verb, fields):
+    """test path -> its entry of `config[key]`, each entry holding every one of `fields`
+    (`reason` first); a path not in the suite is warned about."""
     out = {}
-    for entry in config.get("skip_tests", []):
-        reason = entry.get("reason", "").strip()
-        if not reason:
-            sys.exit(f"conformance: {label}: skip entry without a reason: {entry}")
+    for entry in config.get(key, []):
+        if not all(entry.get(f, "").strip() for f in fields):
+            sys.exit(f"conformance: {label}: {verb} entry without "
+                     f"{' or '.join(fields)}: {entry}")
         for p in entry.get("paths", []):
             if not os.path.exists(os.path.join(suite, p)):
-                print(f"warning: {label} skips {p}, which is not in the suite", file=sys.stderr)
-            out[p] = reason
+                print(f"warning: {label} {verb}s {p}, which is not in the suite", file=sys.stderr)
+            out[p] = entry
     return out
+
+
+def skip_map(config, suite, label):
+    """test -> why it is skipped."""
+    listed = listed_paths(config, "skip_tests", suite, label, "skip", ["reason"])
+    return {p: e["reason"].strip() for p, e in listed.items()}
 
 
 def run_rerunning(cat, name, setup, suite, work_root, args, reruns, print_lock):
@@ -272,7 +280,7 @@ def run_rerunning(cat, name, setup, suite, work_root, args, reruns, print_lock):
     test (the first failure is printed as a RERUN line and kept in the result as `first_run`);
     a second failure of any kind is the result."""
     res = run_one(cat, name, setup, suite, work_root, args)
-    marker = reruns.get(name, (None,))[0]
+    marker = reruns.get(name)
     # only a statement or query that failed with the named error, in every thread that failed:
     # never a wrong result, nor an expected error that did not come (whose text may name it)
     errors = res.get("errors") or []
@@ -289,17 +297,9 @@ def run_rerunning(cat, name, setup, suite, work_root, args, reruns, print_lock):
 
 
 def rerun_map(config, suite, label):
-    """test -> (the text its failure must contain to be run again, why)."""
-    out = {}
-    for entry in config.get("rerun_tests", []):
-        reason, marker = entry.get("reason", "").strip(), entry.get("on_error", "").strip()
-        if not reason or not marker:
-            sys.exit(f"conformance: {label}: rerun entry without a reason or on_error: {entry}")
-        for p in entry.get("paths", []):
-            if not os.path.exists(os.path.join(suite, p)):
-                print(f"warning: {label} reruns {p}, which is not in the suite", file=sys.stderr)
-            out[p] = (marker, reason)
-    return out
+    """test -> the text its failure must contain to be run again."""
+    listed = listed_paths(config, "rerun_tests", suite, label, "rerun", ["reason", "on_error"])
+    return {p: e["on_error"].strip() for p, e in listed.items()}
 
 
 def catalog_setup(cat, args, suite, extras):
@@ -620,7 +620,8 @@ def run_catalogs(args, cats, extras, suite, how, commit, tests, unselected_slow,
         for t, r in host_skips.items():
             listed.setdefault(t, "host: " + r)
         setups[c]["skips"] = listed
-    reruns = rerun_map(load_config(args.rerun_list), suite, os.path.relpath(args.rerun_list, REPO))
+    reruns = rerun_map(load_config(args.rerun_list), suite,
+                       os.path.relpath(args.rerun_list, REPO))
     out_dir = os.path.abspath(args.out or os.path.join(REPO, "target", "conformance"))
     shutil.rmtree(os.path.join(out_dir, "logs"), ignore_errors=True)
     os.makedirs(out_dir, exist_ok=True)
@@ -659,18 +660,18 @@ def run_catalogs(args, cats, extras, suite, how, commit, tests, unselected_slow,
                 if res["status"] == "fail":
                     write_log(out_dir, cat, name, res)
                     print(f"FAIL {cat} {name}:{res.get('line', 0)}: {res['message']}", flush=True)
-                    if res["message"].startswith(("crashed", "worker exited")) and res.get("detail"):
-                        # a crash is rarely reproducible: its stderr is all there is to go on
-                        print("\n".join("    | " + l for l in res["detail"].splitlines()),
-                              flush=True)
-                    elif res.get("detail"):
-                        # the first line is often DuckLake's wrapper ("Failed to commit DuckLake
-                        # transaction."); the cause follows it, and CI shows only this output
+                    if res.get("detail"):
+                        # a crash is rarely reproducible: its stderr is all there is to go on,
+                        # whole; other details are often DuckLake's wrapper ("Failed to commit
+                        # DuckLake transaction.") with the cause after it, and CI shows only
+                        # this output
+                        crashed = res["message"].startswith(("crashed", "worker exited"))
                         lines = str(res["detail"]).splitlines()
-                        shown = "\n".join("    | " + l for l in lines[:20])
-                        if len(lines) > 20:
-                            shown += f"\n    | ({len(lines) - 20} more lines in the log)"
-                        print(shown, flush=True)
+                        shown = lines if crashed else lines[:20]
+                        print("\n".join("    | " + l for l in shown), flush=True)
+                        if len(lines) > len(shown):
+                            print(f"    | ({len(lines) - len(shown)} more lines in the log)",
+                                  flush=True)
                 elif args.verbose:
                     extra = f" ({res['reason']})" if res["status"] == "skip" else ""
                     print(f"{res['status'].upper()} {cat} {name}{extra} [{res['elapsed']}s]",

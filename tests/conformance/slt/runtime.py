@@ -511,7 +511,9 @@ class TestFile:
                 # every thread's failure is kept: one thread's cannot hide another's
                 f.detail = (f.detail or "") + f"\n\nanother thread, line {other.line}: " + \
                     other.message + ("\n" + other.detail if other.detail else "")
-                f.errors = f.errors + other.errors if f.errors and other.errors else []
+            # the errors raised, only when every failing thread failed by one
+            f.errors = [e for x in failures for e in x.errors] \
+                if all(x.errors for x in failures) else []
             raise f
 
     # directives ----------------------------------------------------------------------------
