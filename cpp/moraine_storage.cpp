@@ -53,8 +53,8 @@ static bool BumpedToReadOnly(ClientContext &context, const AttachInfo &info, con
 }
 
 // The fields of the s3 secret for `path` (named by SECRET, DuckLake's META_SECRET, else the one
-// DuckDB's secret manager matches to the path; the longest SCOPE wins) as s3.* store options.
-// None when no secret matches: the store says what to create.
+// DuckDB's secret manager matches to the path; the longest SCOPE wins) as s3.* store options,
+// with httpfs's proxy settings. None when no secret matches: the store says what to create.
 static vector<pair<string, string>> S3SecretOptions(ClientContext &context, const string &path,
                                                     const string &secret_name) {
 	vector<pair<string, string>> out;
@@ -97,6 +97,14 @@ static vector<pair<string, string>> S3SecretOptions(ClientContext &context, cons
 	Value ssl;
 	if (kv->TryGetValue("use_ssl", ssl) && !ssl.IsNull()) {
 		out.emplace_back("s3.use_ssl", BooleanValue::Get(ssl.DefaultCastAs(LogicalType::BOOLEAN)) ? "true" : "false");
+	}
+	// httpfs's proxy settings (they exist once httpfs is loaded): the store's requests take the
+	// same route as the data files'
+	for (auto setting : {"http_proxy", "http_proxy_username", "http_proxy_password"}) {
+		Value v;
+		if (context.TryGetCurrentSetting(setting, v) && !v.IsNull() && !v.ToString().empty()) {
+			out.emplace_back(string("s3.") + setting, v.ToString());
+		}
 	}
 	return out;
 }

@@ -36,6 +36,12 @@ pub struct S3Secret {
     /// `path` or `vhost`.
     pub url_style: String,
     pub use_ssl: bool,
+    /// DuckDB's `http_proxy` setting (httpfs's: `host:port`, or a URL), and its
+    /// `http_proxy_username` / `http_proxy_password`. Not the secret's fields, but they travel
+    /// with it to where the HTTP client is built, so moraine's requests take httpfs's route.
+    pub http_proxy: String,
+    pub http_proxy_username: String,
+    pub http_proxy_password: String,
 }
 
 impl std::fmt::Debug for S3Secret {
@@ -48,6 +54,7 @@ impl std::fmt::Debug for S3Secret {
             .field("endpoint", &self.endpoint)
             .field("url_style", &self.url_style)
             .field("use_ssl", &self.use_ssl)
+            .field("http_proxy", &self.http_proxy)
             .finish_non_exhaustive()
     }
 }
@@ -75,6 +82,9 @@ impl S3Secret {
                 "region" => out.region = v.clone(),
                 "endpoint" => out.endpoint = v.clone(),
                 "url_style" => out.url_style = v.clone(),
+                "http_proxy" => out.http_proxy = v.clone(),
+                "http_proxy_username" => out.http_proxy_username = v.clone(),
+                "http_proxy_password" => out.http_proxy_password = v.clone(),
                 "use_ssl" => {
                     out.use_ssl = match v.as_str() {
                         "true" => true,
@@ -97,15 +107,53 @@ impl S3Secret {
         Ok(any.then_some(out))
     }
 
-    /// `text` without the secret key or the session token in it (an S3 error body may echo the
-    /// request it refused, token included).
+    /// `text` without the secret key, the session token or the proxy's password in it (an S3
+    /// error body may echo the request it refused, token included).
     pub fn redact(&self, mut text: String) -> String {
-        for hidden in [&self.secret, &self.session_token] {
+        for hidden in [&self.secret, &self.session_token, &self.http_proxy_password] {
             if hidden.len() >= 4 {
                 text = text.replace(hidden.as_str(), "<redacted>");
             }
         }
         text
+    }
+
+    /// The proxy every request goes through, as a URL (`http://` when `http_proxy` names no
+    /// scheme), with the user name and password in it; `None` without `http_proxy`.
+    fn proxy_url(&self, url: &str) -> Result<Option<String>> {
+        let proxy = self.http_proxy.trim();
+        if proxy.is_empty() {
+            return Ok(None);
+        }
+        let (scheme, rest) = proxy.split_once("://").unwrap_or(("http", proxy));
+        let host = rest.trim_end_matches('/');
+        if host.is_empty() || host.contains(['/', '@', '?', '#']) {
+            return Err(Error::Url {
+                url: url.to_string(),
+                reason: format!(
+                    "the http_proxy setting is '{proxy}'; give host:port, or                      http://host:port (the user name and password go in http_proxy_username                      and http_proxy_password)"
+                ),
+            });
+        }
+        let user = &self.http_proxy_username;
+        if user.is_empty() {
+            return Ok(Some(format!("{scheme}://{host}")));
+        }
+        let enc = |t: &str| {
+            t.bytes()
+                .map(|b| match b {
+                    b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
+                        (b as char).to_string()
+                    }
+                    _ => format!("%{b:02X}"),
+                })
+                .collect::<String>()
+        };
+        Ok(Some(format!(
+            "{scheme}://{}:{}@{host}",
+            enc(user),
+            enc(&self.http_proxy_password)
+        )))
     }
 
     /// The key, secret and token to sign with: the secret's own, or for `credential_chain` the
@@ -186,6 +234,13 @@ pub fn object_store(
             secret.name, secret.endpoint
         )));
     }
+    let mut client = ClientOptions::new()
+        .with_allow_http(!secret.use_ssl)
+        .with_timeout(io_timeout)
+        .with_connect_timeout(CONNECT_TIMEOUT.min(io_timeout));
+    if let Some(proxy) = secret.proxy_url(url)? {
+        client = client.with_proxy_url(proxy);
+    }
     let mut builder = AmazonS3Builder::new()
         .with_bucket_name(bucket)
         .with_region(region)
@@ -193,12 +248,7 @@ pub fn object_store(
         // instance-metadata lookup
         .with_credentials(Arc::new(StaticCredentialProvider::new(credential)))
         .with_virtual_hosted_style_request(!path_style)
-        .with_client_options(
-            ClientOptions::new()
-                .with_allow_http(!secret.use_ssl)
-                .with_timeout(io_timeout)
-                .with_connect_timeout(CONNECT_TIMEOUT.min(io_timeout)),
-        )
+        .with_client_options(client)
         .with_retry(RetryConfig {
             backoff: BackoffConfig::default(),
             max_retries: MAX_RETRIES,
@@ -316,6 +366,43 @@ mod tests {
             !shown.contains("token-1234") && !shown.contains("very-secret-key"),
             "{shown}"
         );
+    }
+
+    #[test]
+    fn the_proxy_setting_becomes_a_url_with_its_credentials() {
+        let with = |proxy: &str, user: &str, password: &str| S3Secret {
+            http_proxy: proxy.into(),
+            http_proxy_username: user.into(),
+            http_proxy_password: password.into(),
+            ..Default::default()
+        };
+        let url = |s: S3Secret| s.proxy_url("s3://b/x");
+        assert_eq!(url(with("", "", "")).unwrap(), None);
+        assert_eq!(
+            url(with("127.0.0.1:3128", "", "")).unwrap().as_deref(),
+            Some("http://127.0.0.1:3128")
+        );
+        assert_eq!(
+            url(with("https://proxy.example:443/", "", ""))
+                .unwrap()
+                .as_deref(),
+            Some("https://proxy.example:443")
+        );
+        assert_eq!(
+            url(with("proxy:3128", "me", "p@ss:w/rd"))
+                .unwrap()
+                .as_deref(),
+            Some("http://me:p%40ss%3Aw%2Frd@proxy:3128")
+        );
+        for bad in ["http://", "proxy:3128/path", "me@proxy:3128"] {
+            let e = url(with(bad, "", "")).err().unwrap().to_string();
+            assert!(e.contains("s3://b/x") && e.contains("http_proxy"), "{e}");
+        }
+        let s = with("proxy:3128", "me", "proxy-password");
+        assert!(!format!("{s:?}").contains("proxy-password"));
+        assert!(!s
+            .redact("via http://me:proxy-password@proxy:3128".into())
+            .contains("proxy-password"));
     }
 
     #[test]

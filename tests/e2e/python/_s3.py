@@ -28,13 +28,15 @@ _AUTH = (f"AWS4-HMAC-SHA256 Credential={KEY_ID}/20260101/{REGION}/s3/aws4_reques
          "SignedHeaders=host, Signature=0")
 
 
-def secret_sql(endpoint, name="moto", scope=None, key_id=KEY_ID, secret_key=SECRET):
+def secret_sql(endpoint, name="moto", scope=None, key_id=KEY_ID, secret_key=SECRET,
+               session_token=None):
     """A DuckDB secret for a server of this kind at `endpoint` (host:port, plain HTTP,
     path-style URLs)."""
     scope_sql = f", SCOPE '{scope}'" if scope else ""
+    token_sql = f", SESSION_TOKEN '{session_token}'" if session_token else ""
     return (f"CREATE SECRET {name} (TYPE s3, KEY_ID '{key_id}', SECRET '{secret_key}', "
             f"REGION '{REGION}', ENDPOINT '{endpoint}', URL_STYLE 'path', "
-            f"USE_SSL false{scope_sql})")
+            f"USE_SSL false{scope_sql}{token_sql})")
 
 
 def s3_connect(moto, endpoint=None, secret=True):
@@ -52,9 +54,11 @@ class Moto:
     def __init__(self, home, checked_buckets=None):
         """By default the server checks no request's key or signature (any secret works).
         With `checked_buckets` it creates an IAM user with an access key allowed everything
-        (`key_id`, `secret_key`), and those buckets, and then checks every later request's
-        access key, signature and policy (moto's INITIAL_NO_AUTH_ACTION_COUNT counts the
-        requests answered unchecked: the start-up probe, three IAM calls, the buckets)."""
+        (`key_id`, `secret_key`), a role allowed everything and temporary credentials for it
+        (`session`: key id, secret key, session token, from STS AssumeRole), and those
+        buckets, and then checks every later request's access key, signature, session token
+        and policy (moto's INITIAL_NO_AUTH_ACTION_COUNT counts the requests answered
+        unchecked: the start-up probe, six IAM and STS calls, the buckets)."""
         os.makedirs(home, exist_ok=True)
         self.key_id, self.secret_key = KEY_ID, SECRET
         env = {
@@ -67,7 +71,7 @@ class Moto:
             "AWS_EC2_METADATA_DISABLED": "true",
         }
         if checked_buckets is not None:
-            env["INITIAL_NO_AUTH_ACTION_COUNT"] = str(1 + 3 + len(checked_buckets))
+            env["INITIAL_NO_AUTH_ACTION_COUNT"] = str(1 + 6 + len(checked_buckets))
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", "0"],
             env=env, cwd=home, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -118,11 +122,11 @@ class Moto:
             for bucket in checked_buckets:
                 self.create_bucket(bucket)
 
-    def _iam(self, action, **params):
-        body = urllib.parse.urlencode(dict(params, Action=action, Version="2010-05-08")).encode()
+    def _iam(self, action, service="iam", version="2010-05-08", **params):
+        body = urllib.parse.urlencode(dict(params, Action=action, Version=version)).encode()
         req = urllib.request.Request(
             self.url("/"), data=body, method="POST",
-            headers={"Authorization": _AUTH.replace("/s3/", "/iam/"),
+            headers={"Authorization": _AUTH.replace("/s3/", f"/{service}/"),
                      "Content-Type": "application/x-www-form-urlencoded"})
         with _LOOPBACK.open(req, timeout=30) as r:
             return r.read().decode()
@@ -136,6 +140,16 @@ class Moto:
                       '[{"Effect": "Allow", "Action": "*", "Resource": "*"}]}')
         self._iam("PutUserPolicy", UserName="moraine-test", PolicyName="everything",
                   PolicyDocument=everything)
+        trust = ('{"Version": "2012-10-17", "Statement": [{"Effect": "Allow", '
+                 '"Principal": {"AWS": "*"}, "Action": "sts:AssumeRole"}]}')
+        role = re.search(r"<Arn>(.*?)</Arn>", self._iam(
+            "CreateRole", RoleName="moraine-test-role", AssumeRolePolicyDocument=trust)).group(1)
+        self._iam("PutRolePolicy", RoleName="moraine-test-role", PolicyName="everything",
+                  PolicyDocument=everything)
+        assumed = self._iam("AssumeRole", service="sts", version="2011-06-15", RoleArn=role,
+                            RoleSessionName="moraine-test")
+        self.session = tuple(re.search(f"<{tag}>(.*?)</{tag}>", assumed).group(1)
+                             for tag in ("AccessKeyId", "SecretAccessKey", "SessionToken"))
 
     @property
     def endpoint(self):
@@ -178,11 +192,13 @@ class Moto:
                 return out
             token = nxt[0].text
 
-    def secret_sql(self, name="moto", scope=None, endpoint=None, key_id=None, secret_key=None):
+    def secret_sql(self, name="moto", scope=None, endpoint=None, key_id=None, secret_key=None,
+                   session_token=None):
         """A secret for the server (or for `endpoint`, a proxy in front of it), with the
-        server's key unless `key_id` / `secret_key` say otherwise."""
+        server's key unless `key_id` / `secret_key` / `session_token` say otherwise."""
         return secret_sql(endpoint or self.endpoint, name=name, scope=scope,
-                          key_id=key_id or self.key_id, secret_key=secret_key or self.secret_key)
+                          key_id=key_id or self.key_id, secret_key=secret_key or self.secret_key,
+                          session_token=session_token)
 
     def stop(self):
         if self.proc.poll() is None:
@@ -305,4 +321,204 @@ class FaultProxy:
 
     def stop(self):
         self.set("drop")
+        self.sock.close()
+
+
+def _relay(src, dst):
+    """Copies src to dst until either side closes, then closes both."""
+    try:
+        while True:
+            data = src.recv(65536)
+            if not data:
+                break
+            dst.sendall(data)
+    except OSError:
+        pass
+    for s in (src, dst):
+        try:
+            s.close()
+        except OSError:
+            pass
+
+
+def _join(a, b):
+    """Relays a and b both ways, each direction in a thread of its own."""
+    for src, dst in ((a, b), (b, a)):
+        threading.Thread(target=_relay, args=(src, dst), daemon=True).start()
+
+
+def _listen():
+    import socket
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(64)
+    return sock
+
+
+def tls_files(directory, names):
+    """A test certificate authority and a server certificate for `names` (DNS names) and
+    127.0.0.1, made with the `cryptography` package that moto brings; returns the paths of the
+    authority's certificate, the server's certificate and its key (PEM)."""
+    os.makedirs(directory, exist_ok=True)
+    ca, cert, key = (os.path.join(directory, f) for f in ("ca.pem", "server.pem", "server.key"))
+    script = r'''
+import datetime, ipaddress, sys
+from cryptography import x509
+from cryptography.x509.oid import NameOID
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+ca_path, cert_path, key_path, *names = sys.argv[1:]
+now = datetime.datetime.now(datetime.timezone.utc)
+def name(cn):
+    return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, cn)])
+ca_key, key = ec.generate_private_key(ec.SECP256R1()), ec.generate_private_key(ec.SECP256R1())
+ca = (x509.CertificateBuilder().subject_name(name("moraine test CA")).issuer_name(name("moraine test CA"))
+      .public_key(ca_key.public_key()).serial_number(x509.random_serial_number())
+      .not_valid_before(now - datetime.timedelta(hours=1)).not_valid_after(now + datetime.timedelta(days=1))
+      .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+      .add_extension(x509.KeyUsage(digital_signature=True, key_cert_sign=True, crl_sign=True,
+                                   content_commitment=False, key_encipherment=False,
+                                   data_encipherment=False, key_agreement=False,
+                                   encipher_only=False, decipher_only=False), critical=True)
+      .add_extension(x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()), critical=False)
+      .sign(ca_key, hashes.SHA256()))
+sans = [x509.DNSName(n) for n in names] + [x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
+leaf = (x509.CertificateBuilder().subject_name(name(names[0])).issuer_name(ca.subject)
+        .public_key(key.public_key()).serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(hours=1)).not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.SubjectAlternativeName(sans), critical=False)
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(x509.ExtendedKeyUsage([x509.oid.ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+        .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False)
+        .sign(ca_key, hashes.SHA256()))
+open(ca_path, "wb").write(ca.public_bytes(serialization.Encoding.PEM))
+open(cert_path, "wb").write(leaf.public_bytes(serialization.Encoding.PEM))
+open(key_path, "wb").write(key.private_bytes(serialization.Encoding.PEM,
+    serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
+'''
+    subprocess.run([sys.executable, "-c", script, ca, cert, key, *names], check=True, timeout=60,
+                   env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+                        "PYTHONPATH": os.environ["MOTO_PYTHONPATH"]})
+    return ca, cert, key
+
+
+class TlsFront:
+    """HTTPS in front of the S3 server: a loopback listener that completes a TLS handshake with
+    the given certificate and relays the plain bytes to the server (which then sees the
+    client's Host header as sent)."""
+
+    def __init__(self, target_port, cert, key):
+        import ssl
+        self.target = ("127.0.0.1", target_port)
+        self.ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        self.ctx.load_cert_chain(cert, key)
+        self.sock = _listen()
+        self.port = self.sock.getsockname()[1]
+        self.handshakes = []  # (server name the client asked for, or None) of each handshake
+        self.ctx.sni_callback = lambda conn, server_name, ctx: self.handshakes.append(server_name)
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self):
+        while True:
+            try:
+                client, _ = self.sock.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._serve, args=(client,), daemon=True).start()
+
+    def _serve(self, client):
+        import socket
+        try:
+            client.settimeout(10)
+            tls = self.ctx.wrap_socket(client, server_side=True)
+            tls.settimeout(None)
+            upstream = socket.create_connection(self.target, timeout=10)
+            upstream.settimeout(None)
+        except OSError:  # a client that refuses the certificate ends here
+            client.close()
+            return
+        # one thread per connection: an SSL socket must not be read and written at once
+        import select
+        try:
+            while True:
+                ready = [tls] if tls.pending() else select.select([tls, upstream], [], [])[0]
+                for src in ready:
+                    data = src.recv(65536)
+                    if not data:
+                        raise EOFError
+                    (upstream if src is tls else tls).sendall(data)
+        except (OSError, EOFError):
+            pass
+        for sock in (tls, upstream):
+            try:
+                sock.close()
+            except OSError:
+                pass
+
+    def stop(self):
+        self.sock.close()
+
+
+class ForwardProxy:
+    """An HTTP proxy on loopback for names that only it can resolve: `localhost` and every
+    `<name>.localhost` (a virtual-hosted bucket's host) go to 127.0.0.1, any other host is
+    refused with 403, so nothing leaves the machine. It serves CONNECT (HTTPS) by tunnelling,
+    and a plain request in absolute form (`GET http://host:port/key`) by passing the bytes on as
+    they are (the S3 server takes the host from the absolute URL). `seen` holds each
+    connection's (method, host:port)."""
+
+    def __init__(self):
+        self.sock = _listen()
+        self.port = self.sock.getsockname()[1]
+        self.seen = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    @property
+    def url(self):
+        return f"http://127.0.0.1:{self.port}"
+
+    def _accept(self):
+        while True:
+            try:
+                client, _ = self.sock.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._serve, args=(client,), daemon=True).start()
+
+    def _serve(self, client):
+        import socket
+        try:
+            client.settimeout(10)
+            head = b""
+            while b"\r\n\r\n" not in head:
+                chunk = client.recv(65536)
+                if not chunk:
+                    raise OSError("closed before a request")
+                head += chunk
+            method, target = head.split(b"\r\n", 1)[0].decode("latin-1").split(" ")[:2]
+            authority = target if method == "CONNECT" else urllib.parse.urlsplit(target).netloc
+            host, _, port = authority.rpartition(":")
+            self.seen.append((method, authority))
+            if not (host in ("localhost", "127.0.0.1") or host.endswith(".localhost")) or not port:
+                client.sendall(b"HTTP/1.1 403 Forbidden\r\nContent-Length: 0\r\n"
+                               b"Connection: close\r\n\r\n")
+                client.close()
+                return
+            upstream = socket.create_connection(("127.0.0.1", int(port)), timeout=10)
+            upstream.settimeout(None)
+            client.settimeout(None)
+            if method == "CONNECT":
+                client.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n")
+                rest = head.split(b"\r\n\r\n", 1)[1]
+            else:
+                rest = head
+            if rest:
+                upstream.sendall(rest)
+        except (OSError, ValueError):
+            client.close()
+            return
+        _join(client, upstream)
+
+    def stop(self):
         self.sock.close()

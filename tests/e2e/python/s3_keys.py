@@ -6,6 +6,9 @@ key, signature and IAM policy, and moraine signs with the DuckDB secret's key an
   refusal, and writes nothing.
 - The right key attaches, commits and reads; a wrong key then still cannot read the lake, and
   leaves its objects exactly as they were.
+- Temporary credentials (an assumed role's key, from the server's STS): with a wrong session
+  token, or none, ATTACH fails naming the URL and writes nothing; with the right
+  `SESSION_TOKEN` the same key attaches, commits and reads.
 """
 # needs: moto_server
 import os
@@ -78,6 +81,28 @@ def scenario(moto):
     db.execute(ATTACH.replace("READ_WRITE", "READ_ONLY"))
     check("the right key still reads every row",
           db.execute("SELECT count(*), max(i) FROM lake.t").fetchall() == [(4, 10)])
+    db.close()
+
+    # ---- temporary credentials: the key of an assumed role and its session token --------------
+    key_id, secret_key, token = moto.session
+    for what, wrong_token, code in (
+            ("a wrong session token", "not-the-" + token[:20], "invalidtoken"),
+            # without a token the server looks for the key among permanent keys
+            ("the temporary key without its session token", None, "invalidaccesskeyid")):
+        for mode in ("READ_WRITE", "READ_ONLY"):
+            db = with_secret(moto, key_id=key_id, secret_key=secret_key,
+                             session_token=wrong_token)
+            expect_error(f"ATTACH {mode} with {what} fails naming the URL",
+                         lambda: db.execute(ATTACH.replace("READ_WRITE", mode)), META)
+            expect_error(f"... and the server's refusal ({mode}, {what})",
+                         lambda: db.execute(ATTACH.replace("READ_WRITE", mode)), code)
+            db.close()
+    check("... and leaves the lake's objects as they were", objects(moto) == before)
+    db = with_secret(moto, key_id=key_id, secret_key=secret_key, session_token=token)
+    db.execute(ATTACH)
+    db.execute("INSERT INTO lake.t VALUES (20)")
+    check("the temporary key with its session token attaches, commits and reads",
+          db.execute("SELECT count(*), max(i) FROM lake.t").fetchall() == [(5, 20)])
     db.close()
     check("nothing written to the local disk",
           [f for r, _, fs in os.walk(TEST_DIR) if "moto" not in r for f in fs] == [])
