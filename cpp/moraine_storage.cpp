@@ -54,7 +54,7 @@ static bool BumpedToReadOnly(ClientContext &context, const AttachInfo &info, con
 
 // The fields of the s3 secret for `path` (named by SECRET, DuckLake's META_SECRET, else the one
 // DuckDB's secret manager matches to the path; the longest SCOPE wins) as s3.* store options,
-// with httpfs's proxy settings. None when no secret matches: the store says what to create.
+// with DuckDB's proxy settings. None when no secret matches: the store says what to create.
 static vector<pair<string, string>> S3SecretOptions(ClientContext &context, const string &path,
                                                     const string &secret_name) {
 	vector<pair<string, string>> out;
@@ -98,8 +98,8 @@ static vector<pair<string, string>> S3SecretOptions(ClientContext &context, cons
 	if (kv->TryGetValue("use_ssl", ssl) && !ssl.IsNull()) {
 		out.emplace_back("s3.use_ssl", BooleanValue::Get(ssl.DefaultCastAs(LogicalType::BOOLEAN)) ? "true" : "false");
 	}
-	// httpfs's proxy settings (they exist once httpfs is loaded): the store's requests take the
-	// same route as the data files'
+	// DuckDB's proxy settings (http_proxy starts out as the HTTP_PROXY environment variable):
+	// the store's requests take the same route as httpfs's for the data files
 	for (auto setting : {"http_proxy", "http_proxy_username", "http_proxy_password"}) {
 		Value v;
 		if (context.TryGetCurrentSetting(setting, v) && !v.IsNull() && !v.ToString().empty()) {

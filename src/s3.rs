@@ -36,9 +36,10 @@ pub struct S3Secret {
     /// `path` or `vhost`.
     pub url_style: String,
     pub use_ssl: bool,
-    /// DuckDB's `http_proxy` setting (httpfs's: `host:port`, or a URL), and its
-    /// `http_proxy_username` / `http_proxy_password`. Not the secret's fields, but they travel
-    /// with it to where the HTTP client is built, so moraine's requests take httpfs's route.
+    /// DuckDB's `http_proxy` setting (`host:port`, or an `http://` / `https://` URL; it starts
+    /// out as the HTTP_PROXY environment variable), and its `http_proxy_username` /
+    /// `http_proxy_password`. Not the secret's fields, but they travel with it to where the HTTP
+    /// client is built, so moraine's requests take the route httpfs's take.
     pub http_proxy: String,
     pub http_proxy_username: String,
     pub http_proxy_password: String,
@@ -54,7 +55,7 @@ impl std::fmt::Debug for S3Secret {
             .field("endpoint", &self.endpoint)
             .field("url_style", &self.url_style)
             .field("use_ssl", &self.use_ssl)
-            .field("http_proxy", &self.http_proxy)
+            .field("http_proxy", &without_userinfo(&self.http_proxy))
             .finish_non_exhaustive()
     }
 }
@@ -107,10 +108,17 @@ impl S3Secret {
         Ok(any.then_some(out))
     }
 
-    /// `text` without the secret key, the session token or the proxy's password in it (an S3
-    /// error body may echo the request it refused, token included).
+    /// `text` without the secret key, the session token or the proxy's password in it, the
+    /// password also as it is written in a URL (an S3 error body may echo the request it
+    /// refused, token included).
     pub fn redact(&self, mut text: String) -> String {
-        for hidden in [&self.secret, &self.session_token, &self.http_proxy_password] {
+        let encoded = percent_encode(&self.http_proxy_password);
+        for hidden in [
+            &self.secret,
+            &self.session_token,
+            &self.http_proxy_password,
+            &encoded,
+        ] {
             if hidden.len() >= 4 {
                 text = text.replace(hidden.as_str(), "<redacted>");
             }
@@ -119,7 +127,7 @@ impl S3Secret {
     }
 
     /// The proxy every request goes through, as a URL (`http://` when `http_proxy` names no
-    /// scheme), with the user name and password in it; `None` without `http_proxy`.
+    /// scheme) with the user name and password in it; `None` without `http_proxy`.
     fn proxy_url(&self, url: &str) -> Result<Option<String>> {
         let proxy = self.http_proxy.trim();
         if proxy.is_empty() {
@@ -127,11 +135,19 @@ impl S3Secret {
         }
         let (scheme, rest) = proxy.split_once("://").unwrap_or(("http", proxy));
         let host = rest.trim_end_matches('/');
-        if host.is_empty() || host.contains(['/', '@', '?', '#']) {
+        let scheme = scheme.to_ascii_lowercase();
+        // any other scheme would make reqwest drop the proxy and go direct, silently
+        if !matches!(scheme.as_str(), "http" | "https")
+            || host.is_empty()
+            || host.contains(['/', '@', '?', '#'])
+        {
             return Err(Error::Url {
                 url: url.to_string(),
                 reason: format!(
-                    "the http_proxy setting is '{proxy}'; give host:port, or                      http://host:port (the user name and password go in http_proxy_username                      and http_proxy_password)"
+                    "the http_proxy setting is '{}'; give host:port, or http://host:port or \
+                     https://host:port (the user name and password go in http_proxy_username \
+                     and http_proxy_password)",
+                    without_userinfo(proxy)
                 ),
             });
         }
@@ -139,20 +155,10 @@ impl S3Secret {
         if user.is_empty() {
             return Ok(Some(format!("{scheme}://{host}")));
         }
-        let enc = |t: &str| {
-            t.bytes()
-                .map(|b| match b {
-                    b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
-                        (b as char).to_string()
-                    }
-                    _ => format!("%{b:02X}"),
-                })
-                .collect::<String>()
-        };
         Ok(Some(format!(
             "{scheme}://{}:{}@{host}",
-            enc(user),
-            enc(&self.http_proxy_password)
+            percent_encode(user),
+            percent_encode(&self.http_proxy_password)
         )))
     }
 
@@ -194,6 +200,32 @@ impl S3Secret {
             secret_key: secret,
             token: (!token.is_empty()).then_some(token),
         })
+    }
+}
+
+/// `text` with every byte but URL-unreserved ones (`A-Z a-z 0-9 - . _ ~`) as `%XX`, for user
+/// information in a URL.
+fn percent_encode(text: &str) -> String {
+    text.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+/// A proxy setting as it may be shown: without anything before an `@` in its authority (a
+/// user name and password written into it).
+fn without_userinfo(proxy: &str) -> String {
+    let (scheme, rest) = match proxy.split_once("://") {
+        Some((scheme, rest)) => (format!("{scheme}://"), rest),
+        None => (String::new(), proxy),
+    };
+    match rest.rsplit_once('@') {
+        Some((_, host)) => format!("{scheme}<redacted>@{host}"),
+        None => proxy.to_string(),
     }
 }
 
@@ -240,6 +272,13 @@ pub fn object_store(
         .with_connect_timeout(CONNECT_TIMEOUT.min(io_timeout));
     if let Some(proxy) = secret.proxy_url(url)? {
         client = client.with_proxy_url(proxy);
+        // the hosts NO_PROXY names go direct, as with httpfs (curl)
+        let excluded = ["NO_PROXY", "no_proxy"]
+            .iter()
+            .find_map(|n| std::env::var(n).ok().filter(|v| !v.is_empty()));
+        if let Some(excluded) = excluded {
+            client = client.with_proxy_excludes(excluded);
+        }
     }
     let mut builder = AmazonS3Builder::new()
         .with_bucket_name(bucket)
@@ -394,15 +433,31 @@ mod tests {
                 .as_deref(),
             Some("http://me:p%40ss%3Aw%2Frd@proxy:3128")
         );
-        for bad in ["http://", "proxy:3128/path", "me@proxy:3128"] {
+        assert_eq!(
+            url(with("HTTP://[::1]:3128", "", "")).unwrap().as_deref(),
+            Some("http://[::1]:3128")
+        );
+        for bad in [
+            "http://",
+            "proxy:3128/path",
+            "ftp://proxy:21",
+            "socks5://proxy:1080",
+            "http://me:proxy-password@proxy:3128",
+        ] {
             let e = url(with(bad, "", "")).err().unwrap().to_string();
-            assert!(e.contains("s3://b/x") && e.contains("http_proxy"), "{e}");
+            assert!(
+                e.contains("s3://b/x") && e.contains("http_proxy") && !e.contains("  "),
+                "{e}"
+            );
+            assert!(!e.contains("proxy-password"), "{e}");
         }
-        let s = with("proxy:3128", "me", "proxy-password");
+        let s = with("http://me:proxy-password@proxy:3128", "me", "p@ss word");
         assert!(!format!("{s:?}").contains("proxy-password"));
-        assert!(!s
-            .redact("via http://me:proxy-password@proxy:3128".into())
-            .contains("proxy-password"));
+        let shown = s.redact("via http://me:p%40ss%20word@proxy:3128 and p@ss word".into());
+        assert!(
+            !shown.contains("p%40ss%20word") && !shown.contains("p@ss word"),
+            "{shown}"
+        );
     }
 
     #[test]

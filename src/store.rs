@@ -547,9 +547,9 @@ impl Store {
             if existing.access != access {
                 return Err(Error::InvalidInput(format!(
                     "{canonical} is already attached in this process with {}; DETACH it \
-                     first, or attach it with the same secret and the same moraine_io_timeout, \
-                     moraine_max_commit_size, moraine_reader_poll_interval and \
-                     moraine_reclaim_interval",
+                     first, or attach it with the same secret, the same http_proxy settings \
+                     and the same moraine_io_timeout, moraine_max_commit_size, \
+                     moraine_reader_poll_interval and moraine_reclaim_interval",
                     match &existing.access.secret {
                         Some(s) => format!("secret '{}'", s.name),
                         None => "no secret".to_string(),

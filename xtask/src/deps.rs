@@ -212,8 +212,9 @@ pub fn ensure_moto() -> Result<PathBuf, String> {
 
 /// What a process running against the S3 test server needs in its environment (installing the
 /// pinned pieces if needed): MOTO_PYTHONPATH (the pinned moto), HTTPFS_EXT (the pinned httpfs
-/// extension), and NO_PROXY for the loopback address, so nothing leaves it through a proxy the
-/// environment names.
+/// extension), NO_PROXY for the loopback address, and every proxy variable emptied (DuckDB's
+/// `http_proxy` setting starts out as HTTP_PROXY, and moraine sends every request through it), so
+/// nothing leaves the machine through a proxy the environment names.
 pub fn s3_test_env() -> Result<Vec<(&'static str, std::ffi::OsString)>, String> {
     let moto = ensure_moto().map_err(|e| format!("the S3 test server: {e}"))?;
     let httpfs = ensure_extras()
@@ -227,6 +228,12 @@ pub fn s3_test_env() -> Result<Vec<(&'static str, std::ffi::OsString)>, String> 
         ("HTTPFS_EXT", httpfs.into_os_string()),
         ("NO_PROXY", "127.0.0.1,localhost".into()),
         ("no_proxy", "127.0.0.1,localhost".into()),
+        ("HTTP_PROXY", "".into()),
+        ("http_proxy", "".into()),
+        ("HTTPS_PROXY", "".into()),
+        ("https_proxy", "".into()),
+        ("ALL_PROXY", "".into()),
+        ("all_proxy", "".into()),
     ])
 }
 

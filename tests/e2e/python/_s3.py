@@ -29,14 +29,14 @@ _AUTH = (f"AWS4-HMAC-SHA256 Credential={KEY_ID}/20260101/{REGION}/s3/aws4_reques
 
 
 def secret_sql(endpoint, name="moto", scope=None, key_id=KEY_ID, secret_key=SECRET,
-               session_token=None):
-    """A DuckDB secret for a server of this kind at `endpoint` (host:port, plain HTTP,
-    path-style URLs)."""
+               session_token=None, url_style="path", use_ssl=False):
+    """A DuckDB secret for a server of this kind at `endpoint` (host:port; by default plain
+    HTTP and path-style URLs)."""
     scope_sql = f", SCOPE '{scope}'" if scope else ""
     token_sql = f", SESSION_TOKEN '{session_token}'" if session_token else ""
     return (f"CREATE SECRET {name} (TYPE s3, KEY_ID '{key_id}', SECRET '{secret_key}', "
-            f"REGION '{REGION}', ENDPOINT '{endpoint}', URL_STYLE 'path', "
-            f"USE_SSL false{scope_sql}{token_sql})")
+            f"REGION '{REGION}', ENDPOINT '{endpoint}', URL_STYLE '{url_style}', "
+            f"USE_SSL {str(use_ssl).lower()}{scope_sql}{token_sql})")
 
 
 def s3_connect(moto, endpoint=None, secret=True):
@@ -193,12 +193,12 @@ class Moto:
             token = nxt[0].text
 
     def secret_sql(self, name="moto", scope=None, endpoint=None, key_id=None, secret_key=None,
-                   session_token=None):
-        """A secret for the server (or for `endpoint`, a proxy in front of it), with the
-        server's key unless `key_id` / `secret_key` / `session_token` say otherwise."""
+                   session_token=None, url_style="path", use_ssl=False):
+        """A secret for the server (or for `endpoint`, a proxy or TLS front before it), with
+        the server's key unless `key_id` / `secret_key` / `session_token` say otherwise."""
         return secret_sql(endpoint or self.endpoint, name=name, scope=scope,
                           key_id=key_id or self.key_id, secret_key=secret_key or self.secret_key,
-                          session_token=session_token)
+                          session_token=session_token, url_style=url_style, use_ssl=use_ssl)
 
     def stop(self):
         if self.proc.poll() is None:
@@ -224,13 +224,9 @@ class FaultProxy:
     SLOW = 0.05
 
     def __init__(self, target_port):
-        import socket
         self.target = ("127.0.0.1", target_port)
         self.mode = "pass"
-        self.sock = socket.socket()
-        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(64)
+        self.sock = _listen()
         self.port = self.sock.getsockname()[1]
         self.open = []
         self.lock = threading.Lock()
@@ -276,29 +272,15 @@ class FaultProxy:
                 continue
             with self.lock:
                 self.open += [client, upstream]
-            for a, b, answer in ((client, upstream, False), (upstream, client, True)):
-                threading.Thread(target=self._pipe, args=(a, b, answer), daemon=True).start()
+            _join(client, upstream, answer=self._answer)
 
-    def _pipe(self, src, dst, answer):
-        """Relays src to dst; on the server's side (`answer`) the mode may cut or delay it."""
-        try:
-            while True:
-                data = src.recv(65536)
-                if not data:
-                    break
-                if answer and self.mode == "cut":
-                    dst.sendall(data[:max(1, len(data) // 2)])
-                    break
-                if answer and self.mode == "slow":
-                    time.sleep(self.SLOW)
-                dst.sendall(data)
-        except OSError:
-            pass
-        for s in (src, dst):
-            try:
-                s.close()
-            except OSError:
-                pass
+    def _answer(self, data):
+        """A piece of the server's answer as the mode passes it on: (bytes, whether to stop)."""
+        if self.mode == "cut":
+            return data[:max(1, len(data) // 2)], True
+        if self.mode == "slow":
+            time.sleep(self.SLOW)
+        return data, False
 
     @staticmethod
     def _slow_down(client):
@@ -324,14 +306,20 @@ class FaultProxy:
         self.sock.close()
 
 
-def _relay(src, dst):
-    """Copies src to dst until either side closes, then closes both."""
+def _relay(src, dst, shape=None):
+    """Copies src to dst until either side closes (or `shape`, given each piece, says to stop
+    after the bytes it returns), then closes both."""
     try:
         while True:
             data = src.recv(65536)
             if not data:
                 break
+            stop = False
+            if shape is not None:
+                data, stop = shape(data)
             dst.sendall(data)
+            if stop:
+                break
     except OSError:
         pass
     for s in (src, dst):
@@ -341,10 +329,11 @@ def _relay(src, dst):
             pass
 
 
-def _join(a, b):
-    """Relays a and b both ways, each direction in a thread of its own."""
-    for src, dst in ((a, b), (b, a)):
-        threading.Thread(target=_relay, args=(src, dst), daemon=True).start()
+def _join(client, server, answer=None):
+    """Relays client and server both ways, each direction in a thread of its own; `answer`
+    may shape the server's side (see `_relay`)."""
+    for src, dst, shape in ((client, server, None), (server, client, answer)):
+        threading.Thread(target=_relay, args=(src, dst, shape), daemon=True).start()
 
 
 def _listen():
@@ -465,13 +454,18 @@ class ForwardProxy:
     `<name>.localhost` (a virtual-hosted bucket's host) go to 127.0.0.1, any other host is
     refused with 403, so nothing leaves the machine. It serves CONNECT (HTTPS) by tunnelling,
     and a plain request in absolute form (`GET http://host:port/key`) by passing the bytes on as
-    they are (the S3 server takes the host from the absolute URL). `seen` holds each
-    connection's (method, host:port)."""
+    they are (the S3 server takes the host from the absolute URL). With `user` and `password`
+    it answers 407 to a connection whose first request does not carry them (Basic). `seen`
+    holds each connection's (method, host:port); `refused` counts the 407s."""
 
-    def __init__(self):
+    def __init__(self, user=None, password=None):
+        import base64
         self.sock = _listen()
         self.port = self.sock.getsockname()[1]
         self.seen = []
+        self.refused = 0
+        self.credentials = None if user is None else (
+            "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode())
         threading.Thread(target=self._accept, daemon=True).start()
 
     @property
@@ -496,9 +490,19 @@ class ForwardProxy:
                 if not chunk:
                     raise OSError("closed before a request")
                 head += chunk
-            method, target = head.split(b"\r\n", 1)[0].decode("latin-1").split(" ")[:2]
+            lines = head.split(b"\r\n\r\n", 1)[0].decode("latin-1").split("\r\n")
+            method, target = lines[0].split(" ")[:2]
             authority = target if method == "CONNECT" else urllib.parse.urlsplit(target).netloc
             host, _, port = authority.rpartition(":")
+            given = [l.split(":", 1)[1].strip() for l in lines[1:]
+                     if l.lower().startswith("proxy-authorization:")]
+            if self.credentials is not None and given != [self.credentials]:
+                self.refused += 1
+                client.sendall(b"HTTP/1.1 407 Proxy Authentication Required\r\n"
+                               b"Proxy-Authenticate: Basic realm=\"moraine-test\"\r\n"
+                               b"Content-Length: 0\r\nConnection: close\r\n\r\n")
+                client.close()
+                return
             self.seen.append((method, authority))
             if not (host in ("localhost", "127.0.0.1") or host.endswith(".localhost")) or not port:
                 client.sendall(b"HTTP/1.1 403 Forbidden\r\nContent-Length: 0\r\n"

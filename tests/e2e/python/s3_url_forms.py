@@ -2,17 +2,19 @@
 default) and HTTPS (`USE_SSL true`, the default), against the pinned moto_server on 127.0.0.1.
 
 A virtual-hosted bucket's host is `<bucket>.localhost`, which no resolver here maps to
-127.0.0.1; the harness's forward proxy does, and refuses every other host. moraine's requests go
-through DuckDB's `http_proxy` setting (httpfs's) when it is set, else through the proxy the
-environment names (HTTP_PROXY, HTTPS_PROXY); both routes are taken here. HTTPS ends at the
-harness's TLS front, whose certificate a test authority signed; moraine trusts the authorities
-of the file SSL_CERT_FILE names (else the system's), httpfs those of `ca_cert_file`.
+127.0.0.1; the harness's forward proxies do, and refuse every other host. moraine sends its
+requests through DuckDB's `http_proxy` setting, with `http_proxy_username` and
+`http_proxy_password` (here a proxy that answers 407 without them, and a password that needs
+encoding), except to the hosts NO_PROXY names, as httpfs does; with the setting empty, through
+the proxy the environment names (HTTPS_PROXY). HTTPS ends at the harness's TLS front, whose certificate a test authority
+signed; moraine trusts the authorities of the file SSL_CERT_FILE names, httpfs those of
+`ca_cert_file`.
 
 Each form, in fresh processes: a writer creates a table, inserts inlined and Parquet rows,
 updates and deletes; a fresh READ_ONLY process reads them. The requests the server logged
 (or the tunnels the proxy opened) show the form used, and moraine's objects are under the
-prefix. HTTPS with a certificate moraine does not trust fails ATTACH naming the URL, and
-writes nothing.
+prefix. A wrong proxy password, and HTTPS with a certificate moraine does not trust, each fail
+ATTACH naming the URL and write nothing.
 """
 # needs: moto_server
 import json
@@ -37,24 +39,27 @@ READ = ["SELECT count(*), min(i), max(i), count(*) FILTER (s = 'uno') FROM lake.
         "SELECT mode FROM moraine_status('lake')"]
 WANT = [(902, 1, 999, 1)]
 BUCKETS = ["moraine-vhost", "moraine-https", "moraine-https-vhost", "moraine-env-proxy",
-           "moraine-untrusted"]
+           "moraine-untrusted", "moraine-proxy-refused"]
+# the proxy's credentials: a user name and a password that a URL must encode
+PROXY_USER, PROXY_PASSWORD = "moraine user", "p@ss:w/rd%"
+
+
+def names_bucket(path, bucket):
+    """Whether a request the server logged names `bucket`, path-style or in its host."""
+    return (path == f"/{bucket}" or path.startswith((f"/{bucket}/", f"/{bucket}?"))
+            or path.startswith(f"http://{bucket}.localhost:"))
 
 
 def in_path(path, bucket):
     """Whether a request's path names `bucket` path-style."""
-    return path == f"/{bucket}" or path.startswith((f"/{bucket}/", f"/{bucket}?"))
-
-
-def secret_sql(moto, endpoint, url_style, use_ssl):
-    return (f"CREATE SECRET s (TYPE s3, KEY_ID '{moto.key_id}', SECRET '{moto.secret_key}', "
-            f"REGION 'us-east-1', ENDPOINT '{endpoint}', URL_STYLE '{url_style}', "
-            f"USE_SSL {str(use_ssl).lower()})")
+    return names_bucket(path, bucket) and path.startswith("/")
 
 
 def run(setup, queries, env):
     """Runs `setup` then `queries` in a fresh python3 process with `env` added to this one's
-    (less NO_PROXY: the runner exempts localhost, and here the proxy must see `*.localhost`);
-    returns (rows of each query, None) or (None, the error text)."""
+    less every proxy variable (the runner's NO_PROXY exempts localhost, and here the proxy
+    must see `*.localhost`; a proxy of the machine's must see nothing); returns (rows of each
+    query, None) or (None, the error text)."""
     script = (
         "import json, sys\n"
         "sys.path.insert(0, %r)\n"
@@ -70,7 +75,8 @@ def run(setup, queries, env):
         "    print(json.dumps({'error': str(e)}), flush=True); sys.exit(0)\n"
         "print(json.dumps({'rows': out}, default=str), flush=True)\n"
     ) % (HERE, setup, queries)
-    child = {k: v for k, v in os.environ.items() if k.lower() != "no_proxy"}
+    child = {k: v for k, v in os.environ.items()
+             if k.lower() not in ("no_proxy", "http_proxy", "https_proxy", "all_proxy")}
     child.update(env)
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                          timeout=300, env=child)
@@ -84,55 +90,70 @@ def run(setup, queries, env):
 
 def main():
     moto = Moto(os.path.join(TEST_DIR, "moto"))
-    proxy = ForwardProxy()
+    proxy = ForwardProxy(user=PROXY_USER, password=PROXY_PASSWORD)
+    env_proxy = ForwardProxy()
     ca, cert, key = tls_files(os.path.join(TEST_DIR, "tls"),
                               ["localhost"] + [f"{b}.localhost" for b in BUCKETS])
     tls = TlsFront(moto.port, cert, key)
     try:
-        scenario(moto, proxy, tls, ca)
+        scenario(moto, proxy, env_proxy, tls, ca)
     finally:
         tls.stop()
+        env_proxy.stop()
         proxy.stop()
         moto.stop()
 
 
-def scenario(moto, proxy, tls, ca):
+def proxy_settings(proxy, password=PROXY_PASSWORD):
+    return [f"SET http_proxy = '127.0.0.1:{proxy.port}'",
+            f"SET http_proxy_username = '{PROXY_USER}'",
+            f"SET http_proxy_password = '{password}'"]
+
+
+def scenario(moto, proxy, env_proxy, tls, ca):
     for b in BUCKETS:
         moto.create_bucket(b)
     trusted = {"SSL_CERT_FILE": ca}
-    proxied = {"HTTP_PROXY": proxy.url, "HTTPS_PROXY": proxy.url,
-               "http_proxy": proxy.url, "https_proxy": proxy.url}
-    http_proxy_sql = f"SET http_proxy = '127.0.0.1:{proxy.port}'"
     ca_sql = f"SET ca_cert_file = '{ca}'"
+    setting = "SELECT current_setting('http_proxy')"
     forms = [
         # (name, bucket, endpoint, url style, TLS, environment, DuckDB settings, data path)
         ("virtual-hosted over HTTP", "moraine-vhost", f"localhost:{moto.port}", "vhost", False,
-         {}, [http_proxy_sql], None),
-        ("path-style over HTTPS", "moraine-https", f"127.0.0.1:{tls.port}", "path", True,
-         trusted, [ca_sql], None),
+         {}, proxy_settings(proxy), None),
+        # the proxy set, but NO_PROXY names the endpoint's host: moraine goes direct, as curl
+        ("path-style over HTTPS, the endpoint in NO_PROXY", "moraine-https",
+         f"127.0.0.1:{tls.port}", "path", True, {**trusted, "NO_PROXY": "127.0.0.1"},
+         proxy_settings(proxy) + [ca_sql], None),
         ("virtual-hosted over HTTPS", "moraine-https-vhost", f"localhost:{tls.port}", "vhost",
-         True, trusted, [http_proxy_sql, ca_sql], None),
-        # with no http_proxy setting moraine's client takes the environment's proxy (httpfs
-        # would not: the data files stay local)
-        ("virtual-hosted over HTTPS, the proxy from the environment", "moraine-env-proxy",
-         f"localhost:{tls.port}", "vhost", True, {**trusted, **proxied}, [],
+         True, trusted, proxy_settings(proxy) + [ca_sql], None),
+        # the http_proxy setting empty (no HTTP_PROXY): moraine takes HTTPS_PROXY, which httpfs
+        # takes too, through curl; the data files stay local, so only moraine's requests count
+        ("virtual-hosted over HTTPS, the proxy from HTTPS_PROXY", "moraine-env-proxy",
+         f"localhost:{tls.port}", "vhost", True,
+         {**trusted, "HTTPS_PROXY": env_proxy.url, "https_proxy": env_proxy.url}, [],
          os.path.join(TEST_DIR, "env-proxy-data") + "/"),
     ]
     for name, bucket, endpoint, style, use_ssl, env, settings, local_data in forms:
         meta, data = f"s3://{bucket}/meta", local_data or f"s3://{bucket}/data/"
-        setup = settings + [secret_sql(moto, endpoint, style, use_ssl)]
+        setup = settings + [moto.secret_sql(endpoint=endpoint, url_style=style, use_ssl=use_ssl)]
         logged = len(moto.requests())
+        tunnels_before = len(env_proxy.seen)
         got, err = run(setup + [f"ATTACH 'ducklake:moraine:{meta}' AS lake (DATA_PATH '{data}')"]
-                       + WRITE[:-1], WRITE[-1:], env)
-        check(f"{name}: a writer creates, inserts, updates and deletes", got == [WANT], err or got)
+                       + WRITE[:-1], WRITE[-1:] + [setting], env)
+        check(f"{name}: a writer creates, inserts, updates and deletes",
+              got is not None and got[0] == WANT, err or got)
+        via_setting = any(q.startswith("SET http_proxy =") for q in settings)
+        want_setting = [(f"127.0.0.1:{proxy.port}" if via_setting else "",)]
+        check(f"{name}: DuckDB's http_proxy setting is as meant",
+              got is not None and got[1] == want_setting, got)
         got, err = run(setup + [f"ATTACH 'ducklake:moraine:{meta}' AS lake "
                                 f"(READ_ONLY, DATA_PATH '{data}')"], READ, env)
         check(f"{name}: a fresh READ_ONLY process reads the rows",
               got == [WANT, [("reader",)]], err or got)
-        # the processes' requests (before the harness's own listing below)
-        # (less the harness's own requests for the other buckets, which its log may show late)
+        # the processes' requests, less the harness's own for the other buckets (its log may
+        # show them late), taken before the harness lists this bucket
         paths = [p for _, p, _ in moto.requests()[logged:]
-                 if not any(in_path(p, b) for b in BUCKETS if b != bucket)]
+                 if not any(names_bucket(p, b) for b in BUCKETS if b != bucket)]
         keys = moto.keys(bucket)
         check(f"{name}: moraine's objects are under the prefix, DuckLake's files under theirs",
               any(k.startswith("meta/manifest/") for k in keys)
@@ -146,7 +167,8 @@ def scenario(moto, proxy, tls, ca):
                                 for p in paths),
                   [p for p in paths if not p.startswith(f"http://{bucket}.localhost")][:5])
         elif style == "vhost":
-            tunnels = {a for m, a in proxy.seen if m == "CONNECT"}
+            used = proxy if via_setting else env_proxy
+            tunnels = {a for m, a in used.seen if m == "CONNECT"}
             check(f"{name}: the requests went through a tunnel to the bucket's host",
                   f"{bucket}.localhost:{tls.port}" in tunnels, tunnels)
             check(f"{name}: no request names the bucket in its path",
@@ -160,12 +182,34 @@ def scenario(moto, proxy, tls, ca):
             check(f"{name}: the TLS front saw the handshakes",
                   (f"{bucket}.localhost" if style == "vhost" else None) in tls.handshakes,
                   set(tls.handshakes))
+        if "NO_PROXY" in env:
+            check(f"{name}: the proxy saw none of its requests",
+                  not any(a == endpoint for _, a in proxy.seen), proxy.seen)
+        if "HTTPS_PROXY" in env:
+            check(f"{name}: only the environment's proxy was used",
+                  len(env_proxy.seen) > tunnels_before
+                  and not any(a.startswith(f"{bucket}.") for _, a in proxy.seen), proxy.seen)
+
+    # ---- the proxy refuses a wrong password ---------------------------------------------------
+    bucket = "moraine-proxy-refused"
+    meta = f"s3://{bucket}/meta"
+    refused = proxy.refused
+    got, err = run(proxy_settings(proxy, password="not-the-password")
+                   + [moto.secret_sql(endpoint=f"localhost:{moto.port}", url_style="vhost")],
+                   [f"ATTACH 'ducklake:moraine:{meta}' AS lake (DATA_PATH '{TEST_DIR}/data/')"],
+                   {})
+    check("a wrong proxy password fails ATTACH naming the URL",
+          err is not None and meta in err, err or got)
+    check("... the proxy refused it", proxy.refused > refused)
+    check("... the error shows neither password",
+          err is not None and "not-the-password" not in err and "p@ss" not in err, err)
+    check("... and nothing was written", moto.keys(bucket) == [], moto.keys(bucket))
 
     # ---- a certificate moraine does not trust --------------------------------------------------
     bucket = "moraine-untrusted"
     meta = f"s3://{bucket}/meta"
     other_ca, _, _ = tls_files(os.path.join(TEST_DIR, "tls-other"), ["localhost"])
-    got, err = run([secret_sql(moto, f"127.0.0.1:{tls.port}", "path", True)],
+    got, err = run([moto.secret_sql(endpoint=f"127.0.0.1:{tls.port}", use_ssl=True)],
                    [f"ATTACH 'ducklake:moraine:{meta}' AS lake (DATA_PATH '{TEST_DIR}/data/')"],
                    {"SSL_CERT_FILE": other_ca})
     check("HTTPS with an untrusted certificate fails ATTACH naming the URL",
