@@ -144,9 +144,9 @@ impl S3Secret {
             return Err(Error::Url {
                 url: url.to_string(),
                 reason: format!(
-                    "the http_proxy setting is '{}'; give host:port, or http://host:port or \
-                     https://host:port (the user name and password go in http_proxy_username \
-                     and http_proxy_password)",
+                    "the http_proxy setting (it starts out as HTTP_PROXY) is '{}'; give \
+                     host:port, or http://host:port or https://host:port (the user name and \
+                     password go in http_proxy_username and http_proxy_password)",
                     without_userinfo(proxy)
                 ),
             });
@@ -200,6 +200,24 @@ impl S3Secret {
             secret_key: secret,
             token: (!token.is_empty()).then_some(token),
         })
+    }
+}
+
+/// Which requests skip the `http_proxy` setting's proxy, from the `no_proxy` / `NO_PROXY`
+/// variable (curl's reading, which httpfs's requests follow: lowercase first, empty unset).
+#[derive(Debug, PartialEq, Eq)]
+enum Exclusions {
+    /// `*`: every request goes direct (reqwest's list would match `*` against host names
+    /// only, not against an IP-address endpoint).
+    Everything,
+    /// The hosts and domains to reach directly, if any.
+    Hosts(Option<String>),
+}
+
+fn proxy_exclusions(no_proxy: Option<String>) -> Exclusions {
+    match no_proxy {
+        Some(list) if list.split(',').any(|h| h.trim() == "*") => Exclusions::Everything,
+        list => Exclusions::Hosts(list),
     }
 }
 
@@ -271,13 +289,17 @@ pub fn object_store(
         .with_timeout(io_timeout)
         .with_connect_timeout(CONNECT_TIMEOUT.min(io_timeout));
     if let Some(proxy) = secret.proxy_url(url)? {
-        client = client.with_proxy_url(proxy);
-        // the hosts NO_PROXY names go direct, as with httpfs (curl)
-        let excluded = ["NO_PROXY", "no_proxy"]
+        let no_proxy = ["no_proxy", "NO_PROXY"]
             .iter()
-            .find_map(|n| std::env::var(n).ok().filter(|v| !v.is_empty()));
-        if let Some(excluded) = excluded {
-            client = client.with_proxy_excludes(excluded);
+            .find_map(|n| std::env::var(n).ok().filter(|v| !v.trim().is_empty()));
+        match proxy_exclusions(no_proxy) {
+            Exclusions::Everything => {}
+            Exclusions::Hosts(hosts) => {
+                client = client.with_proxy_url(proxy);
+                if let Some(hosts) = hosts {
+                    client = client.with_proxy_excludes(hosts);
+                }
+            }
         }
     }
     let mut builder = AmazonS3Builder::new()
@@ -457,6 +479,19 @@ mod tests {
         assert!(
             !shown.contains("p%40ss%20word") && !shown.contains("p@ss word"),
             "{shown}"
+        );
+    }
+
+    #[test]
+    fn no_proxy_names_the_hosts_that_skip_the_proxy() {
+        assert_eq!(proxy_exclusions(None), Exclusions::Hosts(None));
+        assert_eq!(
+            proxy_exclusions(Some("127.0.0.1,.example.com".into())),
+            Exclusions::Hosts(Some("127.0.0.1,.example.com".into()))
+        );
+        assert_eq!(
+            proxy_exclusions(Some("a.example, * ".into())),
+            Exclusions::Everything
         );
     }
 

@@ -788,7 +788,7 @@ pub fn run(args: &[String]) -> Result<bool, String> {
         .unwrap_or(if opts.quick { 600 } else { 7200 });
     let setup = Setup {
         script: paths::workspace_root().join("tests/bench/bench.py"),
-        python: std::env::var_os("PYTHON").unwrap_or_else(|| "python3".into()),
+        python: deps::python(),
         env,
         postgres: opts.postgres.clone(),
         quick: opts.quick,

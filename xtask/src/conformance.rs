@@ -338,7 +338,7 @@ pub fn run(args: &[String]) -> Result<bool, String> {
     };
     let d = deps::ensure()?;
     deps::check(&d)?;
-    let mut cmd = Command::new(std::env::var_os("PYTHON").unwrap_or_else(|| "python3".into()));
+    let mut cmd = Command::new(deps::python());
     cmd.arg(&runner)
         .env("PYTHONPATH", &d.python_path)
         .arg("--ducklake-ext")

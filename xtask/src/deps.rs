@@ -56,8 +56,35 @@ fn layout(dir: &Path) -> Deps {
 }
 
 fn stamp_text() -> String {
-    let mut s = REQUIREMENTS.join("\n");
-    s.push('\n');
+    stamp(REQUIREMENTS.iter().copied())
+}
+
+/// The Python that runs pip and the tests: `$PYTHON`, else `python3`.
+pub(crate) fn python() -> std::ffi::OsString {
+    std::env::var_os("PYTHON").unwrap_or_else(|| "python3".into())
+}
+
+/// The interpreter's cache tag (`cpython-311`), or `unknown` when it cannot be asked. A binary
+/// wheel fits one interpreter (DuckDB's is cp311-only), so every stamp names it: after an
+/// interpreter upgrade the sets are installed again.
+fn interpreter() -> &'static str {
+    static TAG: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    TAG.get_or_init(|| {
+        Command::new(python())
+            .args(["-c", "import sys; print(sys.implementation.cache_tag)"])
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+            .filter(|t| !t.is_empty())
+            .unwrap_or_else(|| "unknown".to_string())
+    })
+}
+
+/// A stamp: the lines of a pinned set, then the interpreter it was installed for.
+fn stamp<'a>(lines: impl IntoIterator<Item = &'a str>) -> String {
+    let mut s: String = lines.into_iter().map(|l| format!("{l}\n")).collect();
+    s.push_str(&format!("python: {}\n", interpreter()));
     s
 }
 
@@ -130,12 +157,12 @@ fn extra_path(dir: &Path, name: &str) -> PathBuf {
 }
 
 fn extras_stamp_text() -> String {
-    let mut s: String = EXTRA_EXTENSIONS
-        .iter()
-        .map(|(_, req)| format!("{req}\n"))
-        .collect();
-    s.push_str("extras\n");
-    s
+    stamp(
+        EXTRA_EXTENSIONS
+            .iter()
+            .map(|(_, req)| *req)
+            .chain(["extras"]),
+    )
 }
 
 /// Install (if needed) the extra extensions; returns (name, path) of each.
@@ -214,7 +241,9 @@ pub fn ensure_moto() -> Result<PathBuf, String> {
 /// pinned pieces if needed): MOTO_PYTHONPATH (the pinned moto), HTTPFS_EXT (the pinned httpfs
 /// extension), NO_PROXY for the loopback address, and every proxy variable emptied (DuckDB's
 /// `http_proxy` setting starts out as HTTP_PROXY, and moraine sends every request through it), so
-/// nothing leaves the machine through a proxy the environment names.
+/// nothing leaves the machine through a proxy the environment names. (On a machine that needs a
+/// proxy to reach anything, a test that fetched a remote URL through httpfs would fail here;
+/// none does: the tests reach 127.0.0.1 only.)
 pub fn s3_test_env() -> Result<Vec<(&'static str, std::ffi::OsString)>, String> {
     let moto = ensure_moto().map_err(|e| format!("the S3 test server: {e}"))?;
     let httpfs = ensure_extras()
@@ -242,8 +271,8 @@ pub fn s3_test_env() -> Result<Vec<(&'static str, std::ffi::OsString)>, String> 
 /// is a file the install must leave, relative to it.
 pub(crate) fn ensure_set(name: &str, reqs: &[&str], probe: &Path) -> Result<PathBuf, String> {
     let dir = paths::cache_root().join(name);
-    let stamp = format!("{}\n", reqs.join("\n"));
-    if std::fs::read_to_string(dir.join(STAMP)).ok().as_deref() == Some(stamp.as_str())
+    let wanted = stamp(reqs.iter().copied());
+    if std::fs::read_to_string(dir.join(STAMP)).ok().as_deref() == Some(wanted.as_str())
         && dir.join(probe).is_file()
     {
         return Ok(dir);
@@ -253,7 +282,7 @@ pub(crate) fn ensure_set(name: &str, reqs: &[&str], probe: &Path) -> Result<Path
     let tmp = parent.join(format!("{name}.tmp-{}", std::process::id()));
     pip_install_scratch(&tmp, &dir, reqs)
         .map_err(|status| format!("pip install into {name} failed ({status})"))?;
-    std::fs::write(tmp.join(STAMP), &stamp).map_err(|e| format!("write stamp: {e}"))?;
+    std::fs::write(tmp.join(STAMP), &wanted).map_err(|e| format!("write stamp: {e}"))?;
     if !tmp.join(probe).is_file() {
         let _ = std::fs::remove_dir_all(&tmp);
         return Err(format!(
@@ -273,8 +302,8 @@ pub const WHEELHOUSE: &[&str] = &["duckdb==1.5.5", "duckdb-extension-ducklake==1
 /// Download (if needed) [`WHEELHOUSE`] and return its directory.
 pub fn ensure_wheelhouse() -> Result<PathBuf, String> {
     let dir = paths::cache_root().join("wheelhouse");
-    let stamp = format!("{}\n", WHEELHOUSE.join("\n"));
-    if std::fs::read_to_string(dir.join(STAMP)).ok().as_deref() == Some(stamp.as_str()) {
+    let wanted = stamp(WHEELHOUSE.iter().copied());
+    if std::fs::read_to_string(dir.join(STAMP)).ok().as_deref() == Some(wanted.as_str()) {
         return Ok(dir);
     }
     let parent = dir.parent().expect("the cache dir has a parent");
@@ -282,7 +311,7 @@ pub fn ensure_wheelhouse() -> Result<PathBuf, String> {
     let tmp = parent.join(format!("wheelhouse.tmp-{}", std::process::id()));
     pip_scratch("download", &tmp, &dir, WHEELHOUSE)
         .map_err(|status| format!("pip download into the wheelhouse failed ({status})"))?;
-    std::fs::write(tmp.join(STAMP), &stamp).map_err(|e| format!("write stamp: {e}"))?;
+    std::fs::write(tmp.join(STAMP), &wanted).map_err(|e| format!("write stamp: {e}"))?;
     move_into_place(&tmp, &dir)?;
     Ok(dir)
 }
@@ -357,6 +386,20 @@ mod tests {
     /// unsigned one, and LOAD the result into the stock CLI: the real DuckDB
     /// loader accepts what `footer::append_footer` writes.
     #[test]
+    fn a_stamp_names_the_set_and_the_interpreter() {
+        let tag = interpreter();
+        assert_ne!(
+            tag, "unknown",
+            "python3 could not be asked for its cache tag"
+        );
+        assert_eq!(
+            stamp(["a==1", "b==2"]),
+            format!("a==1\nb==2\npython: {tag}\n")
+        );
+        assert!(stamp_text().starts_with("duckdb-cli==1.5.5\n"));
+    }
+
+    #[test]
     fn refootered_extension_loads_in_stock_cli() {
         let Some(d) = installed() else {
             eprintln!("skipped: deps not installed (cargo xtask deps)");
@@ -427,7 +470,7 @@ fn pip_scratch(verb: &str, tmp: &Path, dir: &Path, reqs: &[&str]) -> Result<(), 
         reqs.join(" "),
         dir.display()
     );
-    let python = std::env::var_os("PYTHON").unwrap_or_else(|| "python3".into());
+    let python = python();
     let status = Command::new(&python)
         .args(["-m", "pip", verb, "--quiet", "--disable-pip-version-check"])
         .env("PIP_ROOT_USER_ACTION", "ignore")
