@@ -165,9 +165,18 @@ impl S3Secret {
     /// The key, secret and token to sign with: the secret's own, or for `credential_chain` the
     /// process's `AWS_ACCESS_KEY_ID` / `AWS_SECRET_ACCESS_KEY` / `AWS_SESSION_TOKEN`.
     fn credential(&self, url: &str) -> Result<AwsCredential> {
+        self.credential_from(url, |n| std::env::var(n).ok())
+    }
+
+    /// [`S3Secret::credential`] with the environment read through `env`.
+    fn credential_from(
+        &self,
+        url: &str,
+        env: impl Fn(&str) -> Option<String>,
+    ) -> Result<AwsCredential> {
         let (key_id, secret, token) =
             if self.provider == "credential_chain" && self.key_id.is_empty() {
-                let var = |n: &str| std::env::var(n).unwrap_or_default();
+                let var = |n: &str| env(n).unwrap_or_default();
                 (
                     var("AWS_ACCESS_KEY_ID"),
                     var("AWS_SECRET_ACCESS_KEY"),
@@ -480,6 +489,46 @@ mod tests {
             !shown.contains("p%40ss%20word") && !shown.contains("p@ss word"),
             "{shown}"
         );
+    }
+
+    #[test]
+    fn a_credential_chain_secret_without_keys_reads_the_aws_variables_only() {
+        let chain = S3Secret {
+            name: "chain".into(),
+            provider: "credential_chain".into(),
+            ..Default::default()
+        };
+        let vars = |n: &str| {
+            match n {
+                "AWS_ACCESS_KEY_ID" => Some("AKIDENV"),
+                "AWS_SECRET_ACCESS_KEY" => Some("env-secret"),
+                "AWS_SESSION_TOKEN" => Some("env-token"),
+                _ => None,
+            }
+            .map(String::from)
+        };
+        let c = chain.credential_from("s3://b/x", vars).unwrap();
+        assert_eq!(
+            (c.key_id.as_str(), c.secret_key.as_str(), c.token.as_deref()),
+            ("AKIDENV", "env-secret", Some("env-token"))
+        );
+        let e = chain
+            .credential_from("s3://b/x", |_| None)
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(
+            e.contains("s3://b/x") && e.contains("AWS_ACCESS_KEY_ID") && e.contains("'chain'"),
+            "{e}"
+        );
+        // keys the secret holds win over the environment, whatever its provider
+        let stored = S3Secret {
+            key_id: "AKIDSTORED".into(),
+            secret: "stored-secret".into(),
+            ..chain
+        };
+        let c = stored.credential_from("s3://b/x", vars).unwrap();
+        assert_eq!((c.key_id.as_str(), c.token), ("AKIDSTORED", None));
     }
 
     #[test]

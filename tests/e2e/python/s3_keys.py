@@ -6,6 +6,8 @@ key, signature and IAM policy, and moraine signs with the DuckDB secret's key an
   refusal, and writes nothing.
 - The right key attaches, commits and reads; a wrong key then still cannot read the lake, and
   leaves its objects exactly as they were.
+- Two secrets covering the lake: the one whose SCOPE is longest signs (a wrong key there fails
+  ATTACH though the bucket-wide secret is right; the other way round ATTACH works).
 - Temporary credentials (an assumed role's key, from the server's STS): with a wrong session
   token, or none, ATTACH fails naming the URL and writes nothing; with the right
   `SESSION_TOKEN` the same key attaches, commits and reads.
@@ -82,6 +84,25 @@ def scenario(moto):
     check("the right key still reads every row",
           db.execute("SELECT count(*), max(i) FROM lake.t").fetchall() == [(4, 10)])
     db.close()
+
+    # ---- two secrets cover the URL: the one with the longest SCOPE signs ----------------------
+    db = s3_connect(moto, secret=False)
+    db.execute(moto.secret_sql(name="bucket_wide", scope=f"s3://{BUCKET}"))
+    db.execute(moto.secret_sql(name="lake_only", scope=META, secret_key="not-the-secret-key"))
+    expect_error("with a wrong key scoped to the lake's URL and the right one to its bucket, "
+                 "the lake's secret signs and ATTACH fails",
+                 lambda: db.execute(ATTACH.replace("READ_WRITE", "READ_ONLY")),
+                 "signaturedoesnotmatch")
+    db.close()
+    db = s3_connect(moto, secret=False)
+    db.execute(moto.secret_sql(name="bucket_wide", scope=f"s3://{BUCKET}",
+                               secret_key="not-the-secret-key"))
+    db.execute(moto.secret_sql(name="lake_only", scope=META))
+    db.execute(ATTACH.replace("READ_WRITE", "READ_ONLY"))
+    check("with the keys the other way round, the lake's secret signs and ATTACH reads",
+          db.execute("SELECT mode FROM moraine_status('lake')").fetchall() == [("reader",)])
+    db.close()
+    check("... and nothing was written", objects(moto) == before)
 
     # ---- temporary credentials: the key of an assumed role and its session token --------------
     key_id, secret_key, token = moto.session
