@@ -211,7 +211,28 @@ class Moto:
 
 
 
-class FaultProxy:
+class _Server:
+    """A loopback listener on a free port that serves each connection in a thread of its own
+    (`_serve`, defined by the subclass) from `_start()` until `stop()`."""
+
+    def _start(self):
+        self.sock = _listen()
+        self.port = self.sock.getsockname()[1]
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self):
+        while True:
+            try:
+                client, _ = self.sock.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._serve, args=(client,), daemon=True).start()
+
+    def stop(self):
+        self.sock.close()
+
+
+class FaultProxy(_Server):
     """A loopback TCP proxy in front of the S3 server that can fail on request.
 
     mode "pass" relays; "drop" closes each connection as it is accepted (and cuts those open);
@@ -226,11 +247,9 @@ class FaultProxy:
     def __init__(self, target_port):
         self.target = ("127.0.0.1", target_port)
         self.mode = "pass"
-        self.sock = _listen()
-        self.port = self.sock.getsockname()[1]
         self.open = []
         self.lock = threading.Lock()
-        threading.Thread(target=self._accept, daemon=True).start()
+        self._start()
 
     @property
     def endpoint(self):
@@ -247,32 +266,27 @@ class FaultProxy:
                         pass
                 self.open = []
 
-    def _accept(self):
+    def _serve(self, client):
         import socket
-        while True:
-            try:
-                client, _ = self.sock.accept()
-            except OSError:
-                return
-            mode = self.mode
-            if mode == "drop":
-                client.close()
-                continue
-            if mode == "hang":
-                with self.lock:
-                    self.open.append(client)
-                continue
-            if mode == "503":
-                threading.Thread(target=self._slow_down, args=(client,), daemon=True).start()
-                continue
-            try:
-                upstream = socket.create_connection(self.target, timeout=10)
-            except OSError:
-                client.close()
-                continue
+        mode = self.mode
+        if mode == "drop":
+            client.close()
+            return
+        if mode == "hang":
             with self.lock:
-                self.open += [client, upstream]
-            _join(client, upstream, answer=self._answer)
+                self.open.append(client)
+            return
+        if mode == "503":
+            self._slow_down(client)
+            return
+        try:
+            upstream = socket.create_connection(self.target, timeout=10)
+        except OSError:
+            client.close()
+            return
+        with self.lock:
+            self.open += [client, upstream]
+        _join(client, upstream, answer=self._answer)
 
     def _answer(self, data):
         """A piece of the server's answer as the mode passes it on: (bytes, whether to stop)."""
@@ -287,13 +301,7 @@ class FaultProxy:
         body = (b"<?xml version=\"1.0\"?><Error><Code>SlowDown</Code>"
                 b"<Message>injected by the test proxy</Message></Error>")
         try:
-            client.settimeout(10)
-            buf = b""
-            while b"\r\n\r\n" not in buf:
-                chunk = client.recv(65536)
-                if not chunk:
-                    break
-                buf += chunk
+            _read_head(client)
             client.sendall(b"HTTP/1.1 503 Slow Down\r\nContent-Type: application/xml\r\n"
                            b"Connection: close\r\nContent-Length: " + str(len(body)).encode()
                            + b"\r\n\r\n" + body)
@@ -334,6 +342,19 @@ def _join(client, server, answer=None):
     may shape the server's side (see `_relay`)."""
     for src, dst, shape in ((client, server, None), (server, client, answer)):
         threading.Thread(target=_relay, args=(src, dst, shape), daemon=True).start()
+
+
+def _read_head(client):
+    """What `client` sends up to the end of its first request's head (all of it if it closes
+    first), waiting at most 10 s for each piece."""
+    client.settimeout(10)
+    head = b""
+    while b"\r\n\r\n" not in head:
+        chunk = client.recv(65536)
+        if not chunk:
+            break
+        head += chunk
+    return head
 
 
 def _listen():
@@ -392,7 +413,7 @@ open(key_path, "wb").write(key.private_bytes(serialization.Encoding.PEM,
     return ca, cert, key
 
 
-class TlsFront:
+class TlsFront(_Server):
     """HTTPS in front of the S3 server: a loopback listener that completes a TLS handshake with
     the given certificate and relays the plain bytes to the server (which then sees the
     client's Host header as sent)."""
@@ -402,19 +423,9 @@ class TlsFront:
         self.target = ("127.0.0.1", target_port)
         self.ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         self.ctx.load_cert_chain(cert, key)
-        self.sock = _listen()
-        self.port = self.sock.getsockname()[1]
         self.handshakes = []  # (server name the client asked for, or None) of each handshake
         self.ctx.sni_callback = lambda conn, server_name, ctx: self.handshakes.append(server_name)
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self):
-        while True:
-            try:
-                client, _ = self.sock.accept()
-            except OSError:
-                return
-            threading.Thread(target=self._serve, args=(client,), daemon=True).start()
+        self._start()
 
     def _serve(self, client):
         import socket
@@ -445,11 +456,8 @@ class TlsFront:
             except OSError:
                 pass
 
-    def stop(self):
-        self.sock.close()
 
-
-class ForwardProxy:
+class ForwardProxy(_Server):
     """An HTTP proxy on loopback for names that only it can resolve: `localhost` and every
     `<name>.localhost` (a virtual-hosted bucket's host) go to 127.0.0.1, any other host is
     refused with 403, so nothing leaves the machine. It serves CONNECT (HTTPS) by tunnelling,
@@ -460,36 +468,22 @@ class ForwardProxy:
 
     def __init__(self, user=None, password=None):
         import base64
-        self.sock = _listen()
-        self.port = self.sock.getsockname()[1]
         self.seen = []
         self.refused = 0
         self.credentials = None if user is None else (
             "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode())
-        threading.Thread(target=self._accept, daemon=True).start()
+        self._start()
 
     @property
     def url(self):
         return f"http://127.0.0.1:{self.port}"
 
-    def _accept(self):
-        while True:
-            try:
-                client, _ = self.sock.accept()
-            except OSError:
-                return
-            threading.Thread(target=self._serve, args=(client,), daemon=True).start()
-
     def _serve(self, client):
         import socket
         try:
-            client.settimeout(10)
-            head = b""
-            while b"\r\n\r\n" not in head:
-                chunk = client.recv(65536)
-                if not chunk:
-                    raise OSError("closed before a request")
-                head += chunk
+            head = _read_head(client)
+            if b"\r\n\r\n" not in head:
+                raise OSError("closed before a request")
             lines = head.split(b"\r\n\r\n", 1)[0].decode("latin-1").split("\r\n")
             method, target = lines[0].split(" ")[:2]
             authority = target if method == "CONNECT" else urllib.parse.urlsplit(target).netloc
@@ -523,6 +517,3 @@ class ForwardProxy:
             client.close()
             return
         _join(client, upstream)
-
-    def stop(self):
-        self.sock.close()
