@@ -382,9 +382,6 @@ pub fn check(d: &Deps) -> Result<(), String> {
 mod tests {
     use super::*;
 
-    /// Strip the stock DuckLake extension's signed footer, write our own
-    /// unsigned one, and LOAD the result into the stock CLI: the real DuckDB
-    /// loader accepts what `footer::append_footer` writes.
     #[test]
     fn a_stamp_names_the_set_and_the_interpreter() {
         let tag = interpreter();
@@ -399,6 +396,9 @@ mod tests {
         assert!(stamp_text().starts_with("duckdb-cli==1.5.5\n"));
     }
 
+    /// Strip the stock DuckLake extension's signed footer, write our own
+    /// unsigned one, and LOAD the result into the stock CLI: the real DuckDB
+    /// loader accepts what `footer::append_footer` writes.
     #[test]
     fn refootered_extension_loads_in_stock_cli() {
         let Some(d) = installed() else {

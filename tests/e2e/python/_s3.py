@@ -5,6 +5,7 @@ A scenario that says `# needs: moto_server` gets MOTO_PYTHONPATH (the pinned mot
 127.0.0.1 on a free port with dummy credentials and nothing else in its environment, and
 `stop()` ends it. Nothing here talks to any address but 127.0.0.1.
 """
+import json
 import os
 import re
 import subprocess
@@ -37,6 +38,34 @@ def secret_sql(endpoint, name="moto", scope=None, key_id=KEY_ID, secret_key=SECR
     return (f"CREATE SECRET {name} (TYPE s3, KEY_ID '{key_id}', SECRET '{secret_key}', "
             f"REGION '{REGION}', ENDPOINT '{endpoint}', URL_STYLE '{url_style}', "
             f"USE_SSL {str(use_ssl).lower()}{scope_sql}{token_sql})")
+
+
+def fresh_process(setup, queries, env=None, timeout=300):
+    """Runs `setup` then `queries` in a new python3 process (a stock DuckDB with DuckLake,
+    moraine and httpfs loaded, `env` its environment, this one's by default, stopped after
+    `timeout` seconds); returns (rows of each query, None), or (None, the error text) when a
+    statement fails. A process that ends any other way raises, with its output."""
+    script = (
+        "import json, sys\n"
+        "sys.path.insert(0, %r)\n"
+        "import duckdb\n"
+        "from _s3 import s3_connect\n"
+        "db = s3_connect(None, secret=False)\n"
+        "try:\n"
+        "    for q in %r: db.execute(q)\n"
+        "    out = [[list(r) for r in db.execute(q).fetchall()] for q in %r]\n"
+        "except duckdb.Error as e:\n"
+        "    print(json.dumps({'error': str(e)}), flush=True); sys.exit(0)\n"
+        "print(json.dumps({'rows': out}, default=str), flush=True)\n"
+    ) % (os.path.dirname(os.path.abspath(__file__)), setup, queries)
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         timeout=timeout, env=os.environ if env is None else env)
+    if out.returncode != 0 or not out.stdout.strip():
+        raise RuntimeError(f"exit {out.returncode}: {out.stdout[-1000:]}\n{out.stderr[-3000:]}")
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    if "error" in got:
+        return None, got["error"]
+    return [[tuple(r) for r in q] for q in got["rows"]], None
 
 
 def s3_connect(moto, endpoint=None, secret=True):
@@ -259,11 +288,7 @@ class FaultProxy(_Server):
         self.mode = mode
         if mode != "pass":
             with self.lock:
-                for s in self.open:
-                    try:
-                        s.close()
-                    except OSError:
-                        pass
+                _close(*self.open)
                 self.open = []
 
     def _serve(self, client):
@@ -314,6 +339,15 @@ class FaultProxy(_Server):
         self.sock.close()
 
 
+def _close(*socks):
+    """Closes each socket, whatever state it is in."""
+    for sock in socks:
+        try:
+            sock.close()
+        except OSError:
+            pass
+
+
 def _relay(src, dst, shape=None):
     """Copies src to dst until either side closes (or `shape`, given each piece, says to stop
     after the bytes it returns), then closes both."""
@@ -330,11 +364,7 @@ def _relay(src, dst, shape=None):
                 break
     except OSError:
         pass
-    for s in (src, dst):
-        try:
-            s.close()
-        except OSError:
-            pass
+    _close(src, dst)
 
 
 def _join(client, server, answer=None):
@@ -450,11 +480,7 @@ class TlsFront(_Server):
                     (upstream if src is tls else tls).sendall(data)
         except (OSError, EOFError):
             pass
-        for sock in (tls, upstream):
-            try:
-                sock.close()
-            except OSError:
-                pass
+        _close(tls, upstream)
 
 
 class ForwardProxy(_Server):

@@ -13,13 +13,10 @@ moto_server on 127.0.0.1, through stock DuckDB 1.5.5, DuckLake and httpfs from P
   was wrong and leaves the bucket as it was, and the same ATTACH works once the cause is gone.
 """
 # needs: moto_server
-import json
 import os
-import subprocess
-import sys
 
 from _harness import TEST_DIR, check, expect_error, finish
-from _s3 import Moto, s3_connect
+from _s3 import Moto, fresh_process, s3_connect
 
 BUCKET = "moraine-lake"
 META = f"s3://{BUCKET}/lake-meta"
@@ -37,20 +34,10 @@ def rows(db, sql):
 
 def in_fresh_process(moto, mode, queries):
     """Runs `queries` in a new python3 process attached with `mode`; returns their rows."""
-    script = (
-        "import json, sys\n"
-        "sys.path.insert(0, %r)\n"
-        "from _s3 import s3_connect\n"
-        "db = s3_connect(None, secret=False)\n"
-        "db.execute(%r)\n"
-        "db.execute(%r)\n"
-        "print(json.dumps([[list(r) for r in db.execute(q).fetchall()] for q in %r], default=str))\n"
-    ) % (os.path.dirname(os.path.abspath(__file__)), moto.secret_sql(), attach_sql(mode), queries)
-    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                         timeout=120, env=os.environ)
-    if out.returncode != 0:
-        raise RuntimeError(out.stderr[-2000:])
-    return [[tuple(r) for r in q] for q in json.loads(out.stdout.strip().splitlines()[-1])]
+    rows, err = fresh_process([moto.secret_sql(), attach_sql(mode)], queries, timeout=120)
+    if err is not None:
+        raise RuntimeError(err)
+    return rows
 
 
 def local_files():

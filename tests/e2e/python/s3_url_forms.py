@@ -17,15 +17,10 @@ prefix. A wrong proxy password, and HTTPS with a certificate moraine does not tr
 ATTACH naming the URL and write nothing.
 """
 # needs: moto_server
-import json
 import os
-import subprocess
-import sys
 
 from _harness import TEST_DIR, check, finish
-from _s3 import ForwardProxy, Moto, TlsFront, tls_files
-
-HERE = os.path.dirname(os.path.abspath(__file__))
+from _s3 import ForwardProxy, Moto, TlsFront, fresh_process, tls_files
 
 WRITE = [
     "CREATE TABLE lake.t (i INTEGER, s VARCHAR)",
@@ -33,10 +28,9 @@ WRITE = [
     "INSERT INTO lake.t SELECT i, 'bulk' FROM range(100, 1100) r(i)",
     "UPDATE lake.t SET s = 'uno' WHERE i = 1",
     "DELETE FROM lake.t WHERE i >= 1000",
-    "SELECT count(*), min(i), max(i), count(*) FILTER (s = 'uno') FROM lake.t",
 ]
-READ = ["SELECT count(*), min(i), max(i), count(*) FILTER (s = 'uno') FROM lake.t",
-        "SELECT mode FROM moraine_status('lake')"]
+COUNT = "SELECT count(*), min(i), max(i), count(*) FILTER (s = 'uno') FROM lake.t"
+READ = [COUNT, "SELECT mode FROM moraine_status('lake')"]
 WANT = [(902, 1, 999, 1)]
 BUCKETS = ["moraine-vhost", "moraine-https", "moraine-https-vhost", "moraine-env-proxy",
            "moraine-untrusted", "moraine-proxy-refused"]
@@ -56,36 +50,13 @@ def in_path(path, bucket):
 
 
 def run(setup, queries, env):
-    """Runs `setup` then `queries` in a fresh python3 process with `env` added to this one's
-    less every proxy variable (the runner's NO_PROXY exempts localhost, and here the proxy
-    must see `*.localhost`; a proxy of the machine's must see nothing); returns (rows of each
-    query, None) or (None, the error text)."""
-    script = (
-        "import json, sys\n"
-        "sys.path.insert(0, %r)\n"
-        "import duckdb\n"
-        "from _harness import connect\n"
-        "from _s3 import HTTPFS\n"
-        "db = connect()\n"
-        "db.execute(f\"LOAD '{HTTPFS}'\")\n"
-        "try:\n"
-        "    for q in %r: db.execute(q)\n"
-        "    out = [[list(r) for r in db.execute(q).fetchall()] for q in %r]\n"
-        "except duckdb.Error as e:\n"
-        "    print(json.dumps({'error': str(e)}), flush=True); sys.exit(0)\n"
-        "print(json.dumps({'rows': out}, default=str), flush=True)\n"
-    ) % (HERE, setup, queries)
+    """`fresh_process` with `env` added to this process's environment less every proxy
+    variable (the runner's NO_PROXY exempts localhost, and here the proxy must see
+    `*.localhost`; a proxy of the machine's must see nothing)."""
     child = {k: v for k, v in os.environ.items()
              if k.lower() not in ("no_proxy", "http_proxy", "https_proxy", "all_proxy")}
     child.update(env)
-    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                         timeout=300, env=child)
-    if out.returncode != 0 or not out.stdout.strip():
-        raise RuntimeError(f"exit {out.returncode}: {out.stdout[-1000:]}\n{out.stderr[-3000:]}")
-    got = json.loads(out.stdout.strip().splitlines()[-1])
-    if "error" in got:
-        return None, got["error"]
-    return [[tuple(r) for r in q] for q in got["rows"]], None
+    return fresh_process(setup, queries, child)
 
 
 def main():
@@ -146,7 +117,7 @@ def scenario(moto, proxy, env_proxy, tls, ca):
         logged = len(moto.requests())
         tunnels_before = len(env_proxy.seen)
         got, err = run(setup + [f"ATTACH 'ducklake:moraine:{meta}' AS lake (DATA_PATH '{data}')"]
-                       + WRITE[:-1], WRITE[-1:] + [setting], env)
+                       + WRITE, [COUNT, setting], env)
         check(f"{name}: a writer creates, inserts, updates and deletes",
               got is not None and got[0] == WANT, err or got)
         via_setting = "HTTP_PROXY" in env or any(q.startswith("SET http_proxy =")
