@@ -247,15 +247,17 @@ impl RowSet {
 #[derive(Clone)]
 struct Entry {
     value: Bytes,
-    /// An inlined chunk's decoded rows, decoded once for every image that shares the entry.
-    chunk: Arc<OnceLock<Arc<Vec<Row>>>>,
+    /// An inlined chunk's decoded rows, decoded once for every image that shares the entry
+    /// (images share entries by sharing the chunks of records that hold them; a copied entry
+    /// keeps the rows decoded before the copy).
+    chunk: OnceLock<Arc<Vec<Row>>>,
 }
 
 impl Entry {
     fn new(value: Bytes) -> Entry {
         Entry {
             value,
-            chunk: Arc::new(OnceLock::new()),
+            chunk: OnceLock::new(),
         }
     }
 

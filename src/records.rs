@@ -46,19 +46,27 @@ impl<V: Clone> Records<V> {
         chunk_records: usize,
     ) -> Self {
         let mut out = Records::with_chunk_records(chunk_records);
-        let mut chunk = BTreeMap::new();
-        for (k, v) in sorted {
-            chunk.insert(k, v);
+        // each chunk is built at once from its sorted records (a bulk build), not key by key
+        let mut chunk = Vec::with_capacity(chunk_records);
+        for record in sorted {
+            chunk.push(record);
             if chunk.len() == chunk_records {
-                out.len += chunk.len();
-                out.chunks.push(Arc::new(std::mem::take(&mut chunk)));
+                out.push_chunk(std::mem::replace(
+                    &mut chunk,
+                    Vec::with_capacity(chunk_records),
+                ));
             }
         }
         if !chunk.is_empty() {
-            out.len += chunk.len();
-            out.chunks.push(Arc::new(chunk));
+            out.push_chunk(chunk);
         }
         out
+    }
+
+    fn push_chunk(&mut self, sorted: Vec<(Vec<u8>, V)>) {
+        let chunk: BTreeMap<Vec<u8>, V> = sorted.into_iter().collect();
+        self.len += chunk.len();
+        self.chunks.push(Arc::new(chunk));
     }
 
     pub(crate) fn len(&self) -> usize {

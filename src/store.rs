@@ -12,7 +12,6 @@ use crate::image::Image;
 use crate::keys;
 use crate::url::{self, StoreUrl};
 use bytes::Bytes;
-use object_store::local::LocalFileSystem;
 use object_store::{ObjectStore, ObjectStoreExt};
 use slatedb::config::{
     DbReaderOptions, FlushOptions, FlushType, GarbageCollectorDirectoryOptions,
@@ -27,6 +26,10 @@ use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::Duration;
 use tracing::Instrument;
 
+mod compactor;
+#[cfg(test)]
+pub(crate) use compactor::START_AFTER as COMPACTOR_START_AFTER;
+mod local;
 mod reclaim;
 pub use reclaim::Reclaimed;
 pub(crate) use reclaim::DEFAULT_RECLAIM_INTERVAL;
@@ -35,7 +38,7 @@ pub(crate) use reclaim::DEFAULT_RECLAIM_INTERVAL;
 /// every WAL object written since the last memtable flush. SlateDB flushes the memtable only
 /// after 4096 WAL flushes or 64 MiB, so a lake of small commits would replay thousands of objects
 /// on every attach; a writer flushes its memtable to L0 itself after this many commits (the
-/// in-process compactor merges the L0 tables).
+/// writer's compactor merges the L0 tables: `compactor.rs`).
 const COMMITS_PER_MEMTABLE_FLUSH: u64 = 64;
 
 /// Value of `sys/format`: the moraine store format this build writes and reads.
@@ -202,6 +205,8 @@ pub struct Store {
     uncheckpointed_since: Mutex<Option<std::time::Instant>>,
     /// A writer's garbage collector (`start_collector`), stopped at close.
     collector: Mutex<Option<tokio::task::JoinHandle<()>>>,
+    /// A writer's compactor (`compactor.rs`), stopped at close.
+    compactor: compactor::WriterCompactor,
     /// The batch of the newest image checkpoint this writer knows of (`u64::MAX`: not read
     /// yet); shared with the background checkpoint.
     checkpointed: Arc<std::sync::atomic::AtomicU64>,
@@ -259,6 +264,8 @@ fn writer_settings() -> Settings {
         manifest_poll_interval: Duration::from_millis(500),
         // moraine runs the collector itself (`start_collector`)
         garbage_collector_options: None,
+        // and the compactor (`compactor.rs`)
+        compactor_options: None,
         ..Settings::default()
     }
 }
@@ -566,7 +573,7 @@ impl Store {
         let (object_store, location): (Arc<dyn ObjectStore>, String) = match &parsed {
             StoreUrl::Local(path) => {
                 check_local_dir(path, read_only)?;
-                let fs = LocalFileSystem::new_with_prefix(path).map_err(|e| {
+                let fs = local::LocalStore::new(path).map_err(|e| {
                     Error::Storage(format!("cannot open directory {}: {e}", path.display()))
                 })?;
                 (Arc::new(fs), path.display().to_string())
@@ -685,7 +692,6 @@ impl Store {
             prefetched.abort();
             crate::sst_cache::shared().drop_scope(cache_scope)
         })?;
-        let writer = matches!(backend, Backend::Writer(..));
         let store = Arc::new(Store {
             url: url.to_string(),
             canonical: canonical.to_string(),
@@ -700,6 +706,7 @@ impl Store {
             prefetched: Mutex::new(Some(prefetched)),
             uncheckpointed_since: Mutex::new(None),
             collector: Mutex::new(None),
+            compactor: Default::default(),
             image: Mutex::new(None),
             commit_lock: Mutex::new(()),
             reclaiming: Mutex::new(()),
@@ -714,11 +721,29 @@ impl Store {
             #[cfg(test)]
             head_reads: Default::default(),
         });
-        if writer {
+        if let Backend::Writer(db, _) = &store.backend {
             *store.collector.lock().unwrap_or_else(|p| p.into_inner()) =
                 Some(start_collector(&store));
+            if compactor::l0_is_filling(db) {
+                store.start_compactor();
+            } else {
+                store.compactor.start_later(&store);
+            }
         }
         Ok(store)
+    }
+
+    /// Whether this writer's compactor runs (tests).
+    #[cfg(test)]
+    pub(crate) fn compactor_running(&self) -> bool {
+        self.compactor.is_running()
+    }
+
+    /// Starts a writer's compactor now, if it is not running yet (`compactor.rs`).
+    pub(crate) fn start_compactor(&self) {
+        if let Backend::Writer(..) = &self.backend {
+            self.compactor.start(&self.object_store, &self.metrics);
+        }
     }
 
     /// The URL this store was opened with.
@@ -985,7 +1010,10 @@ impl Store {
             }
         }
         self.image_unsure.store(false, Ordering::SeqCst);
-        self.commits.fetch_add(1, Ordering::SeqCst);
+        if self.commits.fetch_add(1, Ordering::SeqCst) == 0 {
+            // a writer that commits has work for its compactor
+            self.start_compactor();
+        }
         self.last_commit_micros.store(
             std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
@@ -1298,6 +1326,7 @@ impl Store {
                 if let Some(running) = running {
                     running.abort();
                 }
+                self.compactor.stop().await?;
                 db.close_with_options(slatedb::config::CloseOptions { flush_type: None })
                     .await?;
                 return Ok(());
@@ -1316,7 +1345,12 @@ impl Store {
                 }
             }
             // A writer still holding the lake leaves nothing for the next open to replay: its
-            // memtable goes to L0, and the WAL objects before the new boundary are collected.
+            // memtable goes to L0 (with the compactor running if L0 is filling, so that the
+            // flush never waits on a compactor that is not there), and the WAL objects before
+            // the new boundary are collected.
+            if compactor::l0_is_filling(db) {
+                self.start_compactor();
+            }
             let tidy = status.borrow().close_reason.is_none()
                 && db
                     .flush_with_options(FlushOptions {
@@ -1327,6 +1361,7 @@ impl Store {
                         tracing::warn!("moraine: flushing the memtable at close failed: {e}")
                     })
                     .is_ok();
+            self.compactor.stop().await?;
             self.backend.close().await?;
             if tidy {
                 let admin = slatedb::admin::Admin::builder("", self.object_store.clone()).build();

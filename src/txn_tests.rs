@@ -1140,6 +1140,41 @@ fn memory_stores_are_shared_by_name_across_attaches() {
     assert_eq!(rows_of(&reopened, "ducklake_snapshot", true), vec![snap(0)]);
 }
 
+/// A writer runs SlateDB's compactor from its first commit, or a moment after the open if it
+/// has not committed by then; an attach that reads and leaves sooner never starts one, so it
+/// does not resume a compaction it would abandon (`store/compactor.rs`). Closing stops it.
+#[test]
+fn a_writer_starts_its_compactor_at_its_first_commit_or_a_moment_after_the_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = dir.path().join("lake").to_str().unwrap().to_string();
+    let store = Store::open(&url, false).unwrap();
+    assert!(!store.compactor_running(), "not at the open");
+    init_lake(&store);
+    assert!(store.compactor_running(), "from the first commit");
+    store.close().unwrap();
+    assert!(!store.compactor_running(), "stopped at close");
+    drop(store);
+
+    let store = Store::open(&url, false).unwrap();
+    assert!(!store.compactor_running());
+    assert_eq!(rows_of(&store, "ducklake_snapshot", false), vec![snap(0)]);
+    assert!(!store.compactor_running(), "reading starts nothing");
+    // START_AFTER after the open it runs (waited for with a generous margin: this asserts
+    // that it starts, not how soon)
+    let deadline = std::time::Instant::now() + crate::store::COMPACTOR_START_AFTER * 10;
+    while !store.compactor_running() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert!(store.compactor_running(), "a moment after the open");
+    store.close().unwrap();
+    assert!(!store.compactor_running());
+
+    // a read-only store has none
+    let reader = Store::open(&url, true).unwrap();
+    assert_eq!(rows_of(&reader, "ducklake_snapshot", false), vec![snap(0)]);
+    assert!(!reader.compactor_running());
+}
+
 /// A writer that closes leaves its lake tidy for the next open (RFC 0009, "Storage hygiene"):
 /// the WAL objects its commits wrote are collected, and a checkpoint of its last commit is
 /// there for the next attach, which starts from it.

@@ -322,7 +322,9 @@ impl Store {
             }
         }
 
-        // 6. one sorted run, the last: tombstones and the values they delete are dropped
+        // 6. one sorted run, the last: tombstones and the values they delete are dropped (by
+        // this writer's compactor, which runs from here on if it did not yet)
+        self.start_compactor();
         let compacted = block_on(within(
             self.access.io_timeout * 4,
             &self.url,

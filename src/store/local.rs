@@ -1,0 +1,347 @@
+//! A store in a local directory: object_store's `LocalFileSystem`, with a cheaper listing.
+//!
+//! SlateDB lists whole directories when it opens a store (every manifest, every WAL object),
+//! and a local store keeps its manifests for an hour (`gc_options`), so an attach lists
+//! hundreds of files. `LocalFileSystem` pays three `statx` calls and a URL round trip per file
+//! for that; this listing pays one `statx` per file and builds the same [`ObjectMeta`]s (the
+//! same names, sizes, times and e-tags, in the same order). It covers the names SlateDB and
+//! moraine write (letters, digits, `.`, `-`, `_`, and the `<name>#<digits>` files of writes
+//! under way, which it skips as `LocalFileSystem` does); a directory holding anything else,
+//! or a symbolic link, is listed by `LocalFileSystem` itself. Every other call goes to
+//! `LocalFileSystem` unchanged.
+
+use async_trait::async_trait;
+use futures::stream::{BoxStream, StreamExt};
+use object_store::local::LocalFileSystem;
+use object_store::path::Path;
+use object_store::{
+    CopyOptions, GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta, ObjectStore,
+    PutMultipartOptions, PutOptions, PutPayload, PutResult, RenameOptions, Result,
+};
+use std::ops::Range;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+#[derive(Debug)]
+pub(crate) struct LocalStore {
+    inner: Arc<LocalFileSystem>,
+    root: PathBuf,
+}
+
+impl LocalStore {
+    /// The store in directory `root` (which exists).
+    pub(crate) fn new(root: &std::path::Path) -> Result<LocalStore> {
+        Ok(LocalStore {
+            inner: Arc::new(LocalFileSystem::new_with_prefix(root)?),
+            root: std::fs::canonicalize(root).map_err(|source| object_store::Error::Generic {
+                store: "LocalFileSystem",
+                source: Box::new(source),
+            })?,
+        })
+    }
+
+    /// The objects under `prefix` (after `offset`), or `None` when the fast listing does not
+    /// cover what it found (the caller then asks `LocalFileSystem`).
+    fn list_fast(
+        root: &std::path::Path,
+        prefix: Option<&Path>,
+        offset: Option<&Path>,
+    ) -> Option<Vec<ObjectMeta>> {
+        let mut dir = root.to_path_buf();
+        let mut location = String::new();
+        if let Some(prefix) = prefix {
+            for part in prefix.parts() {
+                if !plain_name(part.as_ref()) {
+                    return None;
+                }
+                dir.push(part.as_ref());
+                location.push_str(part.as_ref());
+                location.push('/');
+            }
+        }
+        let mut out = Vec::new();
+        // depth first, each directory's entries in the order the file system gives them (as
+        // walkdir visits them)
+        walk(&dir, &location, offset, &mut out)?;
+        Some(out)
+    }
+}
+
+/// A name the fast listing maps to a path part as `LocalFileSystem` does: unchanged.
+fn plain_name(name: &str) -> bool {
+    !name.is_empty()
+        && !name.starts_with('.')
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b'_'))
+}
+
+/// A file `LocalFileSystem` hides from listings: one it is writing (`<name>#<digits>`).
+fn staged_upload(name: &str) -> bool {
+    match name.split_once('#') {
+        Some((_, suffix)) => !suffix.is_empty() && suffix.bytes().all(|b| b.is_ascii_digit()),
+        None => false,
+    }
+}
+
+fn walk(
+    dir: &std::path::Path,
+    location: &str,
+    offset: Option<&Path>,
+    out: &mut Vec<ObjectMeta>,
+) -> Option<()> {
+    let entries = match std::fs::read_dir(dir) {
+        Ok(e) => e,
+        // nothing under the prefix, or a directory deleted while it was listed: nothing there
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Some(()),
+        // (a prefix naming a file, among others)
+        Err(_) => return None,
+    };
+    for entry in entries {
+        let entry = match entry {
+            Ok(e) => e,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(_) => return None,
+        };
+        let name = entry.file_name();
+        let name = name.to_str()?;
+        let file_type = entry.file_type().ok()?;
+        if file_type.is_symlink() {
+            return None;
+        }
+        if file_type.is_dir() {
+            if !plain_name(name) {
+                return None;
+            }
+            walk(&entry.path(), &format!("{location}{name}/"), offset, out)?;
+            continue;
+        }
+        if staged_upload(name) {
+            continue;
+        }
+        if !file_type.is_file() || !plain_name(name) {
+            return None;
+        }
+        let path = Path::from(format!("{location}{name}"));
+        if offset.is_some_and(|o| path <= *o) {
+            continue;
+        }
+        let metadata = match entry.metadata() {
+            Ok(m) => m,
+            // deleted since the directory was read
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(_) => return None,
+        };
+        out.push(object_meta(path, &metadata)?);
+    }
+    Some(())
+}
+
+/// What `LocalFileSystem` says of a file: its size, modification time and e-tag
+/// (`"<inode>-<mtime in microseconds>-<size>"` in hex).
+fn object_meta(location: Path, metadata: &std::fs::Metadata) -> Option<ObjectMeta> {
+    use std::os::unix::fs::MetadataExt;
+    let modified = metadata.modified().ok()?;
+    let micros = modified
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_micros())
+        .unwrap_or_default();
+    Some(ObjectMeta {
+        location,
+        last_modified: modified.into(),
+        size: metadata.len(),
+        e_tag: Some(format!(
+            "\"{:x}-{:x}-{:x}\"",
+            metadata.ino(),
+            micros,
+            metadata.len()
+        )),
+        version: None,
+    })
+}
+
+impl std::fmt::Display for LocalStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.inner.fmt(f)
+    }
+}
+
+#[async_trait]
+impl ObjectStore for LocalStore {
+    async fn put_opts(
+        &self,
+        location: &Path,
+        payload: PutPayload,
+        opts: PutOptions,
+    ) -> Result<PutResult> {
+        self.inner.put_opts(location, payload, opts).await
+    }
+
+    async fn put_multipart_opts(
+        &self,
+        location: &Path,
+        opts: PutMultipartOptions,
+    ) -> Result<Box<dyn MultipartUpload>> {
+        self.inner.put_multipart_opts(location, opts).await
+    }
+
+    async fn get_opts(&self, location: &Path, options: GetOptions) -> Result<GetResult> {
+        self.inner.get_opts(location, options).await
+    }
+
+    async fn get_ranges(
+        &self,
+        location: &Path,
+        ranges: &[Range<u64>],
+    ) -> Result<Vec<bytes::Bytes>> {
+        self.inner.get_ranges(location, ranges).await
+    }
+
+    fn delete_stream(
+        &self,
+        locations: BoxStream<'static, Result<Path>>,
+    ) -> BoxStream<'static, Result<Path>> {
+        self.inner.delete_stream(locations)
+    }
+
+    fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, Result<ObjectMeta>> {
+        self.list_from(prefix, None)
+    }
+
+    fn list_with_offset(
+        &self,
+        prefix: Option<&Path>,
+        offset: &Path,
+    ) -> BoxStream<'static, Result<ObjectMeta>> {
+        self.list_from(prefix, Some(offset))
+    }
+
+    async fn list_with_delimiter(&self, prefix: Option<&Path>) -> Result<ListResult> {
+        self.inner.list_with_delimiter(prefix).await
+    }
+
+    async fn copy_opts(&self, from: &Path, to: &Path, options: CopyOptions) -> Result<()> {
+        self.inner.copy_opts(from, to, options).await
+    }
+
+    async fn rename_opts(&self, from: &Path, to: &Path, options: RenameOptions) -> Result<()> {
+        self.inner.rename_opts(from, to, options).await
+    }
+}
+
+impl LocalStore {
+    fn list_from(
+        &self,
+        prefix: Option<&Path>,
+        offset: Option<&Path>,
+    ) -> BoxStream<'static, Result<ObjectMeta>> {
+        let (inner, root) = (self.inner.clone(), self.root.clone());
+        let (prefix, offset) = (prefix.cloned(), offset.cloned());
+        futures::stream::once(async move {
+            let listed = {
+                let (prefix, offset) = (prefix.clone(), offset.clone());
+                tokio::task::spawn_blocking(move || {
+                    LocalStore::list_fast(&root, prefix.as_ref(), offset.as_ref())
+                })
+                .await
+                .ok()
+                .flatten()
+            };
+            match listed {
+                Some(objects) => futures::stream::iter(objects.into_iter().map(Ok)).boxed(),
+                None => match &offset {
+                    Some(o) => inner.list_with_offset(prefix.as_ref(), o),
+                    None => inner.list(prefix.as_ref()),
+                },
+            }
+        })
+        .flatten()
+        .boxed()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use futures::TryStreamExt;
+    use object_store::ObjectStoreExt;
+
+    async fn listed(
+        store: &dyn ObjectStore,
+        prefix: Option<&str>,
+        offset: Option<&str>,
+    ) -> Vec<ObjectMeta> {
+        let prefix = prefix.map(Path::from);
+        let mut out: Vec<ObjectMeta> = match offset {
+            Some(o) => store.list_with_offset(prefix.as_ref(), &Path::from(o)),
+            None => store.list(prefix.as_ref()),
+        }
+        .try_collect()
+        .await
+        .unwrap();
+        out.sort_by(|a, b| a.location.cmp(&b.location));
+        out
+    }
+
+    #[test]
+    fn lists_what_local_file_system_lists() {
+        tokio::runtime::Runtime::new()
+            .unwrap()
+            .block_on(lists_alike());
+    }
+
+    async fn lists_alike() {
+        let dir = tempfile::tempdir().unwrap();
+        let fs = LocalFileSystem::new_with_prefix(dir.path()).unwrap();
+        let fast = LocalStore::new(dir.path()).unwrap();
+        for (name, body) in [
+            ("manifest/00000000000000000001.manifest", "a"),
+            ("manifest/00000000000000000002.manifest", "bb"),
+            ("wal/00000000000000000007.sst", "ccc"),
+            ("compacted/01M8V4N2METQ3MEGE3199A4E6B.sst", "dddd"),
+            ("moraine/image/00000000000000000151", "e"),
+            ("gc/manifest.boundary", "f"),
+            ("top", "g"),
+        ] {
+            fs.put(&Path::from(name), body.into()).await.unwrap();
+        }
+        // a write under way, as LocalFileSystem stages it, is listed by neither
+        std::fs::write(
+            dir.path().join("manifest/00000000000000000003.manifest#1"),
+            "x",
+        )
+        .unwrap();
+        // a directory the prefix names that does not exist lists nothing
+        for (prefix, offset) in [
+            (None, None),
+            (Some("manifest"), None),
+            (Some("moraine"), None),
+            (Some("moraine/image"), None),
+            (Some("absent"), None),
+            (Some("top"), None),
+            (
+                Some("manifest"),
+                Some("manifest/00000000000000000001.manifest"),
+            ),
+            (None, Some("manifest/00000000000000000001.manifest")),
+        ] {
+            let want = listed(&fs, prefix, offset).await;
+            let got = listed(&fast, prefix, offset).await;
+            assert_eq!(got, want, "prefix {prefix:?} offset {offset:?}");
+        }
+        assert_eq!(listed(&fast, Some("manifest"), None).await.len(), 2);
+        // a name the fast listing does not map (a space) is listed by LocalFileSystem itself
+        std::fs::write(dir.path().join("wal/odd name"), "y").unwrap();
+        assert!(LocalStore::list_fast(&fast.root, Some(&Path::from("wal")), None).is_none());
+        let want = listed(&fs, Some("wal"), None).await;
+        assert_eq!(want.len(), 2);
+        assert_eq!(listed(&fast, Some("wal"), None).await, want);
+        // as does a directory holding a symbolic link
+        std::os::unix::fs::symlink(dir.path().join("top"), dir.path().join("gc/link")).unwrap();
+        assert!(LocalStore::list_fast(&fast.root, Some(&Path::from("gc")), None).is_none());
+        assert_eq!(
+            listed(&fast, Some("gc"), None).await,
+            listed(&fs, Some("gc"), None).await
+        );
+    }
+}
