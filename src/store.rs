@@ -724,7 +724,7 @@ impl Store {
         if let Backend::Writer(db, _) = &store.backend {
             *store.collector.lock().unwrap_or_else(|p| p.into_inner()) =
                 Some(start_collector(&store));
-            if compactor::l0_is_filling(db) {
+            if compactor::l0_is_full(db) {
                 store.start_compactor();
             } else {
                 store.compactor.start_later(&store);
@@ -741,8 +741,11 @@ impl Store {
 
     /// Starts a writer's compactor now, if it is not running yet (`compactor.rs`).
     pub(crate) fn start_compactor(&self) {
-        if let Backend::Writer(..) = &self.backend {
-            self.compactor.start(&self.object_store, &self.metrics);
+        if let Backend::Writer(_, status) = &self.backend {
+            // a fenced writer's compactor would fence the newer writer's
+            if status.borrow().close_reason.is_none() {
+                self.compactor.start(&self.object_store, &self.metrics);
+            }
         }
     }
 
@@ -1010,10 +1013,10 @@ impl Store {
             }
         }
         self.image_unsure.store(false, Ordering::SeqCst);
-        if self.commits.fetch_add(1, Ordering::SeqCst) == 0 {
-            // a writer that commits has work for its compactor
-            self.start_compactor();
-        }
+        self.commits.fetch_add(1, Ordering::SeqCst);
+        // a writer that commits has work for its compactor (started at the first commit, and
+        // again if it stopped on an error)
+        self.start_compactor();
         self.last_commit_micros.store(
             std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
@@ -1326,7 +1329,7 @@ impl Store {
                 if let Some(running) = running {
                     running.abort();
                 }
-                self.compactor.stop().await?;
+                self.compactor.stop().await;
                 db.close_with_options(slatedb::config::CloseOptions { flush_type: None })
                     .await?;
                 return Ok(());
@@ -1345,10 +1348,10 @@ impl Store {
                 }
             }
             // A writer still holding the lake leaves nothing for the next open to replay: its
-            // memtable goes to L0 (with the compactor running if L0 is filling, so that the
-            // flush never waits on a compactor that is not there), and the WAL objects before
-            // the new boundary are collected.
-            if compactor::l0_is_filling(db) {
+            // memtable goes to L0 (with the compactor running if L0 is full, so that the flush
+            // never waits on a compactor that is not there), and the WAL objects before the new
+            // boundary are collected.
+            if compactor::l0_is_full(db) {
                 self.start_compactor();
             }
             let tidy = status.borrow().close_reason.is_none()
@@ -1361,7 +1364,7 @@ impl Store {
                         tracing::warn!("moraine: flushing the memtable at close failed: {e}")
                     })
                     .is_ok();
-            self.compactor.stop().await?;
+            self.compactor.stop().await;
             self.backend.close().await?;
             if tidy {
                 let admin = slatedb::admin::Admin::builder("", self.object_store.clone()).build();

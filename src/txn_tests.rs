@@ -1155,10 +1155,14 @@ fn a_writer_starts_its_compactor_at_its_first_commit_or_a_moment_after_the_open(
     assert!(!store.compactor_running(), "stopped at close");
     drop(store);
 
+    let opened = std::time::Instant::now();
     let store = Store::open(&url, false).unwrap();
-    assert!(!store.compactor_running());
     assert_eq!(rows_of(&store, "ducklake_snapshot", false), vec![snap(0)]);
-    assert!(!store.compactor_running(), "reading starts nothing");
+    let running = store.compactor_running();
+    // (only if this machine did all that within the delay)
+    if opened.elapsed() < crate::store::COMPACTOR_START_AFTER {
+        assert!(!running, "reading starts nothing");
+    }
     // START_AFTER after the open it runs (waited for with a generous margin: this asserts
     // that it starts, not how soon)
     let deadline = std::time::Instant::now() + crate::store::COMPACTOR_START_AFTER * 10;

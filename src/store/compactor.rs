@@ -8,17 +8,20 @@
 //! same compactor (`Compactor`, SlateDB's default options, the same object store and metrics)
 //! beside it, started by whichever comes first:
 //!
-//! - the writer's first commit (once it is acknowledged);
+//! - the writer's first commit (once it is acknowledged; every later commit starts it again
+//!   if it stopped on an error);
 //! - [`START_AFTER`] after the open;
 //! - a reclaim, which hands its compaction to this compactor;
-//! - L0 holding half of the SSTs SlateDB allows before it makes a memtable flush wait for
+//! - L0 holding as many SSTs as SlateDB allows before it makes a memtable flush wait for a
 //!   compaction (checked at the open and before the close flushes the memtable), so that a
-//!   writer never waits on a compactor that is not running.
+//!   flush never waits on a compactor that is not running. (SlateDB's scheduler lets L0 grow
+//!   to several SSTs before it compacts them, so a lower threshold would start the compactor
+//!   at nearly every open of a lake in use, which is what this module avoids.)
 //!
-//! It stops when the store closes, before SlateDB does.
+//! A writer that another writer fenced starts none (it could fence the newer writer's). It
+//! stops when the store closes, before SlateDB does.
 
 use super::*;
-use slatedb::compactor::Compactor;
 use slatedb::config::CompactorOptions;
 use slatedb::CompactorBuilder;
 
@@ -38,13 +41,18 @@ enum Slot {
     Waiting,
     /// Not started; the timer that will start it.
     Timer(tokio::task::JoinHandle<()>),
-    /// Running: the compactor, to stop it, and the task that runs it.
-    Running(Box<Compactor>, tokio::task::JoinHandle<()>),
+    /// Started: what tells its task to stop it, and the task (finished if the compactor
+    /// stopped by itself, on an error).
+    Running {
+        stop: tokio::sync::oneshot::Sender<()>,
+        task: tokio::task::JoinHandle<()>,
+    },
     Stopped,
 }
 
 impl WriterCompactor {
-    /// Starts the compactor unless it runs already (or the store has closed).
+    /// Starts the compactor unless it runs already or the store has closed; one that stopped on
+    /// an error is started again.
     pub(crate) fn start(
         &self,
         object_store: &Arc<dyn ObjectStore>,
@@ -52,26 +60,40 @@ impl WriterCompactor {
     ) {
         let mut slot = self.slot.lock().unwrap_or_else(|p| p.into_inner());
         match &*slot {
-            Slot::Running(..) | Slot::Stopped => return,
+            Slot::Running { task, .. } if !task.is_finished() => return,
+            Slot::Stopped => return,
             Slot::Timer(timer) => timer.abort(),
-            Slot::Waiting => {}
+            Slot::Running { .. } | Slot::Waiting => {}
         }
         let _enter = runtime().enter();
         let compactor = CompactorBuilder::new("", object_store.clone())
             .with_options(CompactorOptions::default())
             .with_metrics_recorder(metrics.clone())
             .build();
-        let running = compactor.clone();
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let task = runtime().spawn(
             async move {
-                // a compactor fenced by a newer writer's stops here; its writer is fenced too
-                if let Err(e) = running.run().await {
-                    tracing::warn!("moraine: the compactor stopped: {e}");
+                let run = Box::pin(compactor.run());
+                match futures::future::select(run, stopped).await {
+                    futures::future::Either::Left((Ok(()), _)) => {}
+                    futures::future::Either::Left((Err(e), _)) => {
+                        tracing::warn!("moraine: the compactor stopped: {e}");
+                    }
+                    // told to stop (or its store is gone): the run is dropped where it waits,
+                    // before its tasks are registered or while it joins them, and the tasks it
+                    // registered are shut down (a stop that came before them would find none
+                    // and leave the run to register them unstopped)
+                    futures::future::Either::Right((_, run)) => {
+                        drop(run);
+                        if let Err(e) = compactor.stop().await {
+                            tracing::debug!("moraine: stopping the compactor: {e}");
+                        }
+                    }
                 }
             }
             .instrument(tracing::debug_span!("moraine.compactor")),
         );
-        *slot = Slot::Running(Box::new(compactor), task);
+        *slot = Slot::Running { stop, task };
     }
 
     /// Starts the compactor [`START_AFTER`] from now unless something starts it sooner.
@@ -90,34 +112,36 @@ impl WriterCompactor {
         }
     }
 
+    /// Whether the compactor was started and has not stopped.
     #[cfg(test)]
     pub(crate) fn is_running(&self) -> bool {
         matches!(
             &*self.slot.lock().unwrap_or_else(|p| p.into_inner()),
-            Slot::Running(..)
+            Slot::Running { task, .. } if !task.is_finished()
         )
     }
 
-    /// Stops the compactor (a compaction under way is abandoned, as SlateDB's close does).
-    pub(crate) async fn stop(&self) -> Result<()> {
+    /// Stops the compactor (a compaction under way is abandoned, as SlateDB's close does); it
+    /// is not started again. A compactor that failed is logged, never a reason not to close.
+    pub(crate) async fn stop(&self) {
         let slot = std::mem::replace(
             &mut *self.slot.lock().unwrap_or_else(|p| p.into_inner()),
             Slot::Stopped,
         );
         match slot {
             Slot::Timer(timer) => timer.abort(),
-            Slot::Running(compactor, task) => {
-                compactor.stop().await?;
+            Slot::Running { stop, task } => {
+                let _ = stop.send(());
                 let _ = task.await;
             }
             Slot::Waiting | Slot::Stopped => {}
         }
-        Ok(())
     }
 }
 
-/// Whether L0 holds enough SSTs that the compactor should run now: half of what SlateDB
-/// allows before a memtable flush waits for a compaction.
-pub(crate) fn l0_is_filling(db: &Db) -> bool {
-    db.manifest().l0().len() * 2 >= writer_settings().l0_max_ssts
+/// Whether a memtable flush would wait for a compaction: L0 holds as many SSTs as SlateDB
+/// allows (its check counts flushes under way too; a close flushes once, and a writer that
+/// commits runs its compactor anyway).
+pub(crate) fn l0_is_full(db: &Db) -> bool {
+    db.manifest().l0().len() >= writer_settings().l0_max_ssts
 }

@@ -133,6 +133,10 @@ const COMPACTION_ATTEMPTS: u32 = 5;
 /// writer's compactor; returns how many there were. A submission the compactor refuses (one of
 /// its own compactions took some of them meanwhile) is planned again, a few times.
 async fn compact_everything(admin: &slatedb::admin::Admin) -> Result<u64> {
+    // a compactor that has just started creates the compactions file a submission needs
+    while admin.read_compactions(None).await?.is_none() {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     for _ in 0..COMPACTION_ATTEMPTS {
         // one at a time: the compactor runs two compactions into the same sorted run only by
         // panicking (a compaction of an earlier writer, resumed, and a reclaim's)
@@ -233,6 +237,9 @@ impl Store {
                 self.url
             )));
         };
+        // its compaction (step 6) is run by this writer's compactor, which runs from here on
+        // (before the memtable flushes of step 5 add to L0)
+        self.start_compactor();
         let writer = self.checkpointer().expect("a writer has a checkpointer");
         let admin = slatedb::admin::Admin::builder("", self.object_store.clone()).build();
         let (objects_before, bytes_before) =
@@ -322,9 +329,7 @@ impl Store {
             }
         }
 
-        // 6. one sorted run, the last: tombstones and the values they delete are dropped (by
-        // this writer's compactor, which runs from here on if it did not yet)
-        self.start_compactor();
+        // 6. one sorted run, the last: tombstones and the values they delete are dropped
         let compacted = block_on(within(
             self.access.io_timeout * 4,
             &self.url,
