@@ -1,10 +1,9 @@
 //! A writer's compactor, started when the writer has work for it rather than with the open.
 //!
 //! SlateDB's compactor, built into `Db::open`, resumes any compaction an earlier writer left
-//! unfinished as soon as it starts. A process that attaches, reads and detaches (most
-//! attaches: DuckLake's readers in writer mode, a notebook's first query) then spends its
-//! first hundred milliseconds sharing the CPU with a compaction it abandons at close, and
-//! starts it again the next time. So moraine opens SlateDB without its compactor and runs the
+//! unfinished as soon as it starts. A process that attaches, reads and detaches (a short query
+//! session, a notebook's first query) then spends its first hundred milliseconds sharing the
+//! CPU with a compaction it abandons at close, and starts it again the next time. So moraine opens SlateDB without its compactor and runs the
 //! same compactor (`Compactor`, SlateDB's default options, the same object store and metrics)
 //! beside it, started by whichever comes first:
 //!

@@ -29,14 +29,16 @@ pub(crate) struct LocalStore {
 }
 
 impl LocalStore {
-    /// The store in directory `root` (which exists).
+    /// The store in directory `root` (which exists). Both listings start from the same
+    /// canonical directory: `LocalFileSystem` is given the one this listing uses.
     pub(crate) fn new(root: &std::path::Path) -> Result<LocalStore> {
+        let root = std::fs::canonicalize(root).map_err(|source| object_store::Error::Generic {
+            store: "LocalFileSystem",
+            source: Box::new(source),
+        })?;
         Ok(LocalStore {
-            inner: Arc::new(LocalFileSystem::new_with_prefix(root)?),
-            root: std::fs::canonicalize(root).map_err(|source| object_store::Error::Generic {
-                store: "LocalFileSystem",
-                source: Box::new(source),
-            })?,
+            inner: Arc::new(LocalFileSystem::new_with_prefix(&root)?),
+            root,
         })
     }
 
@@ -272,15 +274,14 @@ mod tests {
         offset: Option<&str>,
     ) -> Vec<ObjectMeta> {
         let prefix = prefix.map(Path::from);
-        let mut out: Vec<ObjectMeta> = match offset {
+        // in the order listed: the fast listing keeps walkdir's
+        match offset {
             Some(o) => store.list_with_offset(prefix.as_ref(), &Path::from(o)),
             None => store.list(prefix.as_ref()),
         }
         .try_collect()
         .await
-        .unwrap();
-        out.sort_by(|a, b| a.location.cmp(&b.location));
-        out
+        .unwrap()
     }
 
     #[test]
@@ -330,6 +331,9 @@ mod tests {
             assert_eq!(got, want, "prefix {prefix:?} offset {offset:?}");
         }
         assert_eq!(listed(&fast, Some("manifest"), None).await.len(), 2);
+        // (the listing compared above was the fast one, not the fallback)
+        let fast_root = LocalStore::list_fast(&fast.root, None, None).expect("listed fast");
+        assert_eq!(fast_root, listed(&fs, None, None).await);
         // a name the fast listing does not map (a space) is listed by LocalFileSystem itself
         std::fs::write(dir.path().join("wal/odd name"), "y").unwrap();
         assert!(LocalStore::list_fast(&fast.root, Some(&Path::from("wal")), None).is_none());
