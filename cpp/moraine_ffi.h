@@ -173,6 +173,10 @@ void moraine_mat_cell(const MoraineMat *mat, size_t row, size_t col, MoraineCell
 // a cell there is not an integer or NULL (then read cell by cell).
 bool moraine_mat_ints(const MoraineMat *mat, size_t start, size_t count, size_t col, int64_t *values,
                       uint8_t *valid);
+// Another handle on the same materialization, narrowed the same way; free it separately.
+MoraineMat *moraine_mat_clone(const MoraineMat *mat);
+// Whether two handles read the same materialization (however each was narrowed).
+bool moraine_mat_same(const MoraineMat *a, const MoraineMat *b);
 void moraine_mat_free(MoraineMat *mat);
 
 // Row buffers filled by sinks: push ncols cells per row.

@@ -8,7 +8,10 @@
 #include "duckdb/planner/expression/bound_constant_expression.hpp"
 #include "duckdb/planner/expression/bound_operator_expression.hpp"
 #include "duckdb/planner/operator/logical_get.hpp"
+#include "duckdb/storage/statistics/numeric_stats.hpp"
 #include "duckdb/storage/table_storage_info.hpp"
+
+#include <algorithm>
 
 namespace duckdb {
 
@@ -27,6 +30,11 @@ TableStorageInfo MoraineTableEntry::GetStorageInfo(ClientContext &context) {
 struct MoraineScanBindData : public TableFunctionData {
 	MoraineScanBindData(MoraineTableEntry &table) : table(table) {
 	}
+	~MoraineScanBindData() override {
+		if (narrowed) {
+			moraine_mat_free(narrowed);
+		}
+	}
 	MoraineTableEntry &table;
 	//! Set when a pushed-down filter admits only rows with end_snapshot NULL or > this value.
 	optional_idx end_snapshot_floor;
@@ -37,6 +45,12 @@ struct MoraineScanBindData : public TableFunctionData {
 	vector<pair<idx_t, vector<int64_t>>> selections;
 	//! Conjuncts `column <op> constant` (<, <=, >, >=) on integer columns, as [lo, hi] bounds.
 	vector<pair<idx_t, pair<int64_t, int64_t>>> ranges;
+	//! The rows narrowed by the selections, kept for the planning callbacks (cardinality, each
+	//! column's statistics) and the scan, which all read the same materialization; narrowed
+	//! again when the transaction's materialization changed (it staged a write to the table).
+	mutable mutex narrowed_lock;
+	mutable MoraineMat *narrowed = nullptr;
+	mutable bool narrowed_history = false;
 };
 
 //! The committed history holds only versions that ended at or before head. A scan whose filter
@@ -296,12 +310,26 @@ static MoraineMat *MoraineScanRows(MoraineTxn *txn, const MoraineScanBindData &b
 	if (!mat) {
 		return nullptr;
 	}
+	if (bind_data.selections.empty() && bind_data.ranges.empty()) {
+		return mat;
+	}
+	lock_guard<mutex> guard(bind_data.narrowed_lock);
+	if (bind_data.narrowed && bind_data.narrowed_history == need_history &&
+	    moraine_mat_same(bind_data.narrowed, mat)) {
+		moraine_mat_free(mat);
+		return moraine_mat_clone(bind_data.narrowed);
+	}
 	for (auto &selection : bind_data.selections) {
 		moraine_mat_select(mat, selection.first, selection.second.data(), selection.second.size());
 	}
 	for (auto &range : bind_data.ranges) {
 		moraine_mat_select_range(mat, range.first, range.second.first, range.second.second);
 	}
+	if (bind_data.narrowed) {
+		moraine_mat_free(bind_data.narrowed);
+	}
+	bind_data.narrowed = moraine_mat_clone(mat);
+	bind_data.narrowed_history = need_history;
 	return mat;
 }
 
@@ -321,6 +349,88 @@ static unique_ptr<NodeStatistics> MoraineScanCardinality(ClientContext &context,
 		auto rows = NumericCast<idx_t>(moraine_mat_len(mat));
 		moraine_mat_free(mat);
 		return make_uniq<NodeStatistics>(rows, rows);
+	} catch (std::exception &) {
+		return nullptr;
+	}
+}
+
+//! A value of `column` that no pushed-down selection or range on it admits, if there is one.
+static bool OutsideFilters(const MoraineScanBindData &bind_data, idx_t column, int64_t &out) {
+	for (auto &selection : bind_data.selections) {
+		if (selection.first != column) {
+			continue;
+		}
+		auto &values = selection.second;
+		int64_t candidate = 0;
+		// a value that is none of them: one past the largest, or one below the smallest
+		if (!values.empty()) {
+			auto max = *std::max_element(values.begin(), values.end());
+			auto min = *std::min_element(values.begin(), values.end());
+			if (max < NumericLimits<int64_t>::Maximum()) {
+				candidate = max + 1;
+			} else if (min > NumericLimits<int64_t>::Minimum()) {
+				candidate = min - 1;
+			} else {
+				continue;
+			}
+		}
+		out = candidate;
+		return true;
+	}
+	for (auto &range : bind_data.ranges) {
+		if (range.first != column) {
+			continue;
+		}
+		auto lo = range.second.first, hi = range.second.second;
+		if (hi < NumericLimits<int64_t>::Maximum()) {
+			out = hi + 1;
+			return true;
+		}
+		if (lo > NumericLimits<int64_t>::Minimum()) {
+			out = lo - 1;
+			return true;
+		}
+	}
+	return false;
+}
+
+//! Column statistics for DuckDB's optimizer, only for a scan that will emit no row (its table is
+//! empty in this transaction, or the pushed-down selections leave nothing). Statistics of no
+//! rows hold whatever they say, so a BIGINT column that a pushed-down filter narrowed reports a
+//! single value that filter rejects: DuckDB then folds the filter to false and drops the scan,
+//! and the join above it, for an empty result, as it does for its own catalogs' empty tables
+//! (DuckLake's delete-file join, on a table without delete files, is one). Other columns report
+//! no values. A scan that emits rows reports nothing: DuckDB assumes any value. Like the
+//! cardinality, this reads the materialization the scan will read; an error is left for the
+//! scan to report.
+static unique_ptr<BaseStatistics> MoraineScanStatistics(ClientContext &context, const FunctionData *bind_data_p,
+                                                        column_t column_id) {
+	auto &bind_data = bind_data_p->Cast<MoraineScanBindData>();
+	if (IsRowIdColumnId(column_id) || IsVirtualColumn(column_id) || column_id == COLUMN_IDENTIFIER_EMPTY) {
+		return nullptr;
+	}
+	try {
+		auto txn = MoraineTransaction::Get(context, bind_data.table.catalog).Txn();
+		MoraineError err {nullptr, 0, MORAINE_ERROR_NONE};
+		auto mat = MoraineScanRows(txn, bind_data, ScanNeedsHistory(txn, bind_data), err);
+		if (!mat) {
+			MoraineTakeError(err);
+			return nullptr;
+		}
+		auto rows = moraine_mat_len(mat);
+		moraine_mat_free(mat);
+		if (rows != 0) {
+			return nullptr;
+		}
+		auto &type = bind_data.table.GetColumn(LogicalIndex(column_id)).Type();
+		auto stats = BaseStatistics::CreateEmpty(type);
+		int64_t rejected;
+		if (type.id() == LogicalTypeId::BIGINT && OutsideFilters(bind_data, column_id, rejected)) {
+			NumericStats::SetMin(stats, Value::BIGINT(rejected));
+			NumericStats::SetMax(stats, Value::BIGINT(rejected));
+			stats.SetHasNoNull();
+		}
+		return stats.ToUnique();
 	} catch (std::exception &) {
 		return nullptr;
 	}
@@ -437,6 +547,7 @@ TableFunction MoraineTableEntry::GetScanFunction(ClientContext &context, unique_
 	function.projection_pushdown = true;
 	function.pushdown_complex_filter = MoraineScanPushdown;
 	function.cardinality = MoraineScanCardinality;
+	function.statistics = MoraineScanStatistics;
 	function.get_bind_info = MoraineScanBindInfo;
 	function.dynamic_to_string = MoraineScanDynamicToString;
 	function.serialize = MoraineScanSerialize;

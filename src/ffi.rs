@@ -59,7 +59,8 @@ pub struct MoraineTxn(Mutex<Transaction>);
 /// selected (ascending), which keep their rowids.
 pub struct MoraineMat {
     mat: Arc<Materialized>,
-    selection: Option<Vec<u32>>,
+    /// Shared by the copies of a narrowed scan ([`moraine_mat_clone`]).
+    selection: Option<Arc<Vec<u32>>>,
 }
 
 impl MoraineMat {
@@ -69,12 +70,12 @@ impl MoraineMat {
         let Some(chosen) = chosen else {
             return;
         };
-        self.selection = Some(match self.selection.take() {
+        self.selection = Some(Arc::new(match self.selection.take() {
             None => chosen,
             Some(before) => {
                 // both ascending: merge
                 let (mut out, mut j) = (Vec::new(), 0);
-                for p in before {
+                for &p in before.iter() {
                     while j < chosen.len() && chosen[j] < p {
                         j += 1;
                     }
@@ -84,7 +85,7 @@ impl MoraineMat {
                 }
                 out
             }
-        });
+        }));
     }
 
     /// The cell at column `col` of the `index`-th selected row; `None` past the end or the row.
@@ -926,6 +927,24 @@ unsafe fn mat_ints(
         }
     }
     true
+}
+
+/// Another handle on the same materialization, narrowed the same way (the selection is shared,
+/// not copied): a scan's planning callbacks narrow once and hand out copies.
+#[no_mangle]
+pub unsafe extern "C" fn moraine_mat_clone(mat: *const MoraineMat) -> *mut MoraineMat {
+    let mat = &*mat;
+    Box::into_raw(Box::new(MoraineMat {
+        mat: mat.mat.clone(),
+        selection: mat.selection.clone(),
+    }))
+}
+
+/// Whether two handles read the same materialization (one transaction's rows of one table,
+/// until it stages a write to that table), however each was narrowed.
+#[no_mangle]
+pub unsafe extern "C" fn moraine_mat_same(a: *const MoraineMat, b: *const MoraineMat) -> bool {
+    Arc::ptr_eq(&(*a).mat, &(*b).mat)
 }
 
 #[no_mangle]

@@ -405,7 +405,7 @@ fn start_collector(store: &Arc<Store>) -> tokio::task::JoinHandle<()> {
 /// sends a reader whose next manifest was collected back to listing: a reader probes for the
 /// manifest after the last one it read, and without the boundary, finding it gone, would take
 /// its last one for the latest. So without the boundary manifests are kept for an hour, and
-/// never collected at close.
+/// collected at close only once that old.
 fn gc_options(boundary_files: bool) -> GarbageCollectorOptions {
     let every = |secs: u64| GarbageCollectorDirectoryOptions {
         interval: None,
@@ -415,7 +415,11 @@ fn gc_options(boundary_files: bool) -> GarbageCollectorOptions {
     GarbageCollectorOptions {
         wal_options: Some(every(10)),
         // without the boundary, an hour (see above)
-        manifest_options: Some(every(if boundary_files { 60 } else { 3600 })),
+        manifest_options: Some(if boundary_files {
+            every(60)
+        } else {
+            every(MANIFEST_AGE_WITHOUT_BOUNDARY.as_secs())
+        }),
         compactions_options: Some(every(60)),
         boundary_files_enabled: boundary_files,
         object_store_max_retries: Some(GC_RETRIES),
@@ -423,12 +427,29 @@ fn gc_options(boundary_files: bool) -> GarbageCollectorOptions {
     }
 }
 
+/// How many WAL objects an open now would replay: SlateDB replays every one after its
+/// manifest's replay point, including the empty object each writer's open writes to fence the
+/// writer before it (this writer's own fence took the id the manifest still calls next).
+pub(crate) fn replay_backlog(db: &Db) -> u64 {
+    let manifest = db.manifest();
+    manifest
+        .next_wal_sst_id()
+        .saturating_sub(manifest.replay_after_wal_id())
+}
+
+/// A writer's close moves the replay point when the next open would otherwise replay this many
+/// WAL objects or more: at most one small L0 SST per this many opens that committed nothing,
+/// and no open reads more than about this many objects of WAL.
+pub(crate) const REPLAY_BACKLOG_LIMIT: u64 = 8;
+
 /// What a writer's clean close collects after flushing its memtable, whatever their age: the
 /// WAL objects before the new replay boundary, the compactor's old job states and, where the
-/// store keeps SlateDB's boundary objects, the manifests before the latest. Every open lists
-/// those directories several times (SlateDB lists a directory to find its latest object), so
-/// the next open lists only what is live. A reader that lists a manifest and finds it gone
-/// when it reads it lists again (SlateDB's manifest store does).
+/// store keeps SlateDB's boundary objects, the manifests before the latest (without them, the
+/// manifests older than the hour [`gc_options`] keeps them for: a writer that never stays open
+/// for a collector pass would otherwise leave every manifest it wrote). Every open lists those
+/// directories several times (SlateDB lists a directory to find its latest object), so the
+/// next open lists only what is live. A reader that lists a manifest and finds it gone when it
+/// reads it lists again (SlateDB's manifest store does).
 fn gc_at_close(boundary_files: bool) -> GarbageCollectorOptions {
     let now = || {
         Some(GarbageCollectorDirectoryOptions {
@@ -440,7 +461,15 @@ fn gc_at_close(boundary_files: bool) -> GarbageCollectorOptions {
     GarbageCollectorOptions {
         wal_options: now(),
         // without the boundary a reader could miss a manifest collected this soon (see above)
-        manifest_options: if boundary_files { now() } else { None },
+        manifest_options: if boundary_files {
+            now()
+        } else {
+            Some(GarbageCollectorDirectoryOptions {
+                interval: None,
+                min_age: MANIFEST_AGE_WITHOUT_BOUNDARY,
+                dry_run: false,
+            })
+        },
         compactions_options: now(),
         wal_fence_options: None,
         compacted_options: None,
@@ -450,6 +479,10 @@ fn gc_at_close(boundary_files: bool) -> GarbageCollectorOptions {
         ..GarbageCollectorOptions::default()
     }
 }
+
+/// How long manifests are kept on a store without SlateDB's boundary objects (see
+/// [`gc_options`]).
+const MANIFEST_AGE_WITHOUT_BOUNDARY: Duration = Duration::from_secs(3600);
 
 /// How often a reader polls the writer's manifest and WAL unless the attach says otherwise
 /// (DuckDB's `moraine_reader_poll_interval` setting): its freshness (RFC 0009).
@@ -1354,7 +1387,17 @@ impl Store {
             if compactor::l0_is_full(db) {
                 self.start_compactor();
             }
-            let tidy = status.borrow().close_reason.is_none()
+            let holding = status.borrow().close_reason.is_none();
+            if holding && replay_backlog(db) >= REPLAY_BACKLOG_LIMIT {
+                // SlateDB moves the replay point only when it flushes a memtable holding
+                // something, so writers that commit nothing (one that only queries) each leave
+                // their open's fence in the WAL for every later open to read: give the flush one
+                // record, the store's unchanged format marker
+                if let Err(e) = db.put(keys::sys_format(), STORE_FORMAT.as_bytes()).await {
+                    tracing::warn!("moraine: writing the replay marker at close failed: {e}");
+                }
+            }
+            let tidy = holding
                 && db
                     .flush_with_options(FlushOptions {
                         flush_type: FlushType::MemTable,

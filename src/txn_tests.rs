@@ -1215,6 +1215,91 @@ fn a_closed_writer_leaves_a_checkpoint_and_no_wal_to_replay() {
     );
 }
 
+/// Each writer's open writes an empty WAL object to fence the writer before it, and SlateDB
+/// moves its replay point only when it flushes a memtable holding something. Writers that
+/// commit nothing (attach, query, detach) therefore left every fence for each later open to
+/// read, one more per attach; a close now moves the replay point once the backlog reaches
+/// `REPLAY_BACKLOG_LIMIT`, so the WAL an open reads stays bounded however many such writers came.
+/// (The empty fence objects themselves stay: SlateDB collects them only in its fence mode, which
+/// moraine leaves off, see RFC 0009.)
+#[test]
+fn writers_that_commit_nothing_leave_a_bounded_wal_to_replay() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("lake");
+    let url = path.to_str().unwrap().to_string();
+    // the WAL objects an open replays: those after the replay point
+    let to_replay = |after: u64| {
+        std::fs::read_dir(path.join("wal"))
+            .unwrap()
+            .filter_map(|e| {
+                let name = e.unwrap().file_name().into_string().unwrap();
+                name.strip_suffix(".sst")?.parse::<u64>().ok()
+            })
+            .filter(|id| *id > after)
+            .count() as u64
+    };
+    let store = new_lake(&url);
+    commit_table(&store, 1, 1, "t1");
+    let head = store.head().unwrap();
+    let before = everything(&store);
+    drop(store);
+    let limit = crate::store::REPLAY_BACKLOG_LIMIT;
+    let mut most = 0;
+    for _ in 0..3 * limit {
+        let store = Store::open(&url, false).unwrap();
+        let crate::store::Backend::Writer(db, _) = &store.backend else {
+            panic!("a writer")
+        };
+        let backlog = crate::store::replay_backlog(db);
+        assert_eq!(backlog, to_replay(db.manifest().replay_after_wal_id()));
+        most = most.max(backlog);
+        assert_eq!(store.head().unwrap(), head, "the marker changes no data");
+        drop(store);
+    }
+    assert!(most <= limit, "an open replayed {most} WAL objects");
+    let store = Store::open(&url, false).unwrap();
+    assert_eq!(everything(&store), before, "the same records");
+}
+
+/// A local directory keeps SlateDB's manifests for an hour (it has no boundary objects, see
+/// `gc_options`), and only a writer's collector, which makes its first pass after ten seconds,
+/// collected them: writers that never stay that long left every manifest they wrote, and every
+/// open lists them all. A close now collects those older than the hour.
+#[test]
+fn a_close_collects_the_manifests_older_than_an_hour_on_a_local_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("lake");
+    let url = path.to_str().unwrap().to_string();
+    let manifests = || std::fs::read_dir(path.join("manifest")).unwrap().count();
+    let store = new_lake(&url);
+    commit_table(&store, 1, 1, "t1");
+    drop(store);
+    for _ in 0..5 {
+        drop(Store::open(&url, false).unwrap());
+    }
+    let written = manifests();
+    assert!(written >= 5, "{written} manifests");
+    // the young ones stay
+    drop(Store::open(&url, false).unwrap());
+    assert!(manifests() > written, "young manifests are kept");
+    // make them all two hours old
+    let old = std::time::SystemTime::now() - std::time::Duration::from_secs(7200);
+    for e in std::fs::read_dir(path.join("manifest")).unwrap() {
+        let f = std::fs::File::options()
+            .write(true)
+            .open(e.unwrap().path())
+            .unwrap();
+        f.set_modified(old).unwrap();
+    }
+    let store = Store::open(&url, false).unwrap();
+    let head = store.head().unwrap();
+    drop(store);
+    // what is left: the latest of the old ones (SlateDB keeps the latest) and this session's
+    assert!(manifests() <= 4, "{} manifests left", manifests());
+    let store = Store::open(&url, false).unwrap();
+    assert_eq!(store.head().unwrap(), head);
+}
+
 #[test]
 fn a_local_directory_store_reopens_with_the_same_data() {
     let dir = tempfile::tempdir().unwrap();
