@@ -51,6 +51,16 @@ struct MoraineScanBindData : public TableFunctionData {
 	mutable mutex narrowed_lock;
 	mutable MoraineMat *narrowed = nullptr;
 	mutable bool narrowed_history = false;
+	//! How many selections and ranges the kept narrowing applied (DuckDB's statistics
+	//! propagation can push more after the cardinality was asked for).
+	mutable idx_t narrowed_filters = 0;
+
+	//! A plan over moraine's rows holds for its own transaction only (its cardinality and
+	//! statistics, e.g. an empty result, were read from that transaction's rows): DuckDB rebinds
+	//! it for every execution, whatever the catalog reports about its version.
+	bool SupportStatementCache() const override {
+		return false;
+	}
 };
 
 //! The committed history holds only versions that ended at or before head. A scan whose filter
@@ -314,8 +324,9 @@ static MoraineMat *MoraineScanRows(MoraineTxn *txn, const MoraineScanBindData &b
 		return mat;
 	}
 	lock_guard<mutex> guard(bind_data.narrowed_lock);
+	auto filters = bind_data.selections.size() + bind_data.ranges.size();
 	if (bind_data.narrowed && bind_data.narrowed_history == need_history &&
-	    moraine_mat_same(bind_data.narrowed, mat)) {
+	    bind_data.narrowed_filters == filters && moraine_mat_same(bind_data.narrowed, mat)) {
 		moraine_mat_free(mat);
 		return moraine_mat_clone(bind_data.narrowed);
 	}
@@ -330,6 +341,7 @@ static MoraineMat *MoraineScanRows(MoraineTxn *txn, const MoraineScanBindData &b
 	}
 	bind_data.narrowed = moraine_mat_clone(mat);
 	bind_data.narrowed_history = need_history;
+	bind_data.narrowed_filters = filters;
 	return mat;
 }
 

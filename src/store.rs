@@ -1387,14 +1387,24 @@ impl Store {
             if compactor::l0_is_full(db) {
                 self.start_compactor();
             }
-            let holding = status.borrow().close_reason.is_none();
+            let mut holding = status.borrow().close_reason.is_none();
+            let mut unmarked = false;
             if holding && replay_backlog(db) >= REPLAY_BACKLOG_LIMIT {
                 // SlateDB moves the replay point only when it flushes a memtable holding
                 // something, so writers that commit nothing (one that only queries) each leave
                 // their open's fence in the WAL for every later open to read: give the flush one
-                // record, the store's unchanged format marker
-                if let Err(e) = db.put(keys::sys_format(), STORE_FORMAT.as_bytes()).await {
-                    tracing::warn!("moraine: writing the replay marker at close failed: {e}");
+                // record, the store's unchanged format marker, durable first so that the replay
+                // point the flush records is past it
+                let marked = async {
+                    let handle = db.put(keys::sys_format(), STORE_FORMAT.as_bytes()).await?;
+                    db.flush().await?;
+                    handle.await_durable().await
+                };
+                if let Err(e) = marked.await {
+                    // (a writer fenced without knowing it learns it here: nothing to tidy)
+                    tracing::debug!("moraine: writing the replay marker at close failed: {e}");
+                    holding = false;
+                    unmarked = true;
                 }
             }
             let tidy = holding
@@ -1408,7 +1418,14 @@ impl Store {
                     })
                     .is_ok();
             self.compactor.stop().await;
-            self.backend.close().await?;
+            match self.backend.close().await {
+                // the marker's failure closed SlateDB with its reason (fenced, most likely);
+                // every commit this writer acknowledged was durable already
+                Err(e) if unmarked => {
+                    tracing::debug!("moraine: closing after the replay marker failed: {e}")
+                }
+                closed => closed?,
+            }
             if tidy {
                 let admin = slatedb::admin::Admin::builder("", self.object_store.clone()).build();
                 if let Err(e) = admin.run_gc_once(gc_at_close(self.boundary_files)).await {
