@@ -201,8 +201,18 @@ fn keys_decode_or_refuse() {
                 // what decodes, re-encodes to the same bytes (keys order the store)
                 assert_eq!(keys::encode_key(&decoded), input);
                 for max in 0..=decoded.len() {
-                    let (lead, _) = keys::decode_leading(input, max).expect("a prefix decodes");
+                    let (lead, len) = keys::decode_leading(input, max).expect("a prefix decodes");
                     assert_eq!(lead[..], decoded[..max.min(decoded.len())]);
+                    // the undecoded segments are those cells, encoded
+                    let raw = keys::raw_segments(input, max).expect("a prefix splits");
+                    assert_eq!(raw.len(), lead.len());
+                    assert_eq!(raw.concat(), &input[..len]);
+                    for (segment, cell) in raw.iter().zip(&lead) {
+                        assert_eq!(*segment, keys::encode_key(std::slice::from_ref(cell)));
+                        if let Cell::Text(t) = cell {
+                            assert!(keys::segment_is_text(segment, t) || t.contains('\0'));
+                        }
+                    }
                 }
             }
         },

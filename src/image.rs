@@ -330,32 +330,33 @@ fn place_of(key: &[u8]) -> Result<Place> {
             String::from_utf8_lossy(key)
         ))
     };
-    // at most: lake, <l>, inline, <schema>, <table>
-    let (segments, _) = keys::decode_leading(key, 5)?;
-    let text = |i: usize| match segments.get(i) {
-        Some(Cell::Text(s)) => Some(s.as_str()),
-        _ => None,
-    };
-    let at = if text(0) == Some("lake") { 2 } else { 0 };
-    if at == 0 && text(0) == Some("image") {
+    // at most: lake, <l>, inline, <schema>, <table>; compared and copied still encoded (the
+    // encoding is canonical), as every read and every commit's key goes through here
+    let segments = keys::raw_segments(key, 5)?;
+    let text = |i: usize, t: &str| segments.get(i).is_some_and(|s| keys::segment_is_text(s, t));
+    let at = if text(0, "lake") { 2 } else { 0 };
+    if at == 0 && text(0, "image") {
         return Ok(Place::Image);
     }
-    let depth = match text(at) {
-        Some("sys") | Some("snapshot") | Some("head") => 1,
-        Some("current") => 2,
-        Some("inline") => 3,
-        Some("history") => {
-            let mut live = segments[..at].to_vec();
-            live.push(Cell::Text("current".into()));
-            live.push(segments.get(at + 1).cloned().ok_or_else(outside)?);
-            return Ok(Place::History(keys::encode_key(&live)));
-        }
-        _ => return Err(outside()),
+    let depth = if text(at, "sys") || text(at, "snapshot") || text(at, "head") {
+        1
+    } else if text(at, "current") {
+        2
+    } else if text(at, "inline") {
+        3
+    } else if text(at, "history") {
+        let table = segments.get(at + 1).ok_or_else(outside)?;
+        let mut live: Vec<u8> = segments[..at].concat();
+        live.extend_from_slice(&keys::Key::new().s("current").into_bytes());
+        live.extend_from_slice(table);
+        return Ok(Place::History(live));
+    } else {
+        return Err(outside());
     };
     if segments.len() < at + depth {
         return Err(outside());
     }
-    let (_, len) = keys::decode_leading(key, at + depth)?;
+    let len: usize = segments[..at + depth].iter().map(|s| s.len()).sum();
     Ok(Place::Space(key[..len].to_vec()))
 }
 

@@ -33,7 +33,7 @@ impl Key {
 
     /// Append a text segment.
     pub fn s(mut self, v: &str) -> Self {
-        push_cell(&mut self.0, &Cell::Text(v.to_string()));
+        push_escaped(&mut self.0, TAG_TEXT, v.as_bytes());
         self
     }
 
@@ -131,6 +131,59 @@ pub fn encode_key(cells: &[Cell]) -> Vec<u8> {
 /// Decode a key written by [`encode_key`] / [`Key`] back into its segments.
 pub fn decode_key(b: &[u8]) -> Result<Vec<Cell>> {
     Ok(decode_leading(b, usize::MAX)?.0)
+}
+
+/// The encoded bytes of the segment `key` starts with (tag included), without decoding it.
+fn segment_len(key: &[u8]) -> Result<usize> {
+    let bad = |what: &str| Error::Corrupt(format!("malformed key: {what}"));
+    let (&tag, rest) = key.split_first().ok_or_else(|| bad("empty segment"))?;
+    let body = match tag {
+        TAG_NULL => 0,
+        TAG_BOOL => 1,
+        TAG_INT | TAG_FLOAT => 8,
+        TAG_TEXT | TAG_BLOB => {
+            let mut i = 0;
+            loop {
+                match rest.get(i) {
+                    None => return Err(bad("unterminated string")),
+                    Some(0) => match rest.get(i + 1) {
+                        Some(0xFF) => i += 2,
+                        Some(0x01) => break i + 2,
+                        _ => return Err(bad("unterminated string")),
+                    },
+                    Some(_) => i += 1,
+                }
+            }
+        }
+        t => return Err(bad(&format!("unknown segment tag {t}"))),
+    };
+    if rest.len() < body {
+        return Err(bad("truncated segment"));
+    }
+    Ok(1 + body)
+}
+
+/// The first `max` segments of `key` (fewer if it has fewer), each still encoded (tag
+/// included): for code that only compares or copies segments, without decoding their cells.
+pub fn raw_segments(key: &[u8], max: usize) -> Result<Vec<&[u8]>> {
+    let mut out = Vec::with_capacity(max.min(8));
+    let mut pos = 0;
+    while pos < key.len() && out.len() < max {
+        let len = segment_len(&key[pos..])?;
+        out.push(&key[pos..pos + len]);
+        pos += len;
+    }
+    Ok(out)
+}
+
+/// Whether an encoded segment (see [`raw_segments`]) is the text `text`.
+pub fn segment_is_text(segment: &[u8], text: &str) -> bool {
+    let t = text.as_bytes();
+    segment.len() == t.len() + 3
+        && segment[0] == TAG_TEXT
+        && &segment[1..1 + t.len()] == t
+        && segment.ends_with(&[0x00, 0x01])
+        && !t.contains(&0)
 }
 
 /// Decode at most `max` leading segments of a key; also returns how many bytes they take, so

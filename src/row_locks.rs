@@ -29,7 +29,7 @@ impl RowLocks {
     pub(crate) fn acquire(
         &self,
         owner: u64,
-        rows: &[Vec<u8>],
+        rows: Vec<Vec<u8>>,
         taken: &mut Vec<Vec<u8>>,
     ) -> Result<(), usize> {
         let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
@@ -39,9 +39,11 @@ impl RowLocks {
         {
             return Err(i);
         }
+        held.reserve(rows.len());
+        taken.reserve(rows.len());
         for r in rows {
             if held.insert(r.clone(), owner).is_none() {
-                taken.push(r.clone());
+                taken.push(r);
             }
         }
         Ok(())
@@ -68,19 +70,19 @@ mod tests {
         let (a, b) = (locks.owner(), locks.owner());
         let (mut ta, mut tb) = (Vec::new(), Vec::new());
         let rows = vec![b"r1".to_vec(), b"r2".to_vec()];
-        assert_eq!(locks.acquire(a, &rows, &mut ta), Ok(()));
+        assert_eq!(locks.acquire(a, rows.clone(), &mut ta), Ok(()));
         assert_eq!(
-            locks.acquire(a, &rows, &mut ta),
+            locks.acquire(a, rows.clone(), &mut ta),
             Ok(()),
             "re-taking its own rows is fine"
         );
         assert_eq!(ta.len(), 2);
         // all or nothing: r3 is not taken when r2 is held elsewhere
         let more = vec![b"r3".to_vec(), b"r2".to_vec()];
-        assert_eq!(locks.acquire(b, &more, &mut tb), Err(1));
+        assert_eq!(locks.acquire(b, more.clone(), &mut tb), Err(1));
         assert!(tb.is_empty());
         locks.release(a, &ta);
-        assert_eq!(locks.acquire(b, &more, &mut tb), Ok(()));
+        assert_eq!(locks.acquire(b, more.clone(), &mut tb), Ok(()));
         assert_eq!(tb.len(), 2);
     }
 }

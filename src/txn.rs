@@ -610,11 +610,11 @@ impl Transaction {
     /// another open transaction of this process already deleted (or updated) is a conflict now,
     /// not at commit (see `row_locks`). Like DuckDB, deletes conflict with deletes and updates
     /// with updates; SlateDB catches any other overlap at commit.
-    fn lock_rows(
+    fn lock_rows<'a>(
         &mut self,
         schema: &str,
         table: &str,
-        ids: &[Vec<u8>],
+        ids: impl ExactSizeIterator<Item = &'a [u8]>,
         delete: bool,
     ) -> Result<()> {
         let (tag, what) = if delete {
@@ -622,10 +622,16 @@ impl Transaction {
         } else {
             (b'U', "update")
         };
-        let held: Vec<Vec<u8>> = ids.iter().map(|id| [&[tag][..], id].concat()).collect();
+        let mut held = Vec::with_capacity(ids.len());
+        for id in ids {
+            let mut lock = Vec::with_capacity(id.len() + 1);
+            lock.push(tag);
+            lock.extend_from_slice(id);
+            held.push(lock);
+        }
         self.store
             .row_locks
-            .acquire(self.owner, &held, &mut self.locked)
+            .acquire(self.owner, held, &mut self.locked)
             .map_err(|_| {
                 Error::Conflict(format!(
                     "Conflict on tuple {what}: a row of {schema}.{table} was already {} by \
@@ -684,7 +690,7 @@ impl Transaction {
             .iter()
             .map(|(_, old)| Self::identity(schema, table, old))
             .collect();
-        self.lock_rows(schema, table, &ids, false)?;
+        self.lock_rows(schema, table, ids.iter().map(|id| &id[..]), false)?;
         self.invalidate(schema, table);
         if !self.deleted.is_empty() {
             // a row an update makes again is a new row to delete
@@ -728,8 +734,7 @@ impl Transaction {
             let id = Self::identity(schema, table, &old);
             staged.push((rowid, old, id));
         }
-        let ids: Vec<Vec<u8>> = staged.iter().map(|(_, _, id)| id.clone()).collect();
-        self.lock_rows(schema, table, &ids, true)?;
+        self.lock_rows(schema, table, staged.iter().map(|(_, _, id)| &id[..]), true)?;
         self.invalidate(schema, table);
         for (rowid, old, id) in staged {
             if self.touched.contains_key(&rowid) || !self.deleted.insert(id) {

@@ -1,7 +1,7 @@
 //! A commit's write set (RFC 0006): the final value of every key the commit touches, over the
 //! committed image it began on.
 
-use crate::catalog::SnapshotRecord;
+use crate::catalog::{SnapshotHalf, SnapshotRecord};
 use crate::error::Result;
 use crate::image::Image;
 use crate::keys;
@@ -83,6 +83,25 @@ impl<'a> WriteSet<'a> {
             Some(v) => SnapshotRecord::decode(&v),
             None => Ok(SnapshotRecord::default()),
         }
+    }
+
+    /// Whether the snapshot record `id` holds its `half`, without decoding the record's cells.
+    pub(crate) async fn has_snapshot_half(
+        &self,
+        lake: &str,
+        id: i64,
+        half: SnapshotHalf,
+    ) -> Result<bool> {
+        let key = keys::snapshot(lake, id);
+        let bytes = match self.pending.get(&key) {
+            Some(Some(v)) => bytes::Bytes::copy_from_slice(v),
+            Some(None) => return Ok(false),
+            None => match self.image.get(self.store, &key).await? {
+                Some(b) => b,
+                None => return Ok(false),
+            },
+        };
+        Ok(SnapshotRecord::half_record(&bytes, half)?.is_some())
     }
 
     pub(crate) fn put_snapshot_record(&mut self, lake: &str, id: i64, rec: &SnapshotRecord) {

@@ -116,8 +116,7 @@ impl Deletes {
         if half == SnapshotHalf::Changes && self.snapshots.contains(&lake_sid) {
             return Ok(()); // carried away with its snapshot's record
         }
-        let rec = ws.snapshot_record(&def.schema, sid).await?;
-        if rec.half(half).is_none() {
+        if !ws.has_snapshot_half(&def.schema, sid, half).await? {
             return Err(vanished(def, old, &Kind::Snapshot(half)));
         }
         match half {
