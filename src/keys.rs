@@ -137,13 +137,13 @@ pub fn decode_key(b: &[u8]) -> Result<Vec<Cell>> {
 fn segment_len(key: &[u8]) -> Result<usize> {
     let bad = |what: &str| Error::Corrupt(format!("malformed key: {what}"));
     let (&tag, rest) = key.split_first().ok_or_else(|| bad("empty segment"))?;
-    let body = match tag {
-        TAG_NULL => 0,
-        TAG_BOOL => 1,
-        TAG_INT | TAG_FLOAT => 8,
+    let (body, truncated) = match tag {
+        TAG_NULL => (0, ""),
+        TAG_BOOL => (1, "truncated bool"),
+        TAG_INT | TAG_FLOAT => (8, "truncated number"),
         TAG_TEXT | TAG_BLOB => {
             let mut i = 0;
-            loop {
+            let end = loop {
                 match rest.get(i) {
                     None => return Err(bad("unterminated string")),
                     Some(0) => match rest.get(i + 1) {
@@ -153,12 +153,13 @@ fn segment_len(key: &[u8]) -> Result<usize> {
                     },
                     Some(_) => i += 1,
                 }
-            }
+            };
+            (end, "")
         }
         t => return Err(bad(&format!("unknown segment tag {t}"))),
     };
     if rest.len() < body {
-        return Err(bad("truncated segment"));
+        return Err(bad(truncated));
     }
     Ok(1 + body)
 }
@@ -189,69 +190,57 @@ pub fn segment_is_text(segment: &[u8], text: &str) -> bool {
 /// Decode at most `max` leading segments of a key; also returns how many bytes they take, so
 /// `&key[..len]` is the key prefix of exactly those segments.
 pub fn decode_leading(key: &[u8], max: usize) -> Result<(Vec<Cell>, usize)> {
-    let bad = |what: &str| Error::Corrupt(format!("malformed key: {what}"));
-    let mut b = key;
     let mut out = Vec::new();
-    while let Some((&tag, rest)) = b.split_first() {
-        if out.len() == max {
-            break;
-        }
-        b = rest;
-        match tag {
-            TAG_NULL => out.push(Cell::Null),
-            TAG_BOOL => {
-                let (&v, rest) = b.split_first().ok_or_else(|| bad("truncated bool"))?;
-                b = rest;
-                out.push(Cell::Bool(match v {
-                    0 => false,
-                    1 => true,
-                    _ => return Err(bad(&format!("bool byte {v}"))),
-                }));
-            }
-            TAG_INT | TAG_FLOAT => {
-                if b.len() < 8 {
-                    return Err(bad("truncated number"));
-                }
-                let mut a = [0u8; 8];
-                a.copy_from_slice(&b[..8]);
-                b = &b[8..];
-                let u = u64::from_be_bytes(a);
-                if tag == TAG_INT {
-                    out.push(Cell::Int((u ^ (1u64 << 63)) as i64));
-                } else {
-                    let bits = if u >> 63 == 1 { u ^ (1u64 << 63) } else { !u };
-                    out.push(Cell::Float(f64::from_bits(bits)));
-                }
-            }
-            TAG_TEXT | TAG_BLOB => {
-                let mut v = Vec::new();
-                loop {
-                    match b {
-                        [0x00, 0xFF, rest @ ..] => {
-                            v.push(0);
-                            b = rest;
-                        }
-                        [0x00, 0x01, rest @ ..] => {
-                            b = rest;
-                            break;
-                        }
-                        [x, rest @ ..] if *x != 0 => {
-                            v.push(*x);
-                            b = rest;
-                        }
-                        _ => return Err(bad("unterminated string")),
-                    }
-                }
-                out.push(if tag == TAG_TEXT {
-                    Cell::Text(String::from_utf8(v).map_err(|_| bad("text is not UTF-8"))?)
-                } else {
-                    Cell::Blob(v)
-                });
-            }
-            t => return Err(bad(&format!("unknown segment tag {t}"))),
-        }
+    let mut pos = 0;
+    while pos < key.len() && out.len() < max {
+        let len = segment_len(&key[pos..])?;
+        out.push(decode_segment(&key[pos..pos + len])?);
+        pos += len;
     }
-    Ok((out, key.len() - b.len()))
+    Ok((out, pos))
+}
+
+/// The cell of one whole segment, as [`segment_len`] delimited it (so its length is right for
+/// its tag and a text or blob ends with its terminator, every NUL in it escaped).
+fn decode_segment(segment: &[u8]) -> Result<Cell> {
+    let bad = |what: &str| Error::Corrupt(format!("malformed key: {what}"));
+    let body = &segment[1..];
+    Ok(match segment[0] {
+        TAG_NULL => Cell::Null,
+        TAG_BOOL => Cell::Bool(match body[0] {
+            0 => false,
+            1 => true,
+            v => return Err(bad(&format!("bool byte {v}"))),
+        }),
+        tag @ (TAG_INT | TAG_FLOAT) => {
+            let mut a = [0u8; 8];
+            a.copy_from_slice(body);
+            let u = u64::from_be_bytes(a);
+            if tag == TAG_INT {
+                Cell::Int((u ^ (1u64 << 63)) as i64)
+            } else {
+                let bits = if u >> 63 == 1 { u ^ (1u64 << 63) } else { !u };
+                Cell::Float(f64::from_bits(bits))
+            }
+        }
+        tag => {
+            // text or blob: drop the terminator, and the 0xFF after each escaped NUL
+            let escaped = &body[..body.len() - 2];
+            let mut v = Vec::with_capacity(escaped.len());
+            let mut bytes = escaped.iter();
+            while let Some(&b) = bytes.next() {
+                v.push(b);
+                if b == 0 {
+                    bytes.next();
+                }
+            }
+            if tag == TAG_TEXT {
+                Cell::Text(String::from_utf8(v).map_err(|_| bad("text is not UTF-8"))?)
+            } else {
+                Cell::Blob(v)
+            }
+        }
+    })
 }
 
 // ---------------------------------------------------------------------------------------------

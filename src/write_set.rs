@@ -92,16 +92,10 @@ impl<'a> WriteSet<'a> {
         id: i64,
         half: SnapshotHalf,
     ) -> Result<bool> {
-        let key = keys::snapshot(lake, id);
-        let bytes = match self.pending.get(&key) {
-            Some(Some(v)) => bytes::Bytes::copy_from_slice(v),
-            Some(None) => return Ok(false),
-            None => match self.image.get(self.store, &key).await? {
-                Some(b) => b,
-                None => return Ok(false),
-            },
-        };
-        Ok(SnapshotRecord::half_record(&bytes, half)?.is_some())
+        match self.get(&keys::snapshot(lake, id)).await? {
+            Some(v) => Ok(SnapshotRecord::half_record(&v.into(), half)?.is_some()),
+            None => Ok(false),
+        }
     }
 
     pub(crate) fn put_snapshot_record(&mut self, lake: &str, id: i64, rec: &SnapshotRecord) {
