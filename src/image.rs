@@ -243,6 +243,34 @@ impl RowSet {
     }
 }
 
+/// A value computed once, by whichever caller asks first; a caller asking meanwhile waits for
+/// it instead of computing it again (the image's background warm-up and a query's first read
+/// of the same table do the work once). A failure is not kept: the next caller tries again.
+struct Once<T>(Mutex<Option<T>>);
+
+impl<T: Clone> Once<T> {
+    fn new() -> Self {
+        Once(Mutex::new(None))
+    }
+
+    fn get_or_try(&self, compute: impl FnOnce() -> Result<T>) -> Result<T> {
+        let mut slot = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(v) = slot.as_ref() {
+            return Ok(v.clone());
+        }
+        let v = compute()?;
+        *slot = Some(v.clone());
+        Ok(v)
+    }
+}
+
+/// A space as the checkpoint an image was read from holds it, decoded on first use, once for
+/// every image that shares the checkpoint.
+struct Section {
+    bytes: Bytes,
+    decoded: Once<Arc<Space>>,
+}
+
 /// One stored record.
 #[derive(Clone)]
 struct Entry {
@@ -274,15 +302,18 @@ impl Entry {
 #[derive(Default)]
 struct Space {
     entries: Records<Entry>,
-    /// (table name, with history) -> rows in scan order
-    served: Mutex<HashMap<(String, bool), Arc<RowSet>>>,
+    /// table name -> its live rows in scan order
+    live: Mutex<HashMap<String, Arc<Once<Arc<RowSet>>>>>,
+    /// table name -> its live rows and ended versions in scan order
+    with_history: Mutex<HashMap<String, Arc<RowSet>>>,
 }
 
 impl Space {
     fn with_entries(entries: Records<Entry>) -> Space {
         Space {
             entries,
-            served: Mutex::new(HashMap::new()),
+            live: Mutex::new(HashMap::new()),
+            with_history: Mutex::new(HashMap::new()),
         }
     }
 
@@ -383,7 +414,7 @@ pub struct Image {
     catalog: OnceLock<Arc<CommittedCatalog>>,
     /// Spaces as the checkpoint this image was read from holds them, decoded into `spaces` on
     /// first use (a space in `spaces` supersedes its section). Shared by the images after it.
-    sections: Arc<BTreeMap<Vec<u8>, Bytes>>,
+    sections: Arc<BTreeMap<Vec<u8>, Section>>,
     /// The batch of the checkpoint this image was loaded from, if it was.
     checkpoint: Option<u64>,
     /// Empty stand-ins for spaces with no live record in this image, by space prefix: their
@@ -623,7 +654,18 @@ impl Image {
                 None => History::Latest,
             },
             catalog: OnceLock::new(),
-            sections: Arc::new(cp.sections),
+            sections: Arc::new(
+                cp.sections
+                    .into_iter()
+                    .map(|(p, bytes)| {
+                        let section = Section {
+                            bytes,
+                            decoded: Once::new(),
+                        };
+                        (p, section)
+                    })
+                    .collect(),
+            ),
             checkpoint: Some(batch),
             stand_ins: Default::default(),
         };
@@ -703,7 +745,7 @@ impl Image {
         let mut out: BTreeMap<Vec<u8>, Bytes> = BTreeMap::new();
         for (p, section) in self.sections.iter() {
             if !spaces.contains_key(p) {
-                out.insert(p.clone(), section.clone());
+                out.insert(p.clone(), section.bytes.clone());
             }
         }
         for (p, space) in spaces {
@@ -773,15 +815,14 @@ impl Image {
         let Some(section) = self.sections.get(prefix) else {
             return Ok(None);
         };
-        let space = {
+        let space = section.decoded.get_or_try(|| {
             let _span = tracing::trace_span!(
                 "moraine.image.section",
-                records = crate::checkpoint::section_len(section)
+                records = crate::checkpoint::section_len(&section.bytes)
             )
             .entered();
-            Arc::new(Space::from_section(section)?)
-        };
-        // two first uses decode the same section: the first one kept serves both
+            Ok(Arc::new(Space::from_section(&section.bytes)?))
+        })?;
         Ok(Some(
             self.loaded()
                 .entry(prefix.to_vec())
@@ -907,6 +948,22 @@ impl Image {
             .collect()
     }
 
+    /// The tables whose live rows this image has served, with the rows (tests).
+    #[cfg(test)]
+    pub(crate) fn served_live_for_test(&self) -> BTreeMap<String, Arc<RowSet>> {
+        let mut out = BTreeMap::new();
+        let spaces: Vec<Arc<Space>> = self.loaded().values().cloned().collect();
+        for space in spaces {
+            let live = space.live.lock().unwrap().clone();
+            for (name, once) in live {
+                if let Some(rows) = once.0.lock().unwrap().clone() {
+                    out.insert(name, rows);
+                }
+            }
+        }
+        out
+    }
+
     /// The batch of the checkpoint this image was loaded from, if it was.
     pub(crate) fn checkpoint_batch(&self) -> Option<u64> {
         self.checkpoint
@@ -924,8 +981,8 @@ impl Image {
         let spaces = self.loaded();
         for (prefix, section) in self.sections.iter() {
             if !spaces.contains_key(prefix) {
-                records += crate::checkpoint::section_len(section);
-                bytes += section.len();
+                records += crate::checkpoint::section_len(&section.bytes);
+                bytes += section.bytes.len();
             }
         }
         for s in spaces.values() {
@@ -956,12 +1013,12 @@ impl Image {
     }
 
     /// The committed schemas and table definitions, decoded once per image.
-    pub(crate) async fn catalog(&self, store: &Store) -> Result<Arc<CommittedCatalog>> {
+    pub(crate) fn catalog(&self) -> Result<Arc<CommittedCatalog>> {
         if let Some(cat) = self.catalog.get() {
             return Ok(cat.clone());
         }
-        let schemas = self.scan(store, &keys::sys_schema_prefix()).await?;
-        let tables = self.scan(store, &keys::sys_table_prefix()).await?;
+        let schemas = self.scan_live(&keys::sys_schema_prefix())?;
+        let tables = self.scan_live(&keys::sys_table_prefix())?;
         let cat = Arc::new(CommittedCatalog::decode(
             schemas.iter().map(|(_, v)| v.as_ref()),
             tables.iter().map(|(_, v)| v.as_ref()),
@@ -1005,6 +1062,12 @@ impl Image {
                     .collect(),
             });
         }
+        self.scan_live(prefix)
+    }
+
+    /// Every record under `prefix`, which lies within one space or spans whole spaces, in key
+    /// order.
+    fn scan_live(&self, prefix: &[u8]) -> Result<Vec<(Bytes, Bytes)>> {
         let mut out = Vec::new();
         // the space holding the prefix, if the prefix lies within one
         if let Ok(Place::Space(space_prefix)) = place_of(prefix) {
@@ -1096,89 +1159,115 @@ impl Image {
         kind: &Kind,
         need_history: bool,
     ) -> Result<Arc<RowSet>> {
-        let need_history = need_history && matches!(kind, Kind::Versioned { .. });
-        let live_prefix = match kind {
-            Kind::Snapshot(_) => keys::snapshot_prefix(&def.schema),
-            Kind::Inline => keys::inline_chunk_prefix(&def.schema, &def.name),
-            _ => keys::current_prefix(&def.schema, &def.name),
-        };
+        if !(need_history && matches!(kind, Kind::Versioned { .. })) {
+            return self.live_rows(def, kind);
+        }
+        let live_prefix = keys::current_prefix(&def.schema, &def.name);
         let space_prefix = place_space(&live_prefix)?;
         let space = match self.space(&space_prefix)? {
             Some(space) => space,
-            None if need_history => self
+            None => self
                 .stand_ins
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
                 .entry(space_prefix)
                 .or_default()
                 .clone(),
-            None => return Ok(Arc::new(RowSet::new(Vec::new()))),
         };
-        let cache_key = (def.name.clone(), need_history);
-        if let Some(r) = space
-            .served
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(&cache_key)
-        {
-            return Ok(r.clone());
+        let cached = |space: &Space| {
+            space
+                .with_history
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .get(&def.name)
+                .cloned()
+        };
+        if let Some(r) = cached(&space) {
+            return Ok(r);
         }
-        let rows = Arc::new(
-            self.serve(store, def, kind, space.range(&live_prefix), need_history)
-                .instrument(tracing::trace_span!("moraine.image.serve", table = %def.name))
-                .await?,
-        );
+        let mut rows = Vec::new();
+        for (k, e) in space.range(&live_prefix) {
+            rows.push(decode_row_at(&e.value).map_err(|err| err.at_key(k))?);
+        }
+        let prefix = keys::history_prefix(&def.schema, &def.name);
+        for (k, v) in self
+            .scan(store, &prefix)
+            .instrument(tracing::trace_span!("moraine.image.serve", table = %def.name))
+            .await?
+        {
+            rows.push(decode_row_at(&v).map_err(|err| err.at_key(&k))?);
+        }
+        let rows = Arc::new(RowSet::new(kinds::fixed::serve(rows, kind, false)));
         space
-            .served
+            .with_history
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .insert(cache_key, rows.clone());
+            .insert(def.name.clone(), rows.clone());
         Ok(rows)
     }
 
-    async fn serve(
-        &self,
-        store: &Store,
-        def: &TableDef,
-        kind: &Kind,
-        live: impl Iterator<Item = (&Vec<u8>, &Entry)> + Send,
-        need_history: bool,
-    ) -> Result<RowSet> {
-        Ok(RowSet::new(match kind {
-            Kind::Snapshot(half) => {
-                return Ok(RowSet::encoded(kinds::snapshot::records(
-                    live.map(|(k, e)| (&k[..], &e.value)),
-                    *half,
-                )?))
-            }
-            Kind::Inline => {
-                let chunks = live
-                    .map(|(k, e)| e.chunk_rows().map_err(|err| err.at_key(k)))
-                    .collect::<Result<Vec<_>>>()?;
-                kinds::inline::rows(chunks.iter().map(|c| c.as_slice()))
-            }
-            Kind::Versioned { .. } | Kind::Unversioned { .. } if !need_history => {
-                // live rows only: kept encoded, decoded as they are read
-                return Ok(RowSet::encoded(kinds::fixed::serve_encoded(
-                    live.map(|(k, e)| (&k[..], &e.value)),
-                    kind,
-                )?));
-            }
-            Kind::Versioned { .. } | Kind::Unversioned { .. } => {
-                let mut rows = Vec::new();
-                for (k, e) in live {
-                    rows.push(decode_row_at(&e.value).map_err(|err| err.at_key(k))?);
-                }
-                if need_history {
-                    let prefix = keys::history_prefix(&def.schema, &def.name);
-                    for (k, v) in self.scan(store, &prefix).await? {
-                        rows.push(decode_row_at(&v).map_err(|err| err.at_key(&k))?);
-                    }
-                }
-                kinds::fixed::serve(rows, kind, !need_history)
-            }
-        }))
+    /// The committed live rows of `def` in scan order, served once per image (a second reader
+    /// meanwhile waits for the first).
+    fn live_rows(&self, def: &TableDef, kind: &Kind) -> Result<Arc<RowSet>> {
+        let live_prefix = match kind {
+            Kind::Snapshot(_) => keys::snapshot_prefix(&def.schema),
+            Kind::Inline => keys::inline_chunk_prefix(&def.schema, &def.name),
+            _ => keys::current_prefix(&def.schema, &def.name),
+        };
+        let Some(space) = self.space(&place_space(&live_prefix)?)? else {
+            return Ok(Arc::new(RowSet::new(Vec::new())));
+        };
+        let once = space
+            .live
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry(def.name.clone())
+            .or_insert_with(|| Arc::new(Once::new()))
+            .clone();
+        once.get_or_try(|| {
+            let _span = tracing::trace_span!("moraine.image.serve", table = %def.name).entered();
+            serve_live(kind, space.range(&live_prefix)).map(Arc::new)
+        })
     }
+
+    /// Serve the live rows of the tables DuckLake reads to plan a query
+    /// ([`crate::tables::read_to_plan`]), so that the first query after an attach finds them
+    /// ready. Runs on a background thread after an attach's image is read; reads no storage.
+    pub(crate) fn warm(&self) -> Result<()> {
+        let _span =
+            tracing::debug_span!("moraine.image.warm", batch = self.head.batch_count).entered();
+        let catalog = self.catalog()?;
+        for def in catalog.tables.values() {
+            let kind = crate::catalog::kind_of(def)?;
+            if matches!(kind, Kind::Inline) || crate::tables::read_to_plan(&def.name) {
+                self.live_rows(def, &kind)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The live rows of a table of `kind` from its space's records under its live prefix.
+fn serve_live<'a>(
+    kind: &Kind,
+    live: impl Iterator<Item = (&'a Vec<u8>, &'a Entry)>,
+) -> Result<RowSet> {
+    Ok(match kind {
+        Kind::Snapshot(half) => RowSet::encoded(kinds::snapshot::records(
+            live.map(|(k, e)| (&k[..], &e.value)),
+            *half,
+        )?),
+        Kind::Inline => {
+            let chunks = live
+                .map(|(k, e)| e.chunk_rows().map_err(|err| err.at_key(k)))
+                .collect::<Result<Vec<_>>>()?;
+            RowSet::new(kinds::inline::rows(chunks.iter().map(|c| c.as_slice())))
+        }
+        // kept encoded, decoded as they are read
+        Kind::Versioned { .. } | Kind::Unversioned { .. } => RowSet::encoded(
+            kinds::fixed::serve_encoded(live.map(|(k, e)| (&k[..], &e.value)), kind)?,
+        ),
+    })
 }
 
 fn place_space(key: &[u8]) -> Result<Vec<u8>> {
@@ -1209,6 +1298,35 @@ fn is_history_prefix(prefix: &[u8]) -> Result<bool> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_value_asked_for_at_once_is_computed_once_and_a_failure_is_not_kept() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        let once = Arc::new(Once::new());
+        let computed = Arc::new(AtomicUsize::new(0));
+        let askers: Vec<_> = (0..4)
+            .map(|_| {
+                let (once, computed) = (once.clone(), computed.clone());
+                std::thread::spawn(move || {
+                    once.get_or_try(|| {
+                        computed.fetch_add(1, Ordering::SeqCst);
+                        std::thread::sleep(std::time::Duration::from_millis(20));
+                        Ok(7)
+                    })
+                    .unwrap()
+                })
+            })
+            .collect();
+        for a in askers {
+            assert_eq!(a.join().unwrap(), 7);
+        }
+        assert_eq!(computed.load(Ordering::SeqCst), 1);
+        let failing = Once::new();
+        assert!(failing
+            .get_or_try(|| Err(Error::Corrupt("damaged".into())))
+            .is_err());
+        assert_eq!(failing.get_or_try(|| Ok(3)).unwrap(), 3);
+    }
 
     #[test]
     fn spaces_are_key_prefixes() {

@@ -561,3 +561,48 @@ fn a_table_with_only_ended_versions_reads_its_history_once_per_image() {
         vec![Int(1), Int(2), Int(3)]
     );
 }
+
+/// An attach serves the live rows of the tables DuckLake plans every query with on a
+/// background thread: the rows a cold read of the same checkpoint serves, and the very rows a
+/// transaction then reads; the per-file tables it reads only to prune are left for their
+/// first use.
+#[test]
+fn an_attach_serves_the_planning_tables_in_the_background_as_a_cold_read_would() {
+    let (_dir, url, store) = checkpointed_lake();
+    let mut t = store.begin();
+    t.create_table(inline_def()).unwrap();
+    t.stage_insert(M, "ducklake_snapshot", vec![snap(3)])
+        .unwrap();
+    t.stage_insert(M, INL, vec![inl(0, 3, None, "x")]).unwrap();
+    t.commit().unwrap();
+    store.write_checkpoint_for_test();
+    drop(store);
+    let store = Store::open(&url, false).unwrap();
+    let image = store.pin_image().unwrap();
+    let planned = ["ducklake_snapshot", "ducklake_table", INL];
+    within_5s("the warm-up", || {
+        let served = image.served_live_for_test();
+        planned.iter().all(|t| served.contains_key(*t))
+    });
+    let served = image.served_live_for_test();
+    for name in served.keys() {
+        assert!(
+            crate::tables::read_to_plan(name) || crate::catalog::is_inlined_table_name(name),
+            "{name} was served"
+        );
+    }
+    let head = store.head().unwrap();
+    let cold = block_on(Image::load(&store, None, head)).unwrap();
+    assert!(cold.checkpoint_batch().is_some());
+    assert!(cold.served_live_for_test().is_empty());
+    let catalog = cold.catalog().unwrap();
+    for name in planned {
+        let def = &catalog.tables[&(M.to_string(), name.to_string())];
+        let kind = crate::catalog::kind_of(def).unwrap();
+        let rows = block_on(cold.rows(&store, def, &kind, false)).unwrap();
+        assert!(!rows.is_empty(), "{name}");
+        assert_eq!(**rows, **served[name], "{name}");
+        let m = store.begin().rows(M, name, false).unwrap();
+        assert!(Arc::ptr_eq(&m.rows.0, &served[name]), "{name}: read again");
+    }
+}

@@ -42,6 +42,40 @@
 //! two racing transactions can both record the same `(file_id, row_id)` (DuckLake's conflict check does
 //! not look at this table), and they differ only in `begin_snapshot`.
 
+/// The fixed tables DuckLake reads to plan a query, at the pinned commit: the snapshot
+/// (`DuckLakeMetadataManager::GetSnapshot`, ducklake_metadata_manager.cpp:4091), the catalog at
+/// it (`GetCatalogForSnapshot`, :578, and `GetGlobalTableStats`, :984), and a scanned table's
+/// files (`GetFilesForTable`, :1587, which reads `ducklake_file_column_stats` only to prune by a
+/// filter, so it is not listed). A scan of a table with inlined rows also reads its inlined-data
+/// tables. An attach serves these tables' live rows on a background thread (RFC 0009).
+pub const READ_TO_PLAN: &[&str] = &[
+    "ducklake_metadata",
+    "ducklake_snapshot",
+    "ducklake_schema",
+    "ducklake_table",
+    "ducklake_view",
+    "ducklake_tag",
+    "ducklake_column",
+    "ducklake_column_tag",
+    "ducklake_macro",
+    "ducklake_macro_impl",
+    "ducklake_macro_parameters",
+    "ducklake_inlined_data_tables",
+    "ducklake_partition_info",
+    "ducklake_partition_column",
+    "ducklake_sort_info",
+    "ducklake_sort_expression",
+    "ducklake_table_stats",
+    "ducklake_table_column_stats",
+    "ducklake_data_file",
+    "ducklake_delete_file",
+];
+
+/// Whether `name` is a fixed table in [`READ_TO_PLAN`].
+pub fn read_to_plan(name: &str) -> bool {
+    READ_TO_PLAN.contains(&name)
+}
+
 /// One column of a fixed DuckLake table: its name and its DuckDB type as `LogicalType::ToString()` prints it (e.g. "BIGINT", "VARCHAR", "BOOLEAN", "TIMESTAMP WITH TIME ZONE", "UUID").
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FixedColumn {
@@ -568,6 +602,14 @@ mod tests {
 
     fn has_column(t: &FixedTable, name: &str) -> bool {
         t.columns.iter().any(|c| c.name == name)
+    }
+
+    #[test]
+    fn the_tables_read_to_plan_are_fixed_tables() {
+        for name in READ_TO_PLAN {
+            assert!(fixed_table(name).is_some(), "{name} is not a fixed table");
+        }
+        assert!(!read_to_plan("ducklake_file_column_stats"));
     }
 
     #[test]

@@ -186,9 +186,7 @@ impl Transaction {
             return Ok(cat.clone());
         }
         let image = self.pinned()?;
-        let cat = self
-            .store
-            .bounded("reading the catalog", image.catalog(&self.store))?;
+        let cat = image.catalog()?;
         self.catalog = Some(cat.clone());
         Ok(cat)
     }

@@ -944,8 +944,8 @@ def main():
     ap.add_argument("--quick", action="store_true", help="small sizes (the defaults below shrink)")
     ap.add_argument("--reps", type=int, help="commit: repetitions (50; quick 10)")
     ap.add_argument("--commits", help="history: N values (100,1000,4000; quick 20,100)")
-    ap.add_argument("--warm-reps", type=int, help="warm query repetitions (50; quick 10)")
-    ap.add_argument("--probe-reps", type=int, help="fresh processes per figure (5; quick 3)")
+    ap.add_argument("--warm-reps", type=int, help="warm query repetitions (200; quick 10)")
+    ap.add_argument("--probe-reps", type=int, help="fresh processes per figure (9; quick 3)")
     ap.add_argument("--expiry-reps", type=int, help="history: lake copies expired per N (3; quick 1)")
     ap.add_argument("--files", type=int, help="files: data files (20000; quick 2000)")
     ap.add_argument("--tables", type=int, help="files: tables (50; quick 10)")
@@ -958,8 +958,8 @@ def main():
     defaults = {
         "reps": 10 if q else 50,
         "commits": "20,100" if q else "100,1000,4000",
-        "warm_reps": 10 if q else 50,
-        "probe_reps": 3 if q else 5,
+        "warm_reps": 10 if q else 200,
+        "probe_reps": 3 if q else 9,
         "expiry_reps": 1 if q else 3,
         "files": 2000 if q else 20000,
         "tables": 10 if q else 50,
