@@ -264,11 +264,12 @@ impl<T: Clone> Once<T> {
     }
 }
 
-/// A space as the checkpoint an image was read from holds it, decoded on first use, once for
-/// every image that shares the checkpoint.
+/// A space as the checkpoint an image was read from holds it, decoded on first use: once for
+/// the images that share the checkpoint while one of them holds the decoded space (a space a
+/// commit replaced is freed with the last image that holds it, not kept by its section).
 struct Section {
     bytes: Bytes,
-    decoded: Once<Arc<Space>>,
+    decoded: Mutex<std::sync::Weak<Space>>,
 }
 
 /// One stored record.
@@ -660,7 +661,7 @@ impl Image {
                     .map(|(p, bytes)| {
                         let section = Section {
                             bytes,
-                            decoded: Once::new(),
+                            decoded: Mutex::new(std::sync::Weak::new()),
                         };
                         (p, section)
                     })
@@ -815,14 +816,23 @@ impl Image {
         let Some(section) = self.sections.get(prefix) else {
             return Ok(None);
         };
-        let space = section.decoded.get_or_try(|| {
-            let _span = tracing::trace_span!(
-                "moraine.image.section",
-                records = crate::checkpoint::section_len(&section.bytes)
-            )
-            .entered();
-            Ok(Arc::new(Space::from_section(&section.bytes)?))
-        })?;
+        let space = {
+            // decoded under the section's lock: a second first use waits for the first
+            let mut decoded = section.decoded.lock().unwrap_or_else(|p| p.into_inner());
+            match decoded.upgrade() {
+                Some(space) => space,
+                None => {
+                    let _span = tracing::trace_span!(
+                        "moraine.image.section",
+                        records = crate::checkpoint::section_len(&section.bytes)
+                    )
+                    .entered();
+                    let space = Arc::new(Space::from_section(&section.bytes)?);
+                    *decoded = Arc::downgrade(&space);
+                    space
+                }
+            }
+        };
         Ok(Some(
             self.loaded()
                 .entry(prefix.to_vec())
@@ -954,9 +964,9 @@ impl Image {
         let mut out = BTreeMap::new();
         let spaces: Vec<Arc<Space>> = self.loaded().values().cloned().collect();
         for space in spaces {
-            let live = space.live.lock().unwrap().clone();
+            let live = space.live.lock().unwrap_or_else(|p| p.into_inner()).clone();
             for (name, once) in live {
-                if let Some(rows) = once.0.lock().unwrap().clone() {
+                if let Some(rows) = once.0.lock().unwrap_or_else(|p| p.into_inner()).clone() {
                     out.insert(name, rows);
                 }
             }
@@ -1185,19 +1195,20 @@ impl Image {
         if let Some(r) = cached(&space) {
             return Ok(r);
         }
-        let mut rows = Vec::new();
-        for (k, e) in space.range(&live_prefix) {
-            rows.push(decode_row_at(&e.value).map_err(|err| err.at_key(k))?);
+        let rows = async {
+            let mut rows = Vec::new();
+            for (k, e) in space.range(&live_prefix) {
+                rows.push(decode_row_at(&e.value).map_err(|err| err.at_key(k))?);
+            }
+            let prefix = keys::history_prefix(&def.schema, &def.name);
+            for (k, v) in self.scan(store, &prefix).await? {
+                rows.push(decode_row_at(&v).map_err(|err| err.at_key(&k))?);
+            }
+            Ok::<_, Error>(kinds::fixed::serve(rows, kind, false))
         }
-        let prefix = keys::history_prefix(&def.schema, &def.name);
-        for (k, v) in self
-            .scan(store, &prefix)
-            .instrument(tracing::trace_span!("moraine.image.serve", table = %def.name))
-            .await?
-        {
-            rows.push(decode_row_at(&v).map_err(|err| err.at_key(&k))?);
-        }
-        let rows = Arc::new(RowSet::new(kinds::fixed::serve(rows, kind, false)));
+        .instrument(tracing::trace_span!("moraine.image.serve", table = %def.name))
+        .await?;
+        let rows = Arc::new(RowSet::new(rows));
         space
             .with_history
             .lock()
@@ -1233,17 +1244,35 @@ impl Image {
     /// Serve the live rows of the tables DuckLake reads to plan a query
     /// ([`crate::tables::read_to_plan`]), so that the first query after an attach finds them
     /// ready. Runs on a background thread after an attach's image is read; reads no storage.
-    pub(crate) fn warm(&self) -> Result<()> {
+    /// In the order DuckLake reads them (the list's), then the inlined-data tables. A table
+    /// that cannot be served is skipped: the transaction that reads it meets the same error and
+    /// reports it.
+    pub(crate) fn warm(&self) {
         let _span =
             tracing::debug_span!("moraine.image.warm", batch = self.head.batch_count).entered();
-        let catalog = self.catalog()?;
-        for def in catalog.tables.values() {
-            let kind = crate::catalog::kind_of(def)?;
-            if matches!(kind, Kind::Inline) || crate::tables::read_to_plan(&def.name) {
-                self.live_rows(def, &kind)?;
+        let catalog = match self.catalog() {
+            Ok(catalog) => catalog,
+            Err(e) => return tracing::debug!("moraine: no warm-up: {e}"),
+        };
+        let rank = |def: &TableDef| {
+            crate::tables::READ_TO_PLAN
+                .iter()
+                .position(|t| *t == def.name)
+                .or(crate::catalog::is_inlined_table_name(&def.name)
+                    .then_some(crate::tables::READ_TO_PLAN.len()))
+        };
+        let mut planned: Vec<(usize, &Arc<TableDef>)> = catalog
+            .tables
+            .values()
+            .filter_map(|def| Some((rank(def)?, def)))
+            .collect();
+        planned.sort_by_key(|(rank, _)| *rank);
+        for (_, def) in planned {
+            let served = crate::catalog::kind_of(def).and_then(|kind| self.live_rows(def, &kind));
+            if let Err(e) = served {
+                tracing::debug!(table = %def.name, "moraine: not warmed: {e}");
             }
         }
-        Ok(())
     }
 }
 

@@ -934,6 +934,8 @@ impl Store {
         );
         self.install_image(Some(image.clone()));
         self.image_unsure.store(false, Ordering::SeqCst);
+        // an attach's image, or one read again from scratch (a dropped image is read like an
+        // attach's): its first transactions will read the planning tables
         if previous.is_none() {
             warm_in_background(&image, &self.url);
         }
@@ -1459,9 +1461,6 @@ impl Drop for Store {
 /// A checkpoint object read ahead: its path and bytes.
 type Prefetch = tokio::task::JoinHandle<Option<(String, Bytes)>>;
 
-/// The newest image checkpoint object under `moraine/image/`, if any can be read: the one the
-/// store's `image/checkpoint` names, unless a writer moved it meanwhile (the load checks).
-/// Best effort: any failure leaves the load to read what the pointer names.
 /// Serve the live rows an attach's first queries read ([`Image::warm`]) on a blocking thread of
 /// the runtime, while DuckDB runs DuckLake's attach on its own thread: a first read of a table
 /// the warm-up is serving waits for it rather than serving the table again.
@@ -1470,13 +1469,13 @@ fn warm_in_background(image: &Arc<Image>, url: &str) {
     let span = tracing::debug_span!(parent: None, "moraine.warm", store = %url);
     runtime().spawn_blocking(move || {
         let _enter = span.enter();
-        if let Err(e) = image.warm() {
-            // the query that reads the table meets the same error, and reports it
-            tracing::debug!("moraine: warming the image stopped: {e}");
-        }
+        image.warm();
     });
 }
 
+/// The newest image checkpoint object under `moraine/image/`, if any can be read: the one the
+/// store's `image/checkpoint` names, unless a writer moved it meanwhile (the load checks).
+/// Best effort: any failure leaves the load to read what the pointer names.
 async fn prefetch_checkpoint(object_store: Arc<dyn ObjectStore>) -> Option<(String, Bytes)> {
     let span = tracing::debug_span!("moraine.checkpoint.prefetch");
     read_newest_checkpoint(object_store).instrument(span).await
