@@ -173,6 +173,15 @@ void moraine_mat_cell(const MoraineMat *mat, size_t row, size_t col, MoraineCell
 // a cell there is not an integer or NULL (then read cell by cell).
 bool moraine_mat_ints(const MoraineMat *mat, size_t start, size_t count, size_t col, int64_t *values,
                       uint8_t *valid);
+// The bounds of an integer column over the rows the scan emits (min and max only when
+// has_value); false when a cell there is not an integer or NULL.
+typedef struct {
+	int64_t min;
+	int64_t max;
+	bool has_value;
+	bool has_null;
+} MoraineIntStats;
+bool moraine_mat_int_stats(const MoraineMat *mat, size_t col, MoraineIntStats *out);
 // Another handle on the same materialization, narrowed the same way; free it separately.
 MoraineMat *moraine_mat_clone(const MoraineMat *mat);
 // Whether two handles read the same materialization (however each was narrowed).

@@ -406,15 +406,21 @@ static bool OutsideFilters(const MoraineScanBindData &bind_data, idx_t column, i
 	return false;
 }
 
-//! Column statistics for DuckDB's optimizer, only for a scan that will emit no row (its table is
-//! empty in this transaction, or the pushed-down selections leave nothing). Statistics of no
-//! rows hold whatever they say, so a BIGINT column that a pushed-down filter narrowed reports a
-//! single value that filter rejects: DuckDB then folds the filter to false and drops the scan,
-//! and the join above it, for an empty result, as it does for its own catalogs' empty tables
-//! (DuckLake's delete-file join, on a table without delete files, is one). Other columns report
-//! no values. A scan that emits rows reports nothing: DuckDB assumes any value. Like the
-//! cardinality, this reads the materialization the scan will read; an error is left for the
+//! Column statistics for DuckDB's optimizer. They read the materialization the scan will read
+//! (narrowed the same way), so they hold for exactly the rows it emits; an error is left for the
 //! scan to report.
+//!
+//! - A scan that will emit no row (its table is empty in this transaction, or the pushed-down
+//!   selections leave nothing): statistics of no rows hold whatever they say, so a BIGINT column
+//!   that a pushed-down filter narrowed reports a single value that filter rejects. DuckDB then
+//!   folds the filter to false and drops the scan, and the join above it, for an empty result,
+//!   as it does for its own catalogs' empty tables (DuckLake's delete-file join, on a table
+//!   without delete files, is one). Other columns report no values.
+//! - A scan that emits rows: a BIGINT column reports its least and greatest value and whether it
+//!   holds NULL, as DuckDB's own storage does from its zone maps, so a filter every emitted row
+//!   passes (DuckLake's snapshot bounds over live rows, whose end_snapshot is NULL; a table_id
+//!   an index selected) is dropped instead of evaluated row by row. Other columns report nothing
+//!   (DuckDB assumes any value).
 static unique_ptr<BaseStatistics> MoraineScanStatistics(ClientContext &context, const FunctionData *bind_data_p,
                                                         column_t column_id) {
 	auto &bind_data = bind_data_p->Cast<MoraineScanBindData>();
@@ -430,11 +436,26 @@ static unique_ptr<BaseStatistics> MoraineScanStatistics(ClientContext &context, 
 			return nullptr;
 		}
 		auto rows = moraine_mat_len(mat);
-		moraine_mat_free(mat);
-		if (rows != 0) {
-			return nullptr;
-		}
 		auto &type = bind_data.table.GetColumn(LogicalIndex(column_id)).Type();
+		if (rows != 0) {
+			MoraineIntStats ints;
+			auto known = type.id() == LogicalTypeId::BIGINT && moraine_mat_int_stats(mat, column_id, &ints);
+			moraine_mat_free(mat);
+			if (!known) {
+				return nullptr;
+			}
+			auto stats = BaseStatistics::CreateEmpty(type);
+			if (ints.has_value) {
+				NumericStats::SetMin(stats, Value::BIGINT(ints.min));
+				NumericStats::SetMax(stats, Value::BIGINT(ints.max));
+				stats.SetHasNoNull();
+			}
+			if (ints.has_null) {
+				stats.SetHasNull();
+			}
+			return stats.ToUnique();
+		}
+		moraine_mat_free(mat);
 		auto stats = BaseStatistics::CreateEmpty(type);
 		int64_t rejected;
 		if (type.id() == LogicalTypeId::BIGINT && OutsideFilters(bind_data, column_id, rejected)) {

@@ -929,6 +929,44 @@ unsafe fn mat_ints(
     true
 }
 
+/// What an integer column's emitted rows hold (planning statistics).
+#[repr(C)]
+pub struct MoraineIntStats {
+    pub min: i64,
+    pub max: i64,
+    /// Whether a row holds a value (`min` and `max` are meaningful only then).
+    pub has_value: bool,
+    pub has_null: bool,
+}
+
+/// The bounds of integer column `col` over the rows the scan emits (its selection, or every
+/// row). Returns false, writing nothing to rely on, when a cell there is not an integer or
+/// NULL.
+#[no_mangle]
+pub unsafe extern "C" fn moraine_mat_int_stats(
+    mat: *const MoraineMat,
+    col: usize,
+    out: *mut MoraineIntStats,
+) -> bool {
+    let mat = &*mat;
+    let Some(bounds) = quiet("moraine_mat_int_stats", None, || {
+        mat.mat
+            .rows
+            .0
+            .int_bounds(col, mat.selection.as_deref().map(|s| s.as_slice()))
+    }) else {
+        return false;
+    };
+    let (min, max) = bounds.range.unwrap_or((0, 0));
+    *out = MoraineIntStats {
+        min,
+        max,
+        has_value: bounds.range.is_some(),
+        has_null: bounds.has_null,
+    };
+    true
+}
+
 /// Another handle on the same materialization, narrowed the same way (the selection is shared,
 /// not copied): a scan's planning callbacks narrow once and hand out copies.
 #[no_mangle]

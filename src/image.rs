@@ -50,6 +50,34 @@ pub struct RowSet {
     /// column -> its cells as integers, in row order: what the indexes are built from, and
     /// what scans emit whole vectors from; `None` as above.
     ints: Mutex<HashMap<usize, Option<Arc<IntColumn>>>>,
+    /// column -> the bounds of every row's cell; `None` as above.
+    bounds: Mutex<HashMap<usize, Option<IntBounds>>>,
+}
+
+/// What the rows of an integer column hold: the least and greatest value (`None` when every
+/// row holds NULL, or there is no row) and whether a row holds NULL.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IntBounds {
+    pub range: Option<(i64, i64)>,
+    pub has_null: bool,
+}
+
+impl IntBounds {
+    const NONE: IntBounds = IntBounds {
+        range: None,
+        has_null: false,
+    };
+
+    fn add(&mut self, value: i64, valid: u8) {
+        if valid == 0 {
+            self.has_null = true;
+            return;
+        }
+        self.range = Some(match self.range {
+            None => (value, value),
+            Some((lo, hi)) => (lo.min(value), hi.max(value)),
+        });
+    }
 }
 
 /// One integer column of a [`RowSet`]: `valid[i]` is 0 where row `i` holds NULL. The indexes
@@ -115,6 +143,7 @@ impl RowSet {
             index: Mutex::new(HashMap::new()),
             sorted: Mutex::new(HashMap::new()),
             ints: Mutex::new(HashMap::new()),
+            bounds: Mutex::new(HashMap::new()),
         }
     }
 
@@ -174,6 +203,53 @@ impl RowSet {
 impl RowSet {
     /// `column` as integers in row order, built on first use; `None` when it holds cells other
     /// than integers and NULLs.
+    /// The bounds of integer column `column` over the rows at `positions` (every row when
+    /// `None`; computed once per column then); `None` when a cell there is not an integer.
+    pub fn int_bounds(&self, column: usize, positions: Option<&[u32]>) -> Option<IntBounds> {
+        let Some(positions) = positions else {
+            if let Some(b) = self
+                .bounds
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .get(&column)
+            {
+                return *b;
+            }
+            let bounds = self.int_column(column).map(|c| {
+                let mut b = IntBounds::NONE;
+                for (v, ok) in c.values.iter().zip(&c.valid) {
+                    b.add(*v, *ok);
+                }
+                b
+            });
+            self.bounds
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .insert(column, bounds);
+            return bounds;
+        };
+        let mut b = IntBounds::NONE;
+        if positions.len().saturating_mul(4) < self.len() {
+            // a few rows: read their cells rather than build the whole column
+            for &p in positions {
+                match self.get(p as usize).and_then(|r| r.get(column)) {
+                    Some(Cell::Int(v)) => b.add(*v, 1),
+                    Some(Cell::Null) | None => b.add(0, 0),
+                    Some(_) => return None,
+                }
+            }
+            return Some(b);
+        }
+        let c = self.int_column(column)?;
+        for &p in positions {
+            match (c.values.get(p as usize), c.valid.get(p as usize)) {
+                (Some(v), Some(ok)) => b.add(*v, *ok),
+                _ => b.add(0, 0),
+            }
+        }
+        Some(b)
+    }
+
     pub fn int_column(&self, column: usize) -> Option<Arc<IntColumn>> {
         let mut cache = self.ints.lock().unwrap_or_else(|p| p.into_inner());
         cache
@@ -1404,6 +1480,58 @@ mod tests {
         let a = place_space(&keys::current_prefix("main", "t")).unwrap();
         let b = place_space(&keys::current_prefix("main", "t2")).unwrap();
         assert!(!a.starts_with(&b) && !b.starts_with(&a));
+    }
+
+    #[test]
+    fn int_bounds_hold_exactly_the_selected_rows_values() {
+        // column 0: i; column 1: NULL on every third row; column 2: all NULL; column 3: text
+        let rows: Vec<Row> = (0..40i64)
+            .map(|i| {
+                vec![
+                    Cell::Int(i * 10 - 100),
+                    if i % 3 == 0 { Cell::Null } else { Cell::Int(i) },
+                    Cell::Null,
+                    Cell::Text(format!("r{i}")),
+                ]
+            })
+            .collect();
+        let records: Vec<Bytes> = rows
+            .iter()
+            .map(|r| Bytes::from(crate::cell::encode_row(r)))
+            .collect();
+        let sets = [RowSet::new(rows.clone()), RowSet::encoded(records)];
+        let bounds = |range, has_null| IntBounds { range, has_null };
+        for set in &sets {
+            // every row (twice: the second from the cache)
+            for _ in 0..2 {
+                assert_eq!(
+                    set.int_bounds(0, None),
+                    Some(bounds(Some((-100, 290)), false))
+                );
+                assert_eq!(set.int_bounds(1, None), Some(bounds(Some((1, 38)), true)));
+                assert_eq!(set.int_bounds(2, None), Some(bounds(None, true)));
+                assert_eq!(set.int_bounds(3, None), None);
+            }
+            // a sparse selection (read row by row) and a dense one (from the column)
+            assert_eq!(
+                set.int_bounds(0, Some(&[5, 7])),
+                Some(bounds(Some((-50, -30)), false))
+            );
+            assert_eq!(set.int_bounds(1, Some(&[3, 6])), Some(bounds(None, true)));
+            let dense: Vec<u32> = (10..35).collect();
+            assert_eq!(
+                set.int_bounds(0, Some(&dense)),
+                Some(bounds(Some((0, 240)), false))
+            );
+            assert_eq!(
+                set.int_bounds(1, Some(&dense)),
+                Some(bounds(Some((10, 34)), true))
+            );
+            assert_eq!(set.int_bounds(3, Some(&dense)), None);
+            assert_eq!(set.int_bounds(3, Some(&[1])), None);
+            // no row selected: no value, no NULL
+            assert_eq!(set.int_bounds(0, Some(&[])), Some(IntBounds::NONE));
+        }
     }
 
     #[test]

@@ -89,4 +89,52 @@ check("DuckLake counts rows after a delete", db.execute("SELECT count(*) FROM la
 check("... through a delete-file join that is not empty", db.execute(counted).fetchall() == [(10,)],
       str(db.execute(counted).fetchall()))
 
+# A scan that emits rows reports each BIGINT column's least and greatest value and whether it
+# holds NULL, as DuckDB's own storage does from its zone maps: a filter every emitted row passes
+# (DuckLake's snapshot bounds on live rows) is dropped rather than evaluated row by row; one that
+# some rows fail stays, and the answers stay right. `unserved` is a filter no index narrows (an
+# OR across columns, of which `data_file_id < 0` is false by the statistics): DuckDB decides it
+# from the statistics alone.
+head = db.execute(f"SELECT max(snapshot_id) FROM {meta}.ducklake_snapshot").fetchall()[0][0]
+files = db.execute(f"SELECT table_id, begin_snapshot, end_snapshot FROM {meta}.ducklake_data_file").fetchall()
+
+
+def visible(at):
+    return sum(1 for t, b, e in files if b <= at and (e is None or at < e))
+
+
+def as_ducklake(at):
+    return (f"SELECT count(*) FROM {meta}.ducklake_data_file WHERE {at} >= begin_snapshot "
+            f"AND ({at} < end_snapshot OR end_snapshot IS NULL)")
+
+
+def unserved(at):
+    return (f"SELECT count(*) FROM {meta}.ducklake_data_file WHERE (begin_snapshot <= {at} "
+            f"OR data_file_id < 0) AND ({at} < end_snapshot OR end_snapshot IS NULL)")
+
+
+for name, sql in (("DuckLake's snapshot filter", as_ducklake(head)), ("an unserved filter", unserved(head))):
+    plan = explain(sql)
+    check(f"{name} every emitted row passes is dropped", "FILTER" not in plan, plan)
+    check("... and the count is right", db.execute(sql).fetchall() == [(visible(head),)])
+first = min(b for t, b, e in files if t == t_id)
+check("the files of a later snapshot exist", visible(first) < visible(head))
+plan = explain(unserved(first))
+check("a filter some rows fail stays", "FILTER" in plan, plan)
+check("... and counts only the rows that pass", db.execute(unserved(first)).fetchall() == [(visible(first),)])
+# the bounds follow the transaction's own rows: a staged file of a later snapshot fails the filter
+db.execute("BEGIN")
+db.execute(
+    f"INSERT INTO {meta}.ducklake_data_file SELECT * REPLACE (987655 AS data_file_id, "
+    f"{head + 1000} AS begin_snapshot) FROM {meta}.ducklake_data_file WHERE data_file_id = {file_id}"
+)
+plan = explain(unserved(head))
+check("a staged row outside the filter keeps it", "FILTER" in plan, plan)
+check("... and is not counted", db.execute(unserved(head)).fetchall() == [(visible(head),)])
+check("... nor by DuckLake's filter", db.execute(as_ducklake(head)).fetchall() == [(visible(head),)])
+check("... at its own snapshot it is", db.execute(unserved(head + 1000)).fetchall()
+      == [(visible(head) + 1,)])
+db.execute("ROLLBACK")
+check("after the rollback: dropped again", "FILTER" not in explain(unserved(head)), explain(unserved(head)))
+
 finish("scan_cardinality")
