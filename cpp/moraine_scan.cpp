@@ -406,9 +406,10 @@ static bool OutsideFilters(const MoraineScanBindData &bind_data, idx_t column, i
 	return false;
 }
 
-//! Column statistics for DuckDB's optimizer. They read the materialization the scan will read
-//! (narrowed the same way), so they hold for exactly the rows it emits; an error is left for the
-//! scan to report.
+//! Column statistics for DuckDB's optimizer. They read the materialization the scan will read,
+//! narrowed by the selections recorded so far, so they hold for every row it emits: a filter
+//! DuckDB pushes down after asking (from a join's statistics) only narrows the scan further. An
+//! error is left for the scan to report.
 //!
 //! - A scan that will emit no row (its table is empty in this transaction, or the pushed-down
 //!   selections leave nothing): statistics of no rows hold whatever they say, so a BIGINT column

@@ -201,8 +201,6 @@ impl RowSet {
 }
 
 impl RowSet {
-    /// `column` as integers in row order, built on first use; `None` when it holds cells other
-    /// than integers and NULLs.
     /// The bounds of integer column `column` over the rows at `positions` (every row when
     /// `None`; computed once per column then); `None` when a cell there is not an integer.
     pub fn int_bounds(&self, column: usize, positions: Option<&[u32]>) -> Option<IntBounds> {
@@ -250,6 +248,8 @@ impl RowSet {
         Some(b)
     }
 
+    /// `column` as integers in row order, built on first use; `None` when it holds cells other
+    /// than integers and NULLs.
     pub fn int_column(&self, column: usize) -> Option<Arc<IntColumn>> {
         let mut cache = self.ints.lock().unwrap_or_else(|p| p.into_inner());
         cache

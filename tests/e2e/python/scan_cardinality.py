@@ -134,6 +134,16 @@ check("... and is not counted", db.execute(unserved(head)).fetchall() == [(visib
 check("... nor by DuckLake's filter", db.execute(as_ducklake(head)).fetchall() == [(visible(head),)])
 check("... at its own snapshot it is", db.execute(unserved(head + 1000)).fetchall()
       == [(visible(head) + 1,)])
+# a narrowed scan's bounds are those of the rows its selection admits: the staged row belongs to
+# table t, so a scan narrowed to table u's files still drops the filter, and t's keeps it
+u_id = db.execute(f"SELECT table_id FROM {meta}.ducklake_table WHERE table_name = 'u'").fetchall()[0][0]
+for table, dropped in ((u_id, True), (t_id, False)):
+    narrowed = unserved(head).replace("WHERE (", f"WHERE table_id = {table} AND (")
+    plan = explain(narrowed)
+    check(f"table {table}'s files: the snapshot filter {'dropped' if dropped else 'kept'}",
+          ("begin_snapshot" not in plan.split("MORAINE_SCAN")[0]) == dropped, plan)
+    want = sum(1 for t, b, e in files if t == table and b <= head and e is None)
+    check("... and the count is right", db.execute(narrowed).fetchall() == [(want,)])
 db.execute("ROLLBACK")
 check("after the rollback: dropped again", "FILTER" not in explain(unserved(head)), explain(unserved(head)))
 
