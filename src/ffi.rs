@@ -883,7 +883,7 @@ unsafe fn mat_ints(
     let sparse = mat
         .selection
         .as_ref()
-        .is_some_and(|sel| sel.len().saturating_mul(4) < rows.len());
+        .is_some_and(|sel| rows.few(sel.len()));
     if sparse {
         for i in 0..count {
             match start.checked_add(i).and_then(|r| mat.cell(r, col)) {

@@ -88,6 +88,18 @@ pub struct IntColumn {
 }
 
 impl IntColumn {
+    /// The bounds of the rows at `rows`; a position past the end counts as NULL.
+    fn bounds(&self, rows: impl Iterator<Item = usize>) -> IntBounds {
+        let mut b = IntBounds::NONE;
+        for r in rows {
+            match (self.values.get(r), self.valid.get(r)) {
+                (Some(v), Some(ok)) => b.add(*v, *ok),
+                _ => b.add(0, 0),
+            }
+        }
+        b
+    }
+
     /// (position, value) of every row that is not NULL, in row order.
     fn present(&self) -> impl Iterator<Item = (u32, i64)> + '_ {
         self.values
@@ -213,22 +225,16 @@ impl RowSet {
             {
                 return *b;
             }
-            let bounds = self.int_column(column).map(|c| {
-                let mut b = IntBounds::NONE;
-                for (v, ok) in c.values.iter().zip(&c.valid) {
-                    b.add(*v, *ok);
-                }
-                b
-            });
+            let bounds = self.int_column(column).map(|c| c.bounds(0..c.values.len()));
             self.bounds
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
                 .insert(column, bounds);
             return bounds;
         };
-        let mut b = IntBounds::NONE;
-        if positions.len().saturating_mul(4) < self.len() {
+        if self.few(positions.len()) {
             // a few rows: read their cells rather than build the whole column
+            let mut b = IntBounds::NONE;
             for &p in positions {
                 match self.get(p as usize).and_then(|r| r.get(column)) {
                     Some(Cell::Int(v)) => b.add(*v, 1),
@@ -239,13 +245,13 @@ impl RowSet {
             return Some(b);
         }
         let c = self.int_column(column)?;
-        for &p in positions {
-            match (c.values.get(p as usize), c.valid.get(p as usize)) {
-                (Some(v), Some(ok)) => b.add(*v, *ok),
-                _ => b.add(0, 0),
-            }
-        }
-        Some(b)
+        Some(c.bounds(positions.iter().map(|&p| p as usize)))
+    }
+
+    /// Whether `selected` of this set's rows are few enough that reading their cells one by
+    /// one beats building (or reading) the whole integer column.
+    pub fn few(&self, selected: usize) -> bool {
+        selected.saturating_mul(4) < self.len()
     }
 
     /// `column` as integers in row order, built on first use; `None` when it holds cells other
@@ -1260,16 +1266,13 @@ impl Image {
                 .or_default()
                 .clone(),
         };
-        let cached = |space: &Space| {
-            space
-                .with_history
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .get(&def.name)
-                .cloned()
-        };
-        if let Some(r) = cached(&space) {
-            return Ok(r);
+        if let Some(r) = space
+            .with_history
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&def.name)
+        {
+            return Ok(r.clone());
         }
         let rows = async {
             let mut rows = Vec::new();
