@@ -1056,6 +1056,18 @@ impl Image {
         out
     }
 
+    /// Whether the checkpoint section of space `prefix` has a decoded space alive (tests).
+    #[cfg(test)]
+    pub(crate) fn section_decoded_for_test(&self, prefix: &[u8]) -> bool {
+        self.sections.get(prefix).is_some_and(|s| {
+            s.decoded
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .strong_count()
+                > 0
+        })
+    }
+
     /// The batch of the checkpoint this image was loaded from, if it was.
     pub(crate) fn checkpoint_batch(&self) -> Option<u64> {
         self.checkpoint
@@ -1376,6 +1388,12 @@ fn serve_live<'a>(
             kinds::fixed::serve_encoded(live.map(|(k, e)| (&k[..], &e.value)), kind)?,
         ),
     })
+}
+
+/// The space a key's records live in (tests).
+#[cfg(test)]
+pub(crate) fn place_space_for_test(key: &[u8]) -> Vec<u8> {
+    place_space(key).unwrap()
 }
 
 fn place_space(key: &[u8]) -> Result<Vec<u8>> {

@@ -624,3 +624,31 @@ fn an_attach_serves_the_planning_tables_in_the_background_as_a_cold_read_would()
         assert!(Arc::ptr_eq(&m.rows.0, &served[name]), "{name}: read again");
     }
 }
+
+/// A checkpoint section holds its decoded space only while an image does: once a commit has
+/// replaced the space and the images before it are gone, the decoded copy is freed, though the
+/// images after the commit still share the section.
+#[test]
+fn a_decoded_section_lives_only_as_long_as_an_image_holds_it() {
+    let (_dir, url, store) = checkpointed_lake();
+    store.write_checkpoint_for_test();
+    drop(store);
+    let store = Store::open(&url, false).unwrap();
+    let prefix = crate::image::place_space_for_test(&keys::current_prefix(M, "ducklake_table"));
+    let before = store.pin_image().unwrap();
+    assert_eq!(rows_of(&store, "ducklake_table", false).len(), 2);
+    assert!(before.section_decoded_for_test(&prefix));
+    commit_table(&store, 3, 3, "t3");
+    let after = store.current_image().unwrap();
+    assert_eq!(after.checkpoint_batch(), before.checkpoint_batch());
+    assert!(
+        before.section_decoded_for_test(&prefix),
+        "held by the image before"
+    );
+    drop(before);
+    // (the attach's warm-up may hold the first image a moment longer)
+    within_5s("the replaced space to be freed", || {
+        !after.section_decoded_for_test(&prefix)
+    });
+    assert_eq!(rows_of(&store, "ducklake_table", false).len(), 3);
+}
