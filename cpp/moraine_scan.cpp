@@ -2,6 +2,7 @@
 // (RFC 0009); each emitted rowid names a row of exactly that materialization.
 #include "moraine_catalog.hpp"
 
+#include "duckdb/planner/expression/bound_between_expression.hpp"
 #include "duckdb/planner/expression/bound_columnref_expression.hpp"
 #include "duckdb/planner/expression/bound_comparison_expression.hpp"
 #include "duckdb/planner/expression/bound_conjunction_expression.hpp"
@@ -41,9 +42,10 @@ struct MoraineScanBindData : public TableFunctionData {
 	//! Set when a pushed-down filter admits only rows with end_snapshot NULL.
 	bool only_live = false;
 	//! Conjuncts `column = constant` / `column IN (constants)` on integer columns: the scan
-	//! emits only rows that can pass them (DuckDB still applies them above the scan).
+	//! emits exactly the rows that pass them (DuckDB no longer applies them).
 	vector<pair<idx_t, vector<int64_t>>> selections;
-	//! Conjuncts `column <op> constant` (<, <=, >, >=) on integer columns, as [lo, hi] bounds.
+	//! Conjuncts `column <op> constant` (<, <=, >, >=) and `column BETWEEN c1 AND c2` on integer
+	//! columns, as [lo, hi] bounds, applied by the scan in the same way.
 	vector<pair<idx_t, pair<int64_t, int64_t>>> ranges;
 	//! The rows narrowed by the selections, kept for the planning callbacks (cardinality, each
 	//! column's statistics) and the scan, which all read the same materialization; narrowed
@@ -205,10 +207,48 @@ static bool IntegerSelection(ClientContext &context, LogicalGet &get, Expression
 	return false;
 }
 
+//! `column BETWEEN c1 AND c2` on an integer column (DuckDB's filter combiner writes a column's
+//! lower and upper bound as one), either bound exclusive: the values the column may hold, as
+//! inclusive bounds.
+static bool IntegerBetween(ClientContext &context, LogicalGet &get, Expression &expr,
+                           pair<idx_t, pair<int64_t, int64_t>> &out) {
+	if (expr.GetExpressionClass() != ExpressionClass::BOUND_BETWEEN) {
+		return false;
+	}
+	auto table = get.GetTable();
+	if (!table) {
+		return false;
+	}
+	auto &between = expr.Cast<BoundBetweenExpression>();
+	auto column = ScanColumn(get, *between.input);
+	int64_t lo, hi;
+	if (!column.IsValid() || !MoraineHeldAsInteger(table->GetColumn(LogicalIndex(column.GetIndex())).Type()) ||
+	    !IntegerConstant(context, *between.lower, lo) || !IntegerConstant(context, *between.upper, hi)) {
+		return false;
+	}
+	if (!between.lower_inclusive) {
+		if (lo == NumericLimits<int64_t>::Maximum()) {
+			return false;
+		}
+		lo++;
+	}
+	if (!between.upper_inclusive) {
+		if (hi == NumericLimits<int64_t>::Minimum()) {
+			return false;
+		}
+		hi--;
+	}
+	out = {column.GetIndex(), {lo, hi}};
+	return true;
+}
+
 //! `column < c`, `c < column` and the like on an integer column: the values the column may hold,
 //! as inclusive bounds.
 static bool IntegerRange(ClientContext &context, LogicalGet &get, Expression &expr,
                          pair<idx_t, pair<int64_t, int64_t>> &out) {
+	if (IntegerBetween(context, get, expr, out)) {
+		return true;
+	}
 	auto type = expr.GetExpressionType();
 	if (type != ExpressionType::COMPARE_LESSTHAN && type != ExpressionType::COMPARE_LESSTHANOREQUALTO &&
 	    type != ExpressionType::COMPARE_GREATERTHAN && type != ExpressionType::COMPARE_GREATERTHANOREQUALTO) {
@@ -257,29 +297,41 @@ static bool IntegerRange(ClientContext &context, LogicalGet &get, Expression &ex
 	return false;
 }
 
+static unique_ptr<NodeStatistics> MoraineScanCardinality(ClientContext &context, const FunctionData *bind_data_p);
+
 static void MoraineScanPushdown(ClientContext &context, LogicalGet &get, FunctionData *bind_data_p,
                                 vector<unique_ptr<Expression>> &filters) {
-	// Only inspects the filters: DuckDB still applies every one of them above the scan.
+	// An integer selection or range the scan applies exactly, through the rows' index, and takes
+	// out of the list: DuckDB then does not evaluate it again above the scan (as its own storage
+	// applies a table filter inside the scan). Every other filter stays for DuckDB, and some of
+	// them only tell the scan what it need not read (history).
 	auto &bind_data = bind_data_p->Cast<MoraineScanBindData>();
+	vector<unique_ptr<Expression>> remaining, applied;
 	for (auto &filter : filters) {
 		pair<idx_t, vector<int64_t>> selection;
 		if (IntegerSelection(context, get, *filter, selection)) {
 			bind_data.selections.push_back(std::move(selection));
+			applied.push_back(std::move(filter));
 			continue;
 		}
 		pair<idx_t, pair<int64_t, int64_t>> range;
 		if (IntegerRange(context, get, *filter, range)) {
 			bind_data.ranges.push_back(range);
-			// (a range on end_snapshot also tells whether history is needed: below)
+			applied.push_back(std::move(filter));
+			// (a range on end_snapshot never tells whether history is needed: only the
+			// disjunction below does)
+			continue;
 		}
-		if (IsEndSnapshotNull(get, *filter)) {
+		remaining.push_back(std::move(filter));
+		auto &kept = *remaining.back();
+		if (IsEndSnapshotNull(get, kept)) {
 			bind_data.only_live = true;
 			continue;
 		}
-		if (filter->GetExpressionType() != ExpressionType::CONJUNCTION_OR) {
+		if (kept.GetExpressionType() != ExpressionType::CONJUNCTION_OR) {
 			continue;
 		}
-		auto &disjunction = filter->Cast<BoundConjunctionExpression>();
+		auto &disjunction = kept.Cast<BoundConjunctionExpression>();
 		if (disjunction.children.size() != 2) {
 			continue;
 		}
@@ -290,6 +342,18 @@ static void MoraineScanPushdown(ClientContext &context, LogicalGet &get, Functio
 			}
 		}
 	}
+	if (!applied.empty()) {
+		// A scan the selections leave empty keeps them in the plan as well (it still applies
+		// them): its statistics then make DuckDB fold them to false and plan the scan, and a join
+		// over it, away as an empty result (MoraineScanStatistics). Unknown counts as empty.
+		auto cardinality = MoraineScanCardinality(context, bind_data_p);
+		if (!cardinality || !cardinality->has_max_cardinality || cardinality->max_cardinality == 0) {
+			for (auto &filter : applied) {
+				remaining.push_back(std::move(filter));
+			}
+		}
+	}
+	filters = std::move(remaining);
 }
 
 static bool ScanNeedsHistory(MoraineTxn *txn, const MoraineScanBindData &bind_data) {
@@ -330,11 +394,18 @@ static MoraineMat *MoraineScanRows(MoraineTxn *txn, const MoraineScanBindData &b
 		moraine_mat_free(mat);
 		return moraine_mat_clone(bind_data.narrowed);
 	}
+	// DuckDB no longer applies these filters: a selection that fails fails the scan
+	idx_t failed = 0;
 	for (auto &selection : bind_data.selections) {
-		moraine_mat_select(mat, selection.first, selection.second.data(), selection.second.size());
+		failed += moraine_mat_select(mat, selection.first, selection.second.data(), selection.second.size()) != 0;
 	}
 	for (auto &range : bind_data.ranges) {
-		moraine_mat_select_range(mat, range.first, range.second.first, range.second.second);
+		failed += moraine_mat_select_range(mat, range.first, range.second.first, range.second.second) != 0;
+	}
+	if (failed) {
+		moraine_mat_free(mat);
+		throw InternalException("moraine: a filter on %s.%s could not be applied to its rows", schema,
+		                        table.name);
 	}
 	if (bind_data.narrowed) {
 		moraine_mat_free(bind_data.narrowed);

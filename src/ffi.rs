@@ -776,42 +776,45 @@ pub unsafe extern "C" fn moraine_txn_rows(
     .unwrap_or(std::ptr::null_mut())
 }
 
-/// Narrow a scan to the rows whose `column` holds one of `values` (a conjunct of the query's
-/// filter: DuckDB still applies the filter itself above the scan, so this only has to keep every
-/// row that can pass). Repeated calls intersect. Served from the rows' index, not a walk.
+/// Narrow a scan to exactly the rows whose `column` holds one of `values` (a conjunct of the
+/// query's filter that the scan applies in DuckDB's stead). Repeated calls intersect. Served from
+/// the rows' index, not a walk. 0 when applied; nonzero when it could not be (an internal error:
+/// the scan must then fail, not emit rows the filter rejects).
 #[no_mangle]
 pub unsafe extern "C" fn moraine_mat_select(
     mat: *mut MoraineMat,
     column: usize,
     values: *const i64,
     count: usize,
-) {
+) -> i32 {
     let mat = &mut *mat;
     let values = if count == 0 {
         &[][..]
     } else {
         std::slice::from_raw_parts(values, count)
     };
-    // (a panic leaves the scan unnarrowed: DuckDB applies the filter above it anyway)
-    quiet("moraine_mat_select", (), || {
+    quiet("moraine_mat_select", 1, || {
         let chosen = mat.mat.rows.0.positions(column, values);
-        mat.narrow(chosen);
+        mat.narrow(Some(chosen));
+        0
     })
 }
 
-/// Narrow a scan to the rows whose integer `column` holds a value in `lo..=hi` (a conjunct of
-/// the query's filter, which DuckDB still applies). Intersects with earlier selections.
+/// Narrow a scan to exactly the rows whose integer `column` holds a value in `lo..=hi` (a
+/// conjunct the scan applies in DuckDB's stead). Intersects with earlier selections; the status
+/// is [`moraine_mat_select`]'s.
 #[no_mangle]
 pub unsafe extern "C" fn moraine_mat_select_range(
     mat: *mut MoraineMat,
     column: usize,
     lo: i64,
     hi: i64,
-) {
+) -> i32 {
     let mat = &mut *mat;
-    quiet("moraine_mat_select_range", (), || {
+    quiet("moraine_mat_select_range", 1, || {
         let chosen = mat.mat.rows.0.positions_between(column, lo, hi);
         mat.narrow(chosen);
+        0
     })
 }
 

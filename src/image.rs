@@ -180,16 +180,15 @@ impl RowSet {
         Some(row.get_or_init(|| decode_row(record).unwrap_or_default()))
     }
 
-    /// The positions of the rows whose `column` holds one of `values`, ascending; `None` when
-    /// every row may pass (the column holds cells other than integers). The first call for a
-    /// column walks the rows once and keeps the index; later calls are lookups.
-    pub fn positions(&self, column: usize, values: &[i64]) -> Option<Vec<u32>> {
+    /// The positions of the rows whose `column` holds one of `values`, ascending: exactly the
+    /// rows `column = v` / `column IN (values)` admits (a NULL cell is in none). The first call
+    /// for a column walks the rows once and keeps the index; later calls are lookups.
+    pub fn positions(&self, column: usize, values: &[i64]) -> Vec<u32> {
         let index = {
             let mut cache = self.index.lock().unwrap_or_else(|p| p.into_inner());
             cache
                 .entry(column)
                 .or_insert_with(|| {
-                    // a column not held as integers cannot be looked up: no index
                     let mut idx: HashMap<i64, Vec<u32>> = HashMap::new();
                     for (i, v) in self.int_column(column)?.present() {
                         idx.entry(v).or_default().push(i);
@@ -198,8 +197,10 @@ impl RowSet {
                 })
                 .clone()
         };
-        // without an index every row may pass: DuckDB's own filter decides
-        let index = index?;
+        let Some(index) = index else {
+            // a column holding cells other than integers: only its integer cells can be equal
+            return self.positions_where(column, |v| values.contains(&v));
+        };
         let mut out: Vec<u32> = Vec::new();
         for v in values {
             if let Some(p) = index.get(v) {
@@ -208,7 +209,16 @@ impl RowSet {
         }
         out.sort_unstable();
         out.dedup();
-        Some(out)
+        out
+    }
+
+    /// The positions of the rows whose `column` holds an integer `keep` admits, by walking them
+    /// (for a column that holds other cells too, which no index covers).
+    fn positions_where(&self, column: usize, keep: impl Fn(i64) -> bool) -> Vec<u32> {
+        (0..self.len())
+            .filter(|&i| matches!(self.get(i).and_then(|r| r.get(column)), Some(Cell::Int(v)) if keep(*v)))
+            .map(|i| i as u32)
+            .collect()
     }
 }
 
@@ -291,9 +301,8 @@ impl RowSet {
             .clone()
     }
 
-    /// The positions of the rows whose `column` holds a value in `lo..=hi`, ascending; `None`
-    /// when every row may pass (all are in the range, or the column holds cells other than
-    /// integers). NULLs are in no range.
+    /// The positions of the rows whose `column` holds a value in `lo..=hi`, ascending: exactly
+    /// the rows the range admits (NULLs are in no range); `None` when that is every row.
     pub fn positions_between(&self, column: usize, lo: i64, hi: i64) -> Option<Vec<u32>> {
         let sorted = {
             let mut cache = self.sorted.lock().unwrap_or_else(|p| p.into_inner());
@@ -310,7 +319,11 @@ impl RowSet {
                 })
                 .clone()
         };
-        let sorted = sorted?;
+        let Some(sorted) = sorted else {
+            // a column holding cells other than integers: only its integer cells are in range
+            let out = self.positions_where(column, |v| (lo..=hi).contains(&v));
+            return (out.len() < self.len()).then_some(out);
+        };
         if lo > hi {
             return Some(Vec::new());
         }
@@ -1599,8 +1612,6 @@ mod tests {
             lazy.positions_between(0, 5, 17),
             eager.positions_between(0, 5, 17)
         );
-        // a column with text cells has no index in either
-        assert_eq!(lazy.positions(3, &[1]), None);
         // the count, one row and the indexes decoded nothing else
         assert!(lazy.decoded.get().is_none());
         assert_eq!(
@@ -1612,6 +1623,9 @@ mod tests {
         );
         assert_eq!(*lazy, *eager);
         assert_eq!(lazy.get(39), eager.get(39));
+        // a column with text cells has no index in either: no integer is equal to a text cell
+        assert_eq!(lazy.positions(3, &[1]), Vec::<u32>::new());
+        assert_eq!(eager.positions(3, &[1]), Vec::<u32>::new());
         // a damaged record is refused when the set is built, not served as a short row later
         let mut bad = records.clone();
         bad[5] = bad[5].slice(..bad[5].len() - 1);
@@ -1652,16 +1666,26 @@ mod tests {
             .map(|i| vec![Cell::Int(i % 3), Cell::Int(i)])
             .collect();
         let set = RowSet::new(rows);
-        assert_eq!(set.positions(0, &[1]), Some(vec![1, 4, 7]));
+        assert_eq!(set.positions(0, &[1]), vec![1, 4, 7]);
+        assert_eq!(set.positions(0, &[2, 0, 2]), vec![0, 2, 3, 5, 6, 8, 9]);
+        assert_eq!(set.positions(0, &[7]), Vec::<u32>::new());
+        // a column that is not all integers has no index, and is still narrowed exactly (the
+        // scan applies the filter in DuckDB's stead): only its integer cells can pass
+        let mixed = RowSet::new(vec![
+            vec![Cell::Int(1)],
+            vec![Cell::Text("1".into())],
+            vec![Cell::Null],
+            vec![Cell::Int(6)],
+        ]);
+        assert_eq!(mixed.positions(0, &[1]), vec![0]);
+        assert_eq!(mixed.positions(0, &[1, 6]), vec![0, 3]);
+        assert_eq!(mixed.positions_between(0, 5, 9), Some(vec![3]));
         assert_eq!(
-            set.positions(0, &[2, 0, 2]),
-            Some(vec![0, 2, 3, 5, 6, 8, 9])
+            mixed.positions_between(0, i64::MIN, i64::MAX),
+            Some(vec![0, 3])
         );
-        assert_eq!(set.positions(0, &[7]), Some(vec![]));
-        // a column that is not all integers narrows nothing
-        let mixed = RowSet::new(vec![vec![Cell::Int(1)], vec![Cell::Text("1".into())]]);
-        assert_eq!(mixed.positions(0, &[1]), None);
-        assert_eq!(mixed.positions_between(0, 5, 9), None);
+        let ints = RowSet::new(vec![vec![Cell::Int(1)], vec![Cell::Int(2)]]);
+        assert_eq!(ints.positions_between(0, 1, 2), None);
         // ranges: inclusive bounds, NULLs in none, positions ascending
         let mut rows: Vec<Row> = (0..10).rev().map(|i| vec![Cell::Int(i)]).collect();
         rows.push(vec![Cell::Null]);

@@ -147,4 +147,45 @@ for table, dropped in ((u_id, True), (t_id, False)):
 db.execute("ROLLBACK")
 check("after the rollback: dropped again", "FILTER" not in explain(unserved(head)), explain(unserved(head)))
 
+# An equality, an IN list or a bound on an integer column is applied by the scan itself, exactly
+# (through the rows' index), as DuckDB's own storage applies a table filter inside its scan: no
+# FILTER is left above the scan, and every answer stays right, a staged row's included.
+rows = db.execute(f"SELECT table_id, data_file_id FROM {meta}.ducklake_data_file").fetchall()
+ids = sorted(f for _, f in rows)
+lo, hi = ids[3], ids[-5]
+applied = (
+    (f"table_id = {t_id}", lambda t, f: t == t_id),
+    (f"table_id IN ({u_id}, 99999)", lambda t, f: t == u_id),
+    (f"data_file_id >= {lo} AND data_file_id < {hi}", lambda t, f: lo <= f < hi),
+    (f"table_id = {t_id} AND data_file_id > {lo}", lambda t, f: t == t_id and f > lo),
+    ("table_id = 99999", lambda t, f: False),
+)
+
+
+def count_where(where):
+    return db.execute(f"SELECT count(*) FROM {meta}.ducklake_data_file WHERE {where}").fetchall()[0][0]
+
+
+for where, passes in applied:
+    plan = explain(f"SELECT count(*) FROM {meta}.ducklake_data_file WHERE {where}")
+    check(f"`{where}`: applied by the scan, no FILTER above it", "FILTER" not in plan, plan)
+    want = sum(1 for t, f in rows if passes(t, f))
+    check("... and the count is right", count_where(where) == want, f"{count_where(where)} != {want}")
+db.execute("BEGIN")
+db.execute(
+    f"INSERT INTO {meta}.ducklake_data_file SELECT * REPLACE (987656 AS data_file_id, {u_id} AS table_id) "
+    f"FROM {meta}.ducklake_data_file WHERE data_file_id = {file_id}"
+)
+u_files = sum(1 for t, _ in rows if t == u_id)
+check("a staged row is selected with its table's", count_where(f"table_id = {u_id}") == u_files + 1)
+check("... and not with the table it was copied from",
+      count_where(f"table_id = {t_id}") == sum(1 for t, _ in rows if t == t_id))
+check("... and by a bound", count_where("data_file_id > 987655") == 1)
+db.execute(f"UPDATE {meta}.ducklake_data_file SET end_snapshot = {head} WHERE data_file_id = 987656")
+check("an UPDATE through a selecting scan changes that row only",
+      count_where(f"table_id = {u_id} AND end_snapshot = {head}") == 1
+      and count_where(f"end_snapshot = {head}") == 1)
+db.execute("ROLLBACK")
+check("after the rollback: the staged row is gone", count_where("data_file_id > 987655") == 0)
+
 finish("scan_cardinality")
