@@ -195,6 +195,8 @@ pub struct Store {
     /// The object store SlateDB runs on (its garbage collector's at close, and where image
     /// checkpoints are written).
     object_store: Arc<dyn ObjectStore>,
+    /// The same store when it is a local directory: checkpoints are mapped from it, not read.
+    local: Option<Arc<local::LocalStore>>,
     /// Whether that object store keeps SlateDB's GC boundary objects (see `gc_options`).
     boundary_files: bool,
     /// The checkpoint being written in the background, if any.
@@ -603,13 +605,15 @@ impl Store {
             // fenced, is not handed out again: a new open reads the store's truth (and fences
             // the broken writer)
         }
+        let mut local = None;
         let (object_store, location): (Arc<dyn ObjectStore>, String) = match &parsed {
             StoreUrl::Local(path) => {
                 check_local_dir(path, read_only)?;
-                let fs = local::LocalStore::new(path).map_err(|e| {
+                let fs = Arc::new(local::LocalStore::new(path).map_err(|e| {
                     Error::Storage(format!("cannot open directory {}: {e}", path.display()))
-                })?;
-                (Arc::new(fs), path.display().to_string())
+                })?);
+                local = Some(fs.clone());
+                (fs, path.display().to_string())
             }
             StoreUrl::Memory(name) => {
                 if read_only && !url::memory_store_exists(name) {
@@ -643,7 +647,10 @@ impl Store {
         // a local directory cannot update SlateDB's GC boundary objects in place
         let boundary_files = !matches!(parsed, StoreUrl::Local(_));
         let store = Store::on_backend(
-            object_store,
+            Objects {
+                store: object_store,
+                local,
+            },
             boundary_files,
             read_only,
             url,
@@ -677,7 +684,10 @@ impl Store {
         io_timeout: Duration,
     ) -> Result<Arc<Store>> {
         Store::on_backend(
-            object_store,
+            Objects {
+                store: object_store,
+                local: None,
+            },
             true,
             read_only,
             label,
@@ -693,10 +703,10 @@ impl Store {
         )
     }
 
-    /// Opens SlateDB on `object_store` (under its own scope of the SST cache, given back if the
+    /// Opens SlateDB on `objects` (under its own scope of the SST cache, given back if the
     /// open fails) and wraps it; `location` names it in errors.
     fn on_backend(
-        object_store: Arc<dyn ObjectStore>,
+        objects: Objects,
         boundary_files: bool,
         read_only: bool,
         url: &str,
@@ -707,7 +717,11 @@ impl Store {
         let cache_scope = crate::sst_cache::new_scope();
         let metrics = Arc::new(slatedb_common::metrics::DefaultMetricsRecorder::new());
         // the attach's image load needs the newest checkpoint: read it while SlateDB opens
-        let prefetched = runtime().spawn(prefetch_checkpoint(object_store.clone()));
+        let prefetched = runtime().spawn(prefetch_checkpoint(objects.clone()));
+        let Objects {
+            store: object_store,
+            local,
+        } = objects;
         let backend = block_on(within(
             access.io_timeout,
             &location,
@@ -733,6 +747,7 @@ impl Store {
             row_locks: Default::default(),
             backend,
             object_store,
+            local,
             boundary_files,
             checkpointed: Arc::new(std::sync::atomic::AtomicU64::new(u64::MAX)),
             checkpointing: Mutex::new(None),
@@ -1168,12 +1183,7 @@ impl Store {
     pub(crate) async fn read_object(&self, path: &str) -> Result<Bytes> {
         tracing::trace!(path, "moraine: reading an object");
         let path = object_store::path::Path::from(path);
-        let got = self
-            .object_store
-            .get(&path)
-            .await
-            .map_err(|e| Error::Storage(format!("reading {path}: {e}")))?;
-        got.bytes()
+        read_whole(&self.object_store, self.local.as_deref(), &path)
             .await
             .map_err(|e| Error::Storage(format!("reading {path}: {e}")))
     }
@@ -1476,12 +1486,34 @@ fn warm_in_background(image: &Arc<Image>, url: &str) {
 /// The newest image checkpoint object under `moraine/image/`, if any can be read: the one the
 /// store's `image/checkpoint` names, unless a writer moved it meanwhile (the load checks).
 /// Best effort: any failure leaves the load to read what the pointer names.
-async fn prefetch_checkpoint(object_store: Arc<dyn ObjectStore>) -> Option<(String, Bytes)> {
+async fn prefetch_checkpoint(objects: Objects) -> Option<(String, Bytes)> {
     let span = tracing::debug_span!("moraine.checkpoint.prefetch");
-    read_newest_checkpoint(object_store).instrument(span).await
+    read_newest_checkpoint(objects).instrument(span).await
 }
 
-async fn read_newest_checkpoint(object_store: Arc<dyn ObjectStore>) -> Option<(String, Bytes)> {
+/// The object store a lake is on, and the same store when it is a local directory.
+#[derive(Clone)]
+struct Objects {
+    store: Arc<dyn ObjectStore>,
+    local: Option<Arc<local::LocalStore>>,
+}
+
+/// The whole object at `path`: mapped when the store is a local directory
+/// ([`local::LocalStore::map`]), else read.
+async fn read_whole(
+    store: &Arc<dyn ObjectStore>,
+    local: Option<&local::LocalStore>,
+    path: &object_store::path::Path,
+) -> std::result::Result<Bytes, String> {
+    if let Some(mapped) = local.and_then(|l| l.map(path)) {
+        return mapped.map_err(|e| e.to_string());
+    }
+    let got = store.get(path).await.map_err(|e| e.to_string())?;
+    got.bytes().await.map_err(|e| e.to_string())
+}
+
+async fn read_newest_checkpoint(objects: Objects) -> Option<(String, Bytes)> {
+    let object_store = &objects.store;
     let dir = object_store::path::Path::from(checkpoint::OBJECT_DIR);
     let listed = object_store.list_with_delimiter(Some(&dir)).await.ok()?;
     let newest = listed
@@ -1495,7 +1527,9 @@ async fn read_newest_checkpoint(object_store: Arc<dyn ObjectStore>) -> Option<(S
         })
         .max_by_key(|(batch, _)| *batch)?
         .1;
-    let bytes = object_store.get(&newest).await.ok()?.bytes().await.ok()?;
+    let bytes = read_whole(object_store, objects.local.as_deref(), &newest)
+        .await
+        .ok()?;
     Some((newest.to_string(), bytes))
 }
 

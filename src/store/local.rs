@@ -11,6 +11,7 @@
 //! `LocalFileSystem` unchanged.
 
 use async_trait::async_trait;
+use bytes::Bytes;
 use futures::stream::{BoxStream, StreamExt};
 use object_store::local::LocalFileSystem;
 use object_store::path::Path;
@@ -40,6 +41,24 @@ impl LocalStore {
             inner: Arc::new(LocalFileSystem::new_with_prefix(&root)?),
             root,
         })
+    }
+
+    /// The whole object at `location`, mapped into memory rather than read, or `None` when the
+    /// location is not a plain path under the directory (the caller then reads it through
+    /// `LocalFileSystem`). A fresh process reading a checkpoint (many MB) pays a page fault for
+    /// every page of a buffer it reads into; a mapping shares the file system's cached pages,
+    /// and a page is faulted in only when it is read. Only for objects that are never changed
+    /// in place: `LocalFileSystem` writes an object to a staging file and renames it over the
+    /// name, and a deleted file stays readable through a mapping of it.
+    pub(crate) fn map(&self, location: &Path) -> Option<std::io::Result<Bytes>> {
+        let mut file = self.root.clone();
+        for part in location.parts() {
+            if !plain_name(part.as_ref()) {
+                return None;
+            }
+            file.push(part.as_ref());
+        }
+        Some(map_file(&file))
     }
 
     /// The objects under `prefix` (after `offset`), or `None` when the fast listing does not
@@ -285,6 +304,40 @@ mod tests {
     }
 
     #[test]
+    fn maps_what_local_file_system_reads() {
+        tokio::runtime::Runtime::new()
+            .unwrap()
+            .block_on(maps_alike());
+    }
+
+    async fn maps_alike() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = LocalStore::new(dir.path()).unwrap();
+        let name = Path::from("moraine/image/00000000000000000151");
+        let body: Vec<u8> = (0..300_000u32).map(|i| (i % 251) as u8).collect();
+        store.put(&name, body.clone().into()).await.unwrap();
+        let read = store.get(&name).await.unwrap().bytes().await.unwrap();
+        let mapped = store.map(&name).unwrap().unwrap();
+        assert_eq!(mapped, read);
+        assert_eq!(&mapped[..], &body[..]);
+        // a slice keeps the mapping, which outlives the file's deletion and a new object put
+        // under its name (a rename over it, as LocalFileSystem writes)
+        let tail = mapped.slice(299_990..);
+        drop(mapped);
+        store.delete(&name).await.unwrap();
+        store.put(&name, "other".into()).await.unwrap();
+        assert_eq!(&tail[..], &body[299_990..]);
+        assert_eq!(&store.map(&name).unwrap().unwrap()[..], b"other");
+        // an empty object, a missing one, and a name the mapping does not cover
+        let empty = Path::from("moraine/image/00000000000000000152");
+        store.put(&empty, "".into()).await.unwrap();
+        assert!(store.map(&empty).unwrap().unwrap().is_empty());
+        let missing = store.map(&Path::from("moraine/image/0")).unwrap();
+        assert_eq!(missing.unwrap_err().kind(), std::io::ErrorKind::NotFound);
+        assert!(store.map(&Path::from("moraine/.hidden")).is_none());
+    }
+
+    #[test]
     fn lists_what_local_file_system_lists() {
         tokio::runtime::Runtime::new()
             .unwrap()
@@ -347,5 +400,60 @@ mod tests {
             listed(&fast, Some("gc"), None).await,
             listed(&fs, Some("gc"), None).await
         );
+    }
+}
+
+/// The bytes of the file at `path`, mapped read-only (private: the file's later changes, which
+/// moraine never makes in place, are not promised to show). Unmapped when the last `Bytes`
+/// sharing it goes.
+fn map_file(path: &std::path::Path) -> std::io::Result<Bytes> {
+    use std::os::fd::AsRawFd;
+    let file = std::fs::File::open(path)?;
+    let len = usize::try_from(file.metadata()?.len())
+        .map_err(|_| std::io::Error::other("the file is too large to map"))?;
+    if len == 0 {
+        return Ok(Bytes::new());
+    }
+    // SAFETY: a fresh read-only private mapping of `len` bytes of an open file; the fd may be
+    // closed once it is made (the mapping keeps the file)
+    let ptr = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ,
+            libc::MAP_PRIVATE,
+            file.as_raw_fd(),
+            0,
+        )
+    };
+    if ptr == libc::MAP_FAILED {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(Bytes::from_owner(Mapping { ptr, len }))
+}
+
+/// A read-only mapping, unmapped when dropped.
+struct Mapping {
+    ptr: *mut libc::c_void,
+    len: usize,
+}
+
+// SAFETY: the mapping is read-only and owned by this value alone
+unsafe impl Send for Mapping {}
+unsafe impl Sync for Mapping {}
+
+impl AsRef<[u8]> for Mapping {
+    fn as_ref(&self) -> &[u8] {
+        // SAFETY: `ptr` maps `len` readable bytes until `drop`
+        unsafe { std::slice::from_raw_parts(self.ptr as *const u8, self.len) }
+    }
+}
+
+impl Drop for Mapping {
+    fn drop(&mut self) {
+        // SAFETY: unmaps exactly the mapping `map_file` made, once
+        unsafe {
+            libc::munmap(self.ptr, self.len);
+        }
     }
 }
