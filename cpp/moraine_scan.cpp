@@ -394,18 +394,19 @@ static MoraineMat *MoraineScanRows(MoraineTxn *txn, const MoraineScanBindData &b
 		moraine_mat_free(mat);
 		return moraine_mat_clone(bind_data.narrowed);
 	}
-	// DuckDB no longer applies these filters: a selection that fails fails the scan
-	idx_t failed = 0;
+	// DuckDB no longer applies these filters: a selection that fails fails the scan (its error
+	// goes to the caller, as a failed read of the rows does)
 	for (auto &selection : bind_data.selections) {
-		failed += moraine_mat_select(mat, selection.first, selection.second.data(), selection.second.size()) != 0;
+		if (moraine_mat_select(mat, selection.first, selection.second.data(), selection.second.size(), &err) != 0) {
+			moraine_mat_free(mat);
+			return nullptr;
+		}
 	}
 	for (auto &range : bind_data.ranges) {
-		failed += moraine_mat_select_range(mat, range.first, range.second.first, range.second.second) != 0;
-	}
-	if (failed) {
-		moraine_mat_free(mat);
-		throw InternalException("moraine: a filter on %s.%s could not be applied to its rows", schema,
-		                        table.name);
+		if (moraine_mat_select_range(mat, range.first, range.second.first, range.second.second, &err) != 0) {
+			moraine_mat_free(mat);
+			return nullptr;
+		}
 	}
 	if (bind_data.narrowed) {
 		moraine_mat_free(bind_data.narrowed);
@@ -437,40 +438,47 @@ static unique_ptr<NodeStatistics> MoraineScanCardinality(ClientContext &context,
 	}
 }
 
-//! A value of `column` that no pushed-down selection or range on it admits, if there is one.
+//! A value of `column` that no pushed-down selection or range on it admits, if there is one:
+//! whichever of them stays in DuckDB's plan then folds to false.
 static bool OutsideFilters(const MoraineScanBindData &bind_data, idx_t column, int64_t &out) {
+	// candidates: one past each selection's largest value and range's upper bound, one below
+	// each smallest value and lower bound
+	vector<int64_t> candidates;
+	auto around = [&](int64_t lo, int64_t hi) {
+		if (hi < NumericLimits<int64_t>::Maximum()) {
+			candidates.push_back(hi + 1);
+		}
+		if (lo > NumericLimits<int64_t>::Minimum()) {
+			candidates.push_back(lo - 1);
+		}
+	};
 	for (auto &selection : bind_data.selections) {
+		auto &values = selection.second;
 		if (selection.first != column) {
 			continue;
 		}
-		auto &values = selection.second;
-		int64_t candidate = 0;
-		// a value that is none of them: one past the largest, or one below the smallest
-		if (!values.empty()) {
-			auto max = *std::max_element(values.begin(), values.end());
-			auto min = *std::min_element(values.begin(), values.end());
-			if (max < NumericLimits<int64_t>::Maximum()) {
-				candidate = max + 1;
-			} else if (min > NumericLimits<int64_t>::Minimum()) {
-				candidate = min - 1;
-			} else {
-				continue;
-			}
-		}
-		out = candidate;
-		return true;
-	}
-	for (auto &range : bind_data.ranges) {
-		if (range.first != column) {
+		if (values.empty()) {
+			candidates.push_back(0);
 			continue;
 		}
-		auto lo = range.second.first, hi = range.second.second;
-		if (hi < NumericLimits<int64_t>::Maximum()) {
-			out = hi + 1;
-			return true;
+		around(*std::min_element(values.begin(), values.end()), *std::max_element(values.begin(), values.end()));
+	}
+	for (auto &range : bind_data.ranges) {
+		if (range.first == column) {
+			around(range.second.first, range.second.second);
 		}
-		if (lo > NumericLimits<int64_t>::Minimum()) {
-			out = lo - 1;
+	}
+	for (auto candidate : candidates) {
+		bool admitted = false;
+		for (auto &selection : bind_data.selections) {
+			auto &values = selection.second;
+			admitted |= selection.first == column && std::find(values.begin(), values.end(), candidate) != values.end();
+		}
+		for (auto &range : bind_data.ranges) {
+			admitted |= range.first == column && range.second.first <= candidate && candidate <= range.second.second;
+		}
+		if (!admitted) {
+			out = candidate;
 			return true;
 		}
 	}

@@ -778,14 +778,15 @@ pub unsafe extern "C" fn moraine_txn_rows(
 
 /// Narrow a scan to exactly the rows whose `column` holds one of `values` (a conjunct of the
 /// query's filter that the scan applies in DuckDB's stead). Repeated calls intersect. Served from
-/// the rows' index, not a walk. 0 when applied; nonzero when it could not be (an internal error:
-/// the scan must then fail, not emit rows the filter rejects).
+/// the rows' index, not a walk. 0 when applied; nonzero with `err` set when it could not be (the
+/// scan must then fail, not emit rows the filter rejects).
 #[no_mangle]
 pub unsafe extern "C" fn moraine_mat_select(
     mat: *mut MoraineMat,
     column: usize,
     values: *const i64,
     count: usize,
+    err: *mut MoraineError,
 ) -> i32 {
     let mat = &mut *mat;
     let values = if count == 0 {
@@ -793,11 +794,11 @@ pub unsafe extern "C" fn moraine_mat_select(
     } else {
         std::slice::from_raw_parts(values, count)
     };
-    quiet("moraine_mat_select", 1, || {
+    status(guard(err, || {
         let chosen = mat.mat.rows.0.positions(column, values);
         mat.narrow(Some(chosen));
-        0
-    })
+        Ok(())
+    }))
 }
 
 /// Narrow a scan to exactly the rows whose integer `column` holds a value in `lo..=hi` (a
@@ -809,13 +810,14 @@ pub unsafe extern "C" fn moraine_mat_select_range(
     column: usize,
     lo: i64,
     hi: i64,
+    err: *mut MoraineError,
 ) -> i32 {
     let mat = &mut *mat;
-    quiet("moraine_mat_select_range", 1, || {
+    status(guard(err, || {
         let chosen = mat.mat.rows.0.positions_between(column, lo, hi);
         mat.narrow(chosen);
-        0
-    })
+        Ok(())
+    }))
 }
 
 #[no_mangle]
