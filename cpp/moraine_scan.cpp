@@ -162,28 +162,28 @@ static bool IntegerConstant(ClientContext &context, Expression &expr, int64_t &o
 	return true;
 }
 
+//! The table column a bound column reference of this scan names, if it is a plain column that
+//! moraine holds as integers.
+static bool IntegerColumn(LogicalGet &get, Expression &expr, idx_t &index) {
+	auto table = get.GetTable();
+	auto column = ScanColumn(get, expr);
+	if (!table || !column.IsValid()) {
+		return false;
+	}
+	index = column.GetIndex();
+	return MoraineHeldAsInteger(table->GetColumn(LogicalIndex(index)).Type());
+}
+
 //! `column = c`, `c = column`, `column IN (c1, c2, ...)` on an integer column of this scan.
 static bool IntegerSelection(ClientContext &context, LogicalGet &get, Expression &expr,
                              pair<idx_t, vector<int64_t>> &out) {
-	auto table = get.GetTable();
-	if (!table) {
-		return false;
-	}
-	auto integer_column = [&](Expression &e, idx_t &index) {
-		auto column = ScanColumn(get, e);
-		if (!column.IsValid()) {
-			return false;
-		}
-		index = column.GetIndex();
-		return MoraineHeldAsInteger(table->GetColumn(LogicalIndex(index)).Type());
-	};
 	int64_t value;
 	if (expr.GetExpressionType() == ExpressionType::COMPARE_EQUAL) {
 		auto &cmp = expr.Cast<BoundComparisonExpression>();
 		for (idx_t side = 0; side < 2; side++) {
 			auto &column = side == 0 ? *cmp.left : *cmp.right;
 			auto &constant = side == 0 ? *cmp.right : *cmp.left;
-			if (integer_column(column, out.first) && IntegerConstant(context, constant, value)) {
+			if (IntegerColumn(get, column, out.first) && IntegerConstant(context, constant, value)) {
 				out.second = {value};
 				return true;
 			}
@@ -192,7 +192,7 @@ static bool IntegerSelection(ClientContext &context, LogicalGet &get, Expression
 	}
 	if (expr.GetExpressionType() == ExpressionType::COMPARE_IN) {
 		auto &op = expr.Cast<BoundOperatorExpression>();
-		if (op.children.size() < 2 || !integer_column(*op.children[0], out.first)) {
+		if (op.children.size() < 2 || !IntegerColumn(get, *op.children[0], out.first)) {
 			return false;
 		}
 		out.second.clear();
@@ -215,15 +215,11 @@ static bool IntegerBetween(ClientContext &context, LogicalGet &get, Expression &
 	if (expr.GetExpressionClass() != ExpressionClass::BOUND_BETWEEN) {
 		return false;
 	}
-	auto table = get.GetTable();
-	if (!table) {
-		return false;
-	}
 	auto &between = expr.Cast<BoundBetweenExpression>();
-	auto column = ScanColumn(get, *between.input);
+	idx_t column;
 	int64_t lo, hi;
-	if (!column.IsValid() || !MoraineHeldAsInteger(table->GetColumn(LogicalIndex(column.GetIndex())).Type()) ||
-	    !IntegerConstant(context, *between.lower, lo) || !IntegerConstant(context, *between.upper, hi)) {
+	if (!IntegerColumn(get, *between.input, column) || !IntegerConstant(context, *between.lower, lo) ||
+	    !IntegerConstant(context, *between.upper, hi)) {
 		return false;
 	}
 	if (!between.lower_inclusive) {
@@ -238,7 +234,7 @@ static bool IntegerBetween(ClientContext &context, LogicalGet &get, Expression &
 		}
 		hi--;
 	}
-	out = {column.GetIndex(), {lo, hi}};
+	out = {column, {lo, hi}};
 	return true;
 }
 
@@ -254,18 +250,13 @@ static bool IntegerRange(ClientContext &context, LogicalGet &get, Expression &ex
 	    type != ExpressionType::COMPARE_GREATERTHAN && type != ExpressionType::COMPARE_GREATERTHANOREQUALTO) {
 		return false;
 	}
-	auto table = get.GetTable();
-	if (!table) {
-		return false;
-	}
 	auto &cmp = expr.Cast<BoundComparisonExpression>();
 	for (idx_t side = 0; side < 2; side++) {
 		auto &column_expr = side == 0 ? *cmp.left : *cmp.right;
 		auto &constant = side == 0 ? *cmp.right : *cmp.left;
-		auto column = ScanColumn(get, column_expr);
+		idx_t column;
 		int64_t value;
-		if (!column.IsValid() || !MoraineHeldAsInteger(table->GetColumn(LogicalIndex(column.GetIndex())).Type()) ||
-		    !IntegerConstant(context, constant, value)) {
+		if (!IntegerColumn(get, column_expr, column) || !IntegerConstant(context, constant, value)) {
 			continue;
 		}
 		// with the column on the right, `c < column` is `column > c`
@@ -291,7 +282,7 @@ static bool IntegerRange(ClientContext &context, LogicalGet &get, Expression &ex
 			lo = value;
 			break;
 		}
-		out = {column.GetIndex(), {lo, hi}};
+		out = {column, {lo, hi}};
 		return true;
 	}
 	return false;

@@ -193,10 +193,8 @@ pub struct Store {
     pub(crate) row_locks: crate::row_locks::RowLocks,
     pub(crate) backend: Backend,
     /// The object store SlateDB runs on (its garbage collector's at close, and where image
-    /// checkpoints are written).
-    object_store: Arc<dyn ObjectStore>,
-    /// The same store when it is a local directory: checkpoints are mapped from it, not read.
-    local: Option<Arc<local::LocalStore>>,
+    /// checkpoints are written and read).
+    objects: Objects,
     /// Whether that object store keeps SlateDB's GC boundary objects (see `gc_options`).
     boundary_files: bool,
     /// The checkpoint being written in the background, if any.
@@ -363,7 +361,7 @@ const GC_INTERVAL: Duration = Duration::from_secs(10);
 /// when its oldest SST or WAL object is older than `moraine_reclaim_interval` (see `reclaim.rs`),
 /// and after a reclaim that failed waits ten minutes before the next check.
 fn start_collector(store: &Arc<Store>) -> tokio::task::JoinHandle<()> {
-    let object_store = store.object_store.clone();
+    let object_store = store.objects.store.clone();
     let boundary_files = store.boundary_files;
     let interval = store.access.reclaim_interval;
     let store = Arc::downgrade(store);
@@ -718,10 +716,7 @@ impl Store {
         let metrics = Arc::new(slatedb_common::metrics::DefaultMetricsRecorder::new());
         // the attach's image load needs the newest checkpoint: read it while SlateDB opens
         let prefetched = runtime().spawn(prefetch_checkpoint(objects.clone()));
-        let Objects {
-            store: object_store,
-            local,
-        } = objects;
+        let object_store = objects.store.clone();
         let backend = block_on(within(
             access.io_timeout,
             &location,
@@ -746,8 +741,7 @@ impl Store {
             closed: std::sync::atomic::AtomicBool::new(false),
             row_locks: Default::default(),
             backend,
-            object_store,
-            local,
+            objects,
             boundary_files,
             checkpointed: Arc::new(std::sync::atomic::AtomicU64::new(u64::MAX)),
             checkpointing: Mutex::new(None),
@@ -792,7 +786,7 @@ impl Store {
         if let Backend::Writer(_, status) = &self.backend {
             // a fenced writer's compactor would fence the newer writer's
             if status.borrow().close_reason.is_none() {
-                self.compactor.start(&self.object_store, &self.metrics);
+                self.compactor.start(&self.objects.store, &self.metrics);
             }
         }
     }
@@ -1124,7 +1118,7 @@ impl Store {
     /// Test hook: the object store SlateDB runs on.
     #[cfg(test)]
     pub(crate) fn object_store_for_test(&self) -> Arc<dyn ObjectStore> {
-        self.object_store.clone()
+        self.objects.store.clone()
     }
 
     /// Test hook: write raw keys outside any transaction (to plant records a load must skip).
@@ -1183,7 +1177,8 @@ impl Store {
     pub(crate) async fn read_object(&self, path: &str) -> Result<Bytes> {
         tracing::trace!(path, "moraine: reading an object");
         let path = object_store::path::Path::from(path);
-        read_whole(&self.object_store, self.local.as_deref(), &path)
+        self.objects
+            .read(&path)
             .await
             .map_err(|e| Error::Storage(format!("reading {path}: {e}")))
     }
@@ -1227,7 +1222,7 @@ impl Store {
         match &self.backend {
             Backend::Writer(db, _) => Some(Checkpointer {
                 db: db.clone(),
-                object_store: self.object_store.clone(),
+                object_store: self.objects.store.clone(),
                 checkpointed: self.checkpointed.clone(),
                 url: self.url.clone(),
             }),
@@ -1442,7 +1437,7 @@ impl Store {
                 closed => closed?,
             }
             if tidy {
-                let admin = slatedb::admin::Admin::builder("", self.object_store.clone()).build();
+                let admin = slatedb::admin::Admin::builder("", self.objects.store.clone()).build();
                 if let Err(e) = admin.run_gc_once(gc_at_close(self.boundary_files)).await {
                     tracing::warn!("moraine: collecting obsolete objects at close failed: {e}");
                 }
@@ -1498,18 +1493,16 @@ struct Objects {
     local: Option<Arc<local::LocalStore>>,
 }
 
-/// The whole object at `path`: mapped when the store is a local directory
-/// ([`local::LocalStore::map`]), else read.
-async fn read_whole(
-    store: &Arc<dyn ObjectStore>,
-    local: Option<&local::LocalStore>,
-    path: &object_store::path::Path,
-) -> std::result::Result<Bytes, String> {
-    if let Some(mapped) = local.and_then(|l| l.map(path)) {
-        return mapped.map_err(|e| e.to_string());
+impl Objects {
+    /// The whole object at `path`: mapped when the store is a local directory
+    /// ([`local::LocalStore::map`]), else read.
+    async fn read(&self, path: &object_store::path::Path) -> std::result::Result<Bytes, String> {
+        if let Some(mapped) = self.local.as_ref().and_then(|l| l.map(path)) {
+            return mapped.map_err(|e| e.to_string());
+        }
+        let got = self.store.get(path).await.map_err(|e| e.to_string())?;
+        got.bytes().await.map_err(|e| e.to_string())
     }
-    let got = store.get(path).await.map_err(|e| e.to_string())?;
-    got.bytes().await.map_err(|e| e.to_string())
 }
 
 async fn read_newest_checkpoint(objects: Objects) -> Option<(String, Bytes)> {
@@ -1527,9 +1520,7 @@ async fn read_newest_checkpoint(objects: Objects) -> Option<(String, Bytes)> {
         })
         .max_by_key(|(batch, _)| *batch)?
         .1;
-    let bytes = read_whole(object_store, objects.local.as_deref(), &newest)
-        .await
-        .ok()?;
+    let bytes = objects.read(&newest).await.ok()?;
     Some((newest.to_string(), bytes))
 }
 

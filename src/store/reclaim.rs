@@ -241,9 +241,9 @@ impl Store {
         // (before the memtable flushes of step 5 add to L0)
         self.start_compactor();
         let writer = self.checkpointer().expect("a writer has a checkpointer");
-        let admin = slatedb::admin::Admin::builder("", self.object_store.clone()).build();
+        let admin = slatedb::admin::Admin::builder("", self.objects.store.clone()).build();
         let (objects_before, bytes_before) =
-            self.bounded("listing the store", footprint(&self.object_store))?;
+            self.bounded("listing the store", footprint(&self.objects.store))?;
 
         // 1. an image checkpoint of the head, so that the commit log up to it can go
         let pinned = self.pin_image()?;
@@ -351,7 +351,7 @@ impl Store {
             Ok(())
         })?;
         let (objects_after, bytes_after) =
-            self.bounded("listing the store", footprint(&self.object_store))?;
+            self.bounded("listing the store", footprint(&self.objects.store))?;
         let done = Reclaimed {
             head_batch: head.batch_count,
             checkpoint_batch,
