@@ -49,6 +49,12 @@ impl RowLocks {
         Ok(())
     }
 
+    /// How many rows are held (tests).
+    #[cfg(test)]
+    pub(crate) fn held(&self) -> usize {
+        self.held.lock().unwrap_or_else(|e| e.into_inner()).len()
+    }
+
     /// Release the rows `owner` took.
     pub(crate) fn release(&self, owner: u64, rows: &[Vec<u8>]) {
         let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());

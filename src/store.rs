@@ -93,6 +93,11 @@ impl Head {
 
 // ---- runtime ---------------------------------------------------------------------------------
 
+/// Drop `garbage` on the runtime's blocking pool, off the caller's thread.
+pub(crate) fn free_aside<T: Send + 'static>(garbage: T) {
+    drop(runtime().spawn_blocking(move || drop(garbage)));
+}
+
 fn runtime() -> &'static tokio::runtime::Runtime {
     static RT: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
     RT.get_or_init(|| {

@@ -117,6 +117,9 @@ pub fn split_rowid(rowid: i64) -> (u32, usize) {
 type TableId = (String, String);
 
 /// A moraine transaction. Not thread-safe by itself; the FFI serializes calls.
+/// A committed transaction that staged at least this many operations frees them aside.
+const FREE_ASIDE_OPS: usize = 1024;
+
 pub struct Transaction {
     store: Arc<Store>,
     /// The committed image this transaction reads, pinned on its first read (RFC 0009).
@@ -779,14 +782,28 @@ impl Transaction {
         let store = self.store.clone();
         let tables = &catalog.tables;
         let ops = &self.ops;
-        store.commit_writes(&image, || {
+        let committed = store.commit_writes(&image, || {
             let _span = tracing::debug_span!("moraine.translate", ops = ops.len()).entered();
             let t = store.bounded(
                 "translating the commit",
                 translate::translate(&store, &image, tables, ops),
             )?;
             Ok((t.writes, t.head, ()))
-        })
+        });
+        if self.ops.len() >= FREE_ASIDE_OPS {
+            // what a large transaction staged and read (expiry's thousands of rows) is freed on
+            // a background thread, not while DuckDB waits for COMMIT; its row locks still go at
+            // once, as the transaction drops
+            let staged = (
+                std::mem::take(&mut self.ops),
+                std::mem::take(&mut self.cache),
+                std::mem::take(&mut self.registry),
+                std::mem::take(&mut self.touched),
+                std::mem::take(&mut self.deleted),
+            );
+            crate::store::free_aside(staged);
+        }
+        committed
     }
 
     /// Discard everything staged. Writes nothing.

@@ -386,6 +386,48 @@ fn the_paired_snapshot_changes_delete_is_a_validated_no_op() {
 }
 
 #[test]
+fn a_large_commit_releases_its_row_locks_at_once_and_frees_the_rest_aside() {
+    let store = new_lake(&mem_url("free-aside"));
+    let n = super::FREE_ASIDE_OPS as i64 + 10;
+    let mut t = store.begin();
+    t.stage_insert(M, "ducklake_snapshot", (1..=n).map(snap).collect())
+        .unwrap();
+    t.stage_insert(
+        M,
+        "ducklake_snapshot_changes",
+        (1..=n)
+            .map(|id| changes(id, "inserted_into_table:1"))
+            .collect(),
+    )
+    .unwrap();
+    t.commit().unwrap();
+    // expire every snapshot but the head, one staged delete per row
+    let mut t = store.begin();
+    let s = t.rows(M, "ducklake_snapshot", true).unwrap();
+    assert_eq!(s.rows.len() as i64, n + 1);
+    let doomed: Vec<i64> = (0..s.rows.len() - 1).map(|i| rowid(s.id, i)).collect();
+    t.stage_delete(M, "ducklake_snapshot", doomed).unwrap();
+    assert!(t.staged().len() >= super::FREE_ASIDE_OPS);
+    assert_eq!(
+        store.row_locks.held() as i64,
+        n,
+        "the deleted rows are locked"
+    );
+    t.commit().unwrap();
+    assert_eq!(
+        store.row_locks.held(),
+        0,
+        "the commit released every row lock"
+    );
+    let mut t = store.begin();
+    assert_eq!(first_cells(&mut t, "ducklake_snapshot"), vec![Int(n)]);
+    assert_eq!(
+        first_cells(&mut t, "ducklake_snapshot_changes"),
+        vec![Int(n)]
+    );
+}
+
+#[test]
 fn deleting_the_head_snapshot_is_a_constraint_error() {
     let store = new_lake(&mem_url("headdel"));
     let before = everything(&store);

@@ -45,6 +45,14 @@ impl<'a> WriteSet<'a> {
         Ok(self.image.get(self.store, key).await?.map(|b| b.to_vec()))
     }
 
+    /// [`Self::get`] without copying a committed value out of the image.
+    pub(crate) async fn get_bytes(&self, key: &[u8]) -> Result<Option<bytes::Bytes>> {
+        if let Some(v) = self.pending.get(key) {
+            return Ok(v.as_ref().map(|v| bytes::Bytes::copy_from_slice(v)));
+        }
+        self.image.get(self.store, key).await
+    }
+
     pub(crate) async fn exists(&self, key: &[u8]) -> Result<bool> {
         Ok(self.get(key).await?.is_some())
     }
@@ -79,7 +87,7 @@ impl<'a> WriteSet<'a> {
     }
 
     pub(crate) async fn snapshot_record(&self, lake: &str, id: i64) -> Result<SnapshotRecord> {
-        match self.get(&keys::snapshot(lake, id)).await? {
+        match self.get_bytes(&keys::snapshot(lake, id)).await? {
             Some(v) => SnapshotRecord::decode(&v),
             None => Ok(SnapshotRecord::default()),
         }
@@ -92,8 +100,8 @@ impl<'a> WriteSet<'a> {
         id: i64,
         half: SnapshotHalf,
     ) -> Result<bool> {
-        match self.get(&keys::snapshot(lake, id)).await? {
-            Some(v) => Ok(SnapshotRecord::half_record(&v.into(), half)?.is_some()),
+        match self.get_bytes(&keys::snapshot(lake, id)).await? {
+            Some(v) => Ok(SnapshotRecord::half_record(&v, half)?.is_some()),
             None => Ok(false),
         }
     }
