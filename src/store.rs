@@ -93,9 +93,13 @@ impl Head {
 
 // ---- runtime ---------------------------------------------------------------------------------
 
-/// Drop `garbage` on the runtime's blocking pool, off the caller's thread.
+/// Drop `garbage` on a thread of its own, off the caller's; on this thread if none can be
+/// started (never a panic: the caller may already have committed).
 pub(crate) fn free_aside<T: Send + 'static>(garbage: T) {
-    drop(runtime().spawn_blocking(move || drop(garbage)));
+    // a failed spawn drops the closure, and with it `garbage`, here
+    let _ = std::thread::Builder::new()
+        .name("moraine-free".into())
+        .spawn(move || drop(garbage));
 }
 
 fn runtime() -> &'static tokio::runtime::Runtime {

@@ -116,10 +116,10 @@ pub fn split_rowid(rowid: i64) -> (u32, usize) {
 
 type TableId = (String, String);
 
-/// A moraine transaction. Not thread-safe by itself; the FFI serializes calls.
 /// A committed transaction that staged at least this many operations frees them aside.
 const FREE_ASIDE_OPS: usize = 1024;
 
+/// A moraine transaction. Not thread-safe by itself; the FFI serializes calls.
 pub struct Transaction {
     store: Arc<Store>,
     /// The committed image this transaction reads, pinned on its first read (RFC 0009).
@@ -791,10 +791,13 @@ impl Transaction {
             Ok((t.writes, t.head, ()))
         });
         if self.ops.len() >= FREE_ASIDE_OPS {
-            // what a large transaction staged and read (expiry's thousands of rows) is freed on
-            // a background thread, not while DuckDB waits for COMMIT; its row locks still go at
-            // once, as the transaction drops
+            // what a large transaction staged and read (expiry's thousands of rows, and the
+            // image it pinned, which may hold the only reference to what the commit replaced)
+            // is freed on another thread, not while DuckDB waits for COMMIT; its row locks
+            // still go at once, as the transaction drops
             let staged = (
+                self.image.take(),
+                self.catalog.take(),
                 std::mem::take(&mut self.ops),
                 std::mem::take(&mut self.cache),
                 std::mem::take(&mut self.registry),
