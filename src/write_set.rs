@@ -39,13 +39,11 @@ impl<'a> WriteSet<'a> {
     }
 
     pub(crate) async fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        if let Some(v) = self.pending.get(key) {
-            return Ok(v.clone());
-        }
-        Ok(self.image.get(self.store, key).await?.map(|b| b.to_vec()))
+        Ok(self.get_bytes(key).await?.map(Vec::from))
     }
 
-    /// [`Self::get`] without copying a committed value out of the image.
+    /// The value of `key` (pending, else committed), without copying a committed value out of
+    /// the image.
     pub(crate) async fn get_bytes(&self, key: &[u8]) -> Result<Option<bytes::Bytes>> {
         if let Some(v) = self.pending.get(key) {
             return Ok(v.as_ref().map(|v| bytes::Bytes::copy_from_slice(v)));
