@@ -517,6 +517,84 @@ pub struct Image {
     /// tables' rows with history are cached there like any space's, so the history is read
     /// from the store once per image, not once per transaction. Never checkpointed or advanced.
     stand_ins: Mutex<HashMap<Vec<u8>, Arc<Space>>>,
+    /// Which tables hold ended versions at this image (a writer's only): found on first need
+    /// with one iterator per lake, and carried to the image a commit advances this one to.
+    history_held: OnceLock<Arc<HistoryHeld>>,
+}
+
+/// The history ranges of an image that hold at least one record: the lakes' history roots
+/// looked through, and each `[lake/<l>/]history/<table>/` found to hold a record under them
+/// (a superset once carried forward: a commit adds the tables it ends versions of and removes
+/// none).
+#[derive(Debug, Default)]
+struct HistoryHeld {
+    roots: std::collections::BTreeSet<Vec<u8>>,
+    tables: std::collections::BTreeSet<Vec<u8>>,
+}
+
+impl HistoryHeld {
+    /// Whether records under `prefix` (within a history root) may exist: its root was not
+    /// looked through, or a table range found holding records overlaps it.
+    fn may_hold(&self, prefix: &[u8]) -> bool {
+        if !self.roots.iter().any(|r| prefix.starts_with(r)) {
+            return true;
+        }
+        // table prefixes are whole segments, so none is a prefix of another
+        let within = self
+            .tables
+            .range(prefix.to_vec()..)
+            .next()
+            .is_some_and(|t| t.starts_with(prefix));
+        let covering = self
+            .tables
+            .range(..=prefix.to_vec())
+            .next_back()
+            .is_some_and(|t| prefix.starts_with(t));
+        within || covering
+    }
+
+    /// The `[lake/<l>/]history/<table>/` range a history key lies in.
+    fn table_of(key: &[u8]) -> Result<Vec<u8>> {
+        let lead = keys::raw_segments(key, 1)?;
+        let at = if lead
+            .first()
+            .is_some_and(|s| keys::segment_is_text(s, "lake"))
+        {
+            2
+        } else {
+            0
+        };
+        let segments = keys::raw_segments(key, at + 2)?;
+        if segments.len() < at + 2 {
+            return Err(Error::Corrupt(format!(
+                "history key {} names no table",
+                keys::show(key)
+            )));
+        }
+        Ok(segments.concat())
+    }
+
+    /// Look through each lake's history root in `snap`, one iterator per lake, seeking past
+    /// each table found.
+    async fn find(snap: &DbSnapshot, lakes: impl Iterator<Item = &str>) -> Result<HistoryHeld> {
+        let mut held = HistoryHeld::default();
+        for lake in lakes {
+            let root = keys::history_root(lake);
+            let mut it = snap
+                .scan_prefix_with_options(&root, .., &Default::default())
+                .await?;
+            while let Some(kv) = it.next().await? {
+                let table = Self::table_of(&kv.key)?;
+                // every key under a text segment sorts before the segment's last byte + 1
+                let mut past = table.clone();
+                *past.last_mut().expect("a table segment") += 1;
+                held.tables.insert(table);
+                it.seek(past).await?;
+            }
+            held.roots.insert(root);
+        }
+        Ok(held)
+    }
 }
 
 impl std::fmt::Debug for Image {
@@ -764,6 +842,7 @@ impl Image {
             ),
             checkpoint: Some(batch),
             stand_ins: Default::default(),
+            history_held: OnceLock::new(),
         };
         let log = read_log(store, snap, batch + 1).await?;
         Ok(Some(image.follow(log, snap.cloned())?))
@@ -789,6 +868,7 @@ impl Image {
                 sections: self.sections.clone(),
                 checkpoint: self.checkpoint,
                 stand_ins: Default::default(),
+                history_held: OnceLock::new(),
             }),
         }
     }
@@ -887,6 +967,7 @@ impl Image {
             sections: Default::default(),
             checkpoint: None,
             stand_ins: Default::default(),
+            history_held: OnceLock::new(),
         })
     }
 
@@ -947,23 +1028,30 @@ impl Image {
         head: Head,
         snapshot: Option<Arc<DbSnapshot>>,
     ) -> Result<Image> {
-        // a space the commit writes that is still a checkpoint section is decoded first
-        for k in writes.keys() {
-            if let Place::Space(space) | Place::History(space) = place_of(k)? {
-                if self.sections.contains_key(&space) {
-                    self.space(&space)?;
-                }
-            }
-        }
-        let mut spaces = self.loaded().clone();
         // each written space's changes (a space whose history alone changed gets none, but a
         // new space all the same: its cached rows with history are stale)
         let mut touched: BTreeMap<Vec<u8>, BTreeMap<Vec<u8>, Option<Entry>>> = BTreeMap::new();
+        // the keys of one space are contiguous: a key under the previous key's space prefix is
+        // in that space (prefixes are whole encoded segments)
+        let mut last: Option<Vec<u8>> = None;
+        // the history ranges the commit writes ended versions into
+        let mut ended: Vec<Vec<u8>> = Vec::new();
         for (k, v) in writes {
-            let (space, live) = match place_of(k)? {
-                Place::Space(space) => (space, true),
-                Place::History(space) => (space, false),
-                Place::Image => continue,
+            let (space, live) = match &last {
+                Some(p) if k.starts_with(p) => (p.clone(), true),
+                _ => match place_of(k)? {
+                    Place::Space(space) => {
+                        last = Some(space.clone());
+                        (space, true)
+                    }
+                    Place::History(space) => {
+                        if v.is_some() {
+                            ended.push(HistoryHeld::table_of(k)?);
+                        }
+                        (space, false)
+                    }
+                    Place::Image => continue,
+                },
             };
             let changes = touched.entry(space).or_default();
             if live {
@@ -973,6 +1061,13 @@ impl Image {
                 );
             }
         }
+        // a space the commit writes that is still a checkpoint section is decoded first
+        for space in touched.keys() {
+            if self.sections.contains_key(space) {
+                self.space(space)?;
+            }
+        }
+        let mut spaces = self.loaded().clone();
         for (space, changes) in touched {
             // only the chunks the changes fall in are copied
             let entries = match spaces.get(&space) {
@@ -997,6 +1092,17 @@ impl Image {
                 let _ = catalog.set(cat.clone());
             }
         }
+        // what this image knows of the history ranges holds after the commit, with the
+        // ranges it ended versions into (a writer's: its next image reads the same snapshots)
+        let history_held = OnceLock::new();
+        if let (Some(held), Some(_)) = (self.history_held.get(), &snapshot) {
+            let mut tables = held.tables.clone();
+            tables.extend(ended);
+            let _ = history_held.set(Arc::new(HistoryHeld {
+                roots: held.roots.clone(),
+                tables,
+            }));
+        }
         Ok(Image {
             head,
             spaces: Mutex::new(spaces),
@@ -1008,6 +1114,7 @@ impl Image {
             sections: self.sections.clone(),
             checkpoint: self.checkpoint,
             stand_ins: Default::default(),
+            history_held,
         })
     }
 
@@ -1168,7 +1275,12 @@ impl Image {
     pub(crate) async fn scan(&self, store: &Store, prefix: &[u8]) -> Result<Vec<(Bytes, Bytes)>> {
         if is_history_prefix(prefix)? {
             let records = match &self.history {
-                History::Snapshot(s) => scan_snapshot(s, prefix).await?,
+                History::Snapshot(s) => {
+                    if !self.history_held(s).await?.may_hold(prefix) {
+                        return Ok(Vec::new());
+                    }
+                    scan_snapshot(s, prefix).await?
+                }
                 History::Latest => store.backend.scan(prefix).await?,
             };
             return Ok(match self.history {
@@ -1180,6 +1292,19 @@ impl Image {
             });
         }
         self.scan_live(prefix)
+    }
+
+    /// Which tables hold ended versions at this image, read through its snapshot on first
+    /// need.
+    async fn history_held(&self, snap: &DbSnapshot) -> Result<Arc<HistoryHeld>> {
+        if let Some(held) = self.history_held.get() {
+            return Ok(held.clone());
+        }
+        let catalog = self.catalog()?;
+        let held = HistoryHeld::find(snap, catalog.schemas.iter().map(String::as_str))
+            .instrument(tracing::trace_span!("moraine.image.history_held"))
+            .await?;
+        Ok(self.history_held.get_or_init(|| Arc::new(held)).clone())
     }
 
     /// Every record under `prefix`, which lies within one space or spans whole spaces, in key
@@ -1465,6 +1590,34 @@ mod tests {
             .get_or_try(|| Err(Error::Corrupt("damaged".into())))
             .is_err());
         assert_eq!(failing.get_or_try(|| Ok(3)).unwrap(), 3);
+    }
+
+    #[test]
+    fn history_held_answers_for_the_tables_found_and_scans_what_it_did_not_look_through() {
+        let key = keys::history("main", "t", &[Cell::Int(1)], &Cell::Int(3), &Cell::Int(1));
+        assert_eq!(
+            HistoryHeld::table_of(&key).unwrap(),
+            keys::history_prefix("main", "t")
+        );
+        let other = keys::history("o", "t", &[Cell::Int(1)], &Cell::Int(3), &Cell::Int(1));
+        assert_eq!(
+            HistoryHeld::table_of(&other).unwrap(),
+            keys::history_prefix("o", "t")
+        );
+        let held = HistoryHeld {
+            roots: [keys::history_root("main")].into(),
+            tables: [keys::history_prefix("main", "t")].into(),
+        };
+        // a table found, one entity of it, and the whole root may hold records
+        assert!(held.may_hold(&keys::history_prefix("main", "t")));
+        assert!(held.may_hold(&keys::history_entity_prefix("main", "t", &[Cell::Int(1)])));
+        assert!(held.may_hold(&keys::history_root("main")));
+        // a table not found holds none, even one whose name extends the found one's
+        assert!(!held.may_hold(&keys::history_prefix("main", "u")));
+        assert!(!held.may_hold(&keys::history_prefix("main", "tt")));
+        assert!(!held.may_hold(&keys::history_prefix("main", "")));
+        // a lake whose root was not looked through is read
+        assert!(held.may_hold(&keys::history_prefix("o", "u")));
     }
 
     #[test]

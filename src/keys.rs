@@ -365,6 +365,11 @@ pub fn history(
         .into_bytes()
 }
 
+/// Every ended version of a lake: `[lake/<lake>/]history/`.
+pub fn history_root(lake_name: &str) -> Vec<u8> {
+    lake(lake_name).s("history").into_bytes()
+}
+
 pub fn history_prefix(lake_name: &str, table: &str) -> Vec<u8> {
     lake(lake_name).s("history").s(table).into_bytes()
 }

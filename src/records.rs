@@ -123,37 +123,38 @@ impl<V: Clone> Records<V> {
                 _ => by_chunk.push((at, vec![(k, v)])),
             }
         }
-        // rebuild those chunks, back to front so the indexes of earlier ones hold
+        // rebuild those chunks, back to front so the indexes of earlier ones hold: each is the
+        // merge of its records and its changes, copying only the records that stay
         for (at, group) in by_chunk.into_iter().rev() {
-            let mut chunk = (*out.chunks[at]).clone();
-            let before = chunk.len();
-            for (k, v) in group {
-                match v {
-                    Some(v) => {
-                        chunk.insert(k, v);
+            let before = out.chunks[at].len();
+            let mut merged: Vec<(Vec<u8>, V)> = Vec::with_capacity(before + group.len());
+            let mut changes = group.into_iter().peekable();
+            for (k, v) in out.chunks[at].iter() {
+                while let Some((ck, _)) = changes.peek() {
+                    if ck.as_slice() >= k.as_slice() {
+                        break;
                     }
-                    None => {
-                        chunk.remove(&k);
-                    }
+                    let (ck, cv) = changes.next().expect("peeked");
+                    merged.extend(cv.map(|cv| (ck, cv)));
+                }
+                match changes.next_if(|(ck, _)| ck == k) {
+                    Some((ck, cv)) => merged.extend(cv.map(|cv| (ck, cv))),
+                    None => merged.push((k.clone(), v.clone())),
                 }
             }
-            out.len = out.len + chunk.len() - before;
-            let pieces: Vec<Arc<BTreeMap<Vec<u8>, V>>> = if chunk.is_empty() {
-                Vec::new()
-            } else if chunk.len() > 2 * out.chunk_records {
-                let mut rest = chunk;
-                let mut pieces = Vec::new();
-                while rest.len() > out.chunk_records {
-                    let split = rest.keys().nth(out.chunk_records).cloned().expect("a key");
-                    let tail = rest.split_off(&split);
-                    pieces.push(Arc::new(rest));
-                    rest = tail;
-                }
-                pieces.push(Arc::new(rest));
-                pieces
+            merged.extend(changes.filter_map(|(ck, cv)| cv.map(|cv| (ck, cv))));
+            out.len = out.len + merged.len() - before;
+            // a chunk grown past twice its size splits into pieces of its size
+            let piece = if merged.len() > 2 * out.chunk_records {
+                out.chunk_records
             } else {
-                vec![Arc::new(chunk)]
+                merged.len().max(1)
             };
+            let mut pieces: Vec<Arc<BTreeMap<Vec<u8>, V>>> = Vec::new();
+            let mut rest = merged.into_iter().peekable();
+            while rest.peek().is_some() {
+                pieces.push(Arc::new(rest.by_ref().take(piece).collect()));
+            }
             out.chunks.splice(at..at + 1, pieces);
         }
         out

@@ -422,17 +422,25 @@ impl Transaction {
                 _ => None,
             })
             .collect();
-        let mut rows: Option<Vec<Row>> = None;
-        if !ops.is_empty() {
-            let mut r = committed.to_vec();
-            overlay::apply(&kind, &mut r, ops, need_history);
-            rows = Some(r);
-        }
+        let mut rows: Option<Vec<Row>> =
+            (!ops.is_empty()).then(|| overlay::apply(&kind, &committed, ops, need_history));
         if let Some(e) = catalog::embedded_in(table) {
             let gone = self.parents_deleted(schema, e)?;
             if !gone.is_empty() {
-                let r = rows.get_or_insert_with(|| committed.to_vec());
-                r.retain(|r| catalog::parent_id(&def, e, r).is_none_or(|id| !gone.contains(&id)));
+                let keep =
+                    |r: &Row| catalog::parent_id(&def, e, r).is_none_or(|id| !gone.contains(&id));
+                rows = Some(match rows.take() {
+                    Some(mut r) => {
+                        r.retain(|r| keep(r));
+                        r
+                    }
+                    // copy out only the rows that stay
+                    None => (0..committed.len())
+                        .filter_map(|i| committed.get(i))
+                        .filter(|r| keep(r))
+                        .cloned()
+                        .collect(),
+                });
             }
         }
         let stored = rows.as_ref().map_or(committed.len(), Vec::len);

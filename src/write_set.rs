@@ -1,7 +1,7 @@
 //! A commit's write set (RFC 0006): the final value of every key the commit touches, over the
 //! committed image it began on.
 
-use crate::catalog::{SnapshotHalf, SnapshotRecord};
+use crate::catalog::SnapshotRecord;
 use crate::error::Result;
 use crate::image::Image;
 use crate::keys;
@@ -88,19 +88,6 @@ impl<'a> WriteSet<'a> {
         match self.get_bytes(&keys::snapshot(lake, id)).await? {
             Some(v) => SnapshotRecord::decode(&v),
             None => Ok(SnapshotRecord::default()),
-        }
-    }
-
-    /// Whether the snapshot record `id` holds its `half`, without decoding the record's cells.
-    pub(crate) async fn has_snapshot_half(
-        &self,
-        lake: &str,
-        id: i64,
-        half: SnapshotHalf,
-    ) -> Result<bool> {
-        match self.get_bytes(&keys::snapshot(lake, id)).await? {
-            Some(v) => Ok(SnapshotRecord::half_record(&v, half)?.is_some()),
-            None => Ok(false),
         }
     }
 

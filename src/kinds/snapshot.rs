@@ -12,7 +12,7 @@ use crate::cell::{Cell, Row};
 use crate::error::{Error, Result};
 use crate::keys;
 use crate::write_set::WriteSet;
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// The row records one half serves from the lake's records, in id order, kept encoded.
 pub(crate) fn records<'r>(
@@ -88,18 +88,22 @@ pub(crate) async fn update(
     Ok(())
 }
 
-/// The snapshots a commit deletes and the changes rows it deletes apart from them, as
+/// The snapshots a commit deletes (by lake) and the changes rows it deletes apart from them, as
 /// (lake, snapshot id).
 #[derive(Default)]
 pub(crate) struct Deletes {
-    snapshots: BTreeSet<(String, i64)>,
+    snapshots: BTreeMap<String, BTreeSet<i64>>,
     changes: Vec<(String, i64)>,
 }
 
 impl Deletes {
     /// How many snapshots the commit deletes (expires).
     pub(crate) fn snapshots(&self) -> usize {
-        self.snapshots.len()
+        self.snapshots.values().map(BTreeSet::len).sum()
+    }
+
+    fn deletes(&self, lake: &str, sid: i64) -> bool {
+        self.snapshots.get(lake).is_some_and(|s| s.contains(&sid))
     }
 
     /// Stage the delete of `old`; `head` is the head snapshot the commit leaves the lake at.
@@ -112,11 +116,15 @@ impl Deletes {
         head: Option<i64>,
     ) -> Result<()> {
         let sid = snapshot_id(def, old)?;
-        let lake_sid = (def.schema.clone(), sid);
-        if half == SnapshotHalf::Changes && self.snapshots.contains(&lake_sid) {
+        if half == SnapshotHalf::Changes && self.deletes(&def.schema, sid) {
             return Ok(()); // carried away with its snapshot's record
         }
-        if !ws.has_snapshot_half(&def.schema, sid, half).await? {
+        let key = keys::snapshot(&def.schema, sid);
+        let held = match ws.get_bytes(&key).await? {
+            Some(v) => SnapshotRecord::half_record(&v, half)?.is_some(),
+            None => false,
+        };
+        if !held {
             return Err(vanished(def, old, &Kind::Snapshot(half)));
         }
         match half {
@@ -128,22 +136,30 @@ impl Deletes {
                     )));
                 }
                 // the whole record goes: its changes row rides it
-                ws.del(keys::snapshot(&def.schema, sid));
-                self.snapshots.insert(lake_sid);
+                ws.del(key);
+                match self.snapshots.get_mut(&def.schema) {
+                    Some(ids) => {
+                        ids.insert(sid);
+                    }
+                    None => {
+                        self.snapshots
+                            .insert(def.schema.clone(), BTreeSet::from([sid]));
+                    }
+                }
             }
             // validated once the whole commit has been walked
-            SnapshotHalf::Changes => self.changes.push(lake_sid),
+            SnapshotHalf::Changes => self.changes.push((def.schema.clone(), sid)),
         }
         Ok(())
     }
 
     /// A changes row goes with its snapshot's record; one whose snapshot stays cannot go alone.
     pub(crate) async fn settle(self, ws: &mut WriteSet<'_>) -> Result<()> {
-        for (lake, sid) in self.changes {
-            if self.snapshots.contains(&(lake.clone(), sid)) {
+        for (lake, sid) in &self.changes {
+            if self.deletes(lake, *sid) {
                 continue;
             }
-            let mut rec = ws.snapshot_record(&lake, sid).await?;
+            let mut rec = ws.snapshot_record(lake, *sid).await?;
             if rec.snapshot.is_some() {
                 return Err(Error::Constraint(format!(
                     "cannot delete the ducklake_snapshot_changes row of snapshot {sid} while the \
@@ -152,7 +168,7 @@ impl Deletes {
                 )));
             }
             rec.changes = None;
-            ws.put_snapshot_record(&lake, sid, &rec);
+            ws.put_snapshot_record(lake, *sid, &rec);
         }
         Ok(())
     }

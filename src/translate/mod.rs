@@ -157,6 +157,8 @@ struct Walk {
     snapshot_deletes: snapshot::Deletes,
     bounds: VersionBounds,
     batch: u64,
+    /// the table the previous row operation named (forgotten at any DDL)
+    last_table: Option<(Arc<TableDef>, Kind)>,
 }
 
 impl Walk {
@@ -165,6 +167,20 @@ impl Walk {
             .get(&(schema.to_string(), table.to_string()))
             .cloned()
             .ok_or_else(|| Error::Catalog(format!("table {schema}.{table} does not exist")))
+    }
+
+    /// The definition and kind of a table row operations name; consecutive operations on one
+    /// table (a DELETE of thousands of rows) look it up once.
+    fn def_and_kind(&mut self, schema: &str, table: &str) -> Result<(Arc<TableDef>, Kind)> {
+        if let Some((def, kind)) = &self.last_table {
+            if def.schema == schema && def.name == table {
+                return Ok((def.clone(), kind.clone()));
+            }
+        }
+        let def = self.def(schema, table)?;
+        let kind = catalog::kind_of(&def)?;
+        self.last_table = Some((def.clone(), kind.clone()));
+        Ok((def, kind))
     }
 
     async fn ddl(&mut self, ws: &mut WriteSet<'_>, heads: &mut Heads<'_>, op: &Op) -> Result<()> {
@@ -220,8 +236,7 @@ impl Walk {
         table: &str,
         row: &Row,
     ) -> Result<()> {
-        let def = self.def(schema, table)?;
-        let kind = catalog::kind_of(&def)?;
+        let (def, kind) = self.def_and_kind(schema, table)?;
         if !matches!(op, Op::Delete { .. }) {
             catalog::check_not_null(&def, row)?;
         }
@@ -345,6 +360,7 @@ pub(crate) async fn translate(
         snapshot_deletes: snapshot::Deletes::default(),
         bounds: Vec::new(),
         batch: heads.committed.batch_count + 1,
+        last_table: None,
     };
     for (position, op) in ops.iter().enumerate() {
         match op {
@@ -363,7 +379,10 @@ pub(crate) async fn translate(
                 walk.row_op(&mut ws, &heads, position, op, schema, table, row)
                     .await?
             }
-            _ => walk.ddl(&mut ws, &mut heads, op).await?,
+            _ => {
+                walk.last_table = None;
+                walk.ddl(&mut ws, &mut heads, op).await?
+            }
         }
     }
     // expiry (RFC 0007): what the deleted snapshots take with them
