@@ -77,6 +77,7 @@ struct Slots<'a> {
     /// the identity's columns; `None`: the whole row (the inlined tables)
     columns: Option<Vec<usize>>,
     /// the committed set's integer column of each identity column, when all are integers
+    /// (read when the index is built)
     ints: Option<Vec<Arc<IntColumn>>>,
     slots: Vec<Option<Slot<'a>>>,
     /// identity hash -> positions in `slots` of the rows with that hash, ascending
@@ -93,15 +94,10 @@ impl<'a> Slots<'a> {
             Kind::Unversioned { key } => Some(key.clone()),
             Kind::Inline => None,
         };
-        let ints = columns.as_ref().and_then(|cols| {
-            cols.iter()
-                .map(|&c| committed.int_column(c))
-                .collect::<Option<Vec<_>>>()
-        });
         Slots {
             committed,
             columns,
-            ints,
+            ints: None,
             slots: (0..committed.len() as u32)
                 .map(|i| Some(Slot::Committed(i)))
                 .collect(),
@@ -152,6 +148,12 @@ impl<'a> Slots<'a> {
 
     fn index(&mut self) -> &mut HashMap<u64, Vec<u32>> {
         if self.index.is_none() {
+            // read by column only when something is matched (an insert-only overlay never is)
+            self.ints = self.columns.as_ref().and_then(|cols| {
+                cols.iter()
+                    .map(|&c| self.committed.int_column(c))
+                    .collect::<Option<Vec<_>>>()
+            });
             let mut buf = Vec::new();
             let mut idx: HashMap<u64, Vec<u32>> = HashMap::with_capacity(self.slots.len());
             for (i, slot) in self.slots.iter().enumerate() {
