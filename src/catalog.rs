@@ -306,18 +306,26 @@ fn unversioned_identity(def: &TableDef, declared: Vec<usize>) -> Vec<usize> {
     declared.into_iter().chain(rest).collect()
 }
 
-/// The cells that name a row: what a staged UPDATE/DELETE's old row is matched by.
-pub fn identity(kind: &Kind, row: &[Cell]) -> Vec<Cell> {
-    let at = |i: usize| row.get(i).cloned().unwrap_or(Cell::Null);
+/// The columns whose cells name a row of `kind`, in order; `None`: the whole row (the inlined
+/// tables, whose rows have no key).
+pub fn identity_columns(kind: &Kind) -> Option<Vec<usize>> {
     match kind {
-        Kind::Snapshot(_) => vec![at(0)],
-        Kind::Versioned { key, begin, .. } => {
-            let mut v: Vec<Cell> = key.iter().map(|&i| at(i)).collect();
-            v.push(at(*begin));
-            v
-        }
-        Kind::Unversioned { key } => key.iter().map(|&i| at(i)).collect(),
-        Kind::Inline => row.to_vec(),
+        Kind::Snapshot(_) => Some(vec![0]),
+        Kind::Versioned { key, begin, .. } => Some(key.iter().copied().chain([*begin]).collect()),
+        Kind::Unversioned { key } => Some(key.clone()),
+        Kind::Inline => None,
+    }
+}
+
+/// The cells that name a row: what a staged UPDATE/DELETE's old row is matched by (a missing
+/// cell is NULL).
+pub fn identity(kind: &Kind, row: &[Cell]) -> Vec<Cell> {
+    match identity_columns(kind) {
+        Some(columns) => columns
+            .iter()
+            .map(|&i| row.get(i).cloned().unwrap_or(Cell::Null))
+            .collect(),
+        None => row.to_vec(),
     }
 }
 

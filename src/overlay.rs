@@ -13,7 +13,7 @@
 //! inlined tables. The overlay validates nothing: an operation that names no row is skipped
 //! here and refused at commit by translation, where the refusal belongs.
 
-use crate::catalog::{is_ended, Kind};
+use crate::catalog::{identity_columns, is_ended, Kind};
 use crate::cell::{CellRef, Row};
 use crate::image::{IntColumn, RowSet};
 use std::collections::HashMap;
@@ -74,7 +74,7 @@ enum Slot<'a> {
 /// The result being built, and the index from a row's identity (hashed) to its slots.
 struct Slots<'a> {
     committed: &'a RowSet,
-    /// the identity's columns; `None`: the whole row (the inlined tables)
+    /// the identity's columns (`catalog::identity_columns`); `None`: the whole row
     columns: Option<Vec<usize>>,
     /// the committed set's integer column of each identity column, when all are integers
     /// (read when the index is built)
@@ -86,17 +86,9 @@ struct Slots<'a> {
 
 impl<'a> Slots<'a> {
     fn new(kind: &Kind, committed: &'a RowSet) -> Self {
-        let columns = match kind {
-            Kind::Snapshot(_) => Some(vec![0]),
-            Kind::Versioned { key, begin, .. } => {
-                Some(key.iter().copied().chain([*begin]).collect())
-            }
-            Kind::Unversioned { key } => Some(key.clone()),
-            Kind::Inline => None,
-        };
         Slots {
             committed,
-            columns,
+            columns: identity_columns(kind),
             ints: None,
             slots: (0..committed.len() as u32)
                 .map(|i| Some(Slot::Committed(i)))
