@@ -239,6 +239,10 @@ pub struct Store {
     /// Set when a commit's write outlived `io_timeout`: its outcome is unknown, so this handle
     /// serves nothing more (a re-attach reads the truth).
     broken: std::sync::atomic::AtomicBool,
+    /// Set when a write of this writer failed because another writer fenced it. SlateDB also
+    /// records the fence in its status, but from a background task that may run after the
+    /// failed write has returned: the flag makes the very next pin refuse, as every later one.
+    fenced: std::sync::atomic::AtomicBool,
     /// SlateDB's metrics for this store (`moraine_metrics`).
     metrics: Arc<slatedb_common::metrics::DefaultMetricsRecorder>,
     /// Commits made through this handle, and when the last was acknowledged (microseconds
@@ -766,6 +770,7 @@ impl Store {
             image_unsure: Default::default(),
             access,
             broken: Default::default(),
+            fenced: Default::default(),
             metrics,
             commits: Default::default(),
             last_commit_micros: Default::default(),
@@ -792,9 +797,9 @@ impl Store {
 
     /// Starts a writer's compactor now, if it is not running yet (`compactor.rs`).
     pub(crate) fn start_compactor(&self) {
-        if let Backend::Writer(_, status) = &self.backend {
+        if let Backend::Writer(..) = &self.backend {
             // a fenced writer's compactor would fence the newer writer's
-            if status.borrow().close_reason.is_none() {
+            if self.close_reason().is_none() {
                 self.compactor.start(&self.objects.store, &self.metrics);
             }
         }
@@ -832,6 +837,19 @@ impl Store {
             Backend::Writer(db, _) => Some(db),
             Backend::Reader(_) => None,
         }
+    }
+
+    /// Why SlateDB closed this handle, if it did: its own status, or the fence a failed write of
+    /// this writer saw before SlateDB's status caught up ([`Store::fenced`]).
+    fn close_reason(&self) -> Option<slatedb::CloseReason> {
+        let status = match &self.backend {
+            Backend::Writer(_, status) => status.borrow().close_reason,
+            Backend::Reader(reader) => reader.status().close_reason,
+        };
+        status.or(self
+            .fenced
+            .load(Ordering::SeqCst)
+            .then_some(slatedb::CloseReason::Fenced))
     }
 
     pub(crate) fn current_image(&self) -> Option<Arc<Image>> {
@@ -885,12 +903,12 @@ impl Store {
         let span = tracing::trace_span!("moraine.pin", store = %self.url);
         let _enter = span.enter();
         self.check_not_broken()?;
-        if let Backend::Writer(_, status) = &self.backend {
+        if let Backend::Writer(..) = &self.backend {
             // Only this process writes the lake while its writer is open, and each of its
             // commits installs its image under the commit lock: the image is the head, and
             // pinning it reads nothing. A fenced or closed writer fails here, as every read of
             // it did before the image.
-            if let Some(reason) = status.borrow().close_reason {
+            if let Some(reason) = self.close_reason() {
                 return Err(Error::from(slatedb::Error::closed(
                     "the lake's writer is closed".into(),
                     reason,
@@ -1048,6 +1066,9 @@ impl Store {
             .instrument(tracing::debug_span!("moraine.write")),
         );
         if let Err(e) = written {
+            if matches!(e, Error::Fenced(_)) {
+                self.fenced.store(true, Ordering::SeqCst);
+            }
             // whether any of it landed is the store's to say: read it afresh next time
             self.install_image(None);
             self.image_unsure.store(false, Ordering::SeqCst);
@@ -1292,10 +1313,7 @@ impl Store {
             Backend::Writer(db, _) => db.manifest(),
             Backend::Reader(reader) => reader.manifest(),
         };
-        let closed = match &self.backend {
-            Backend::Writer(_, status) => status.borrow().close_reason,
-            Backend::Reader(reader) => reader.status().close_reason,
-        };
+        let closed = self.close_reason();
         let state = if self.broken.load(Ordering::SeqCst) {
             "outcome unknown"
         } else if matches!(closed, Some(slatedb::CloseReason::Fenced)) {
@@ -1344,11 +1362,7 @@ impl Store {
     /// Whether a new ATTACH in this process may share this open store: not after a commit of
     /// unknown outcome, and not once SlateDB has closed it (a writer another one fenced).
     fn shareable(&self) -> bool {
-        !self.broken.load(Ordering::SeqCst)
-            && match &self.backend {
-                Backend::Writer(_, status) => status.borrow().close_reason.is_none(),
-                Backend::Reader(reader) => reader.status().close_reason.is_none(),
-            }
+        !self.broken.load(Ordering::SeqCst) && self.close_reason().is_none()
     }
 
     pub fn close(&self) -> Result<()> {
@@ -1359,7 +1373,7 @@ impl Store {
         let _enter = span.enter();
         let broken = self.broken.load(Ordering::SeqCst);
         let closing = async {
-            let Backend::Writer(db, status) = &self.backend else {
+            let Backend::Writer(db, _) = &self.backend else {
                 return self.backend.close().await;
             };
             if let Some(collector) = self
@@ -1390,7 +1404,7 @@ impl Store {
             if let Some(running) = running {
                 let _ = running.await;
             }
-            if status.borrow().close_reason.is_none() {
+            if self.close_reason().is_none() {
                 if let (Some(image), Some(writer)) = (self.current_image(), self.checkpointer()) {
                     if let Err(e) = writer.write(&image).await {
                         tracing::warn!(
@@ -1406,7 +1420,7 @@ impl Store {
             if compactor::l0_is_full(db) {
                 self.start_compactor();
             }
-            let mut holding = status.borrow().close_reason.is_none();
+            let mut holding = self.close_reason().is_none();
             let mut unmarked = false;
             if holding && replay_backlog(db) >= REPLAY_BACKLOG_LIMIT {
                 // SlateDB moves the replay point only when it flushes a memtable holding

@@ -2154,6 +2154,30 @@ fn a_writer_pins_its_image_without_reading_storage_until_it_is_fenced() {
     assert_eq!(other.head().unwrap().snapshot_id, Some(2));
 }
 
+/// A writer whose commit failed because another writer fenced it refuses the very next
+/// transaction's reads, without waiting for SlateDB's status to record the fence (its
+/// background task may record it after the failed write returned). Repeated: without the
+/// flag the read succeeds whenever SlateDB's status lags, which on a local directory is most
+/// times.
+#[test]
+fn a_writer_whose_commit_saw_the_fence_refuses_the_next_read_at_once() {
+    for _ in 0..20 {
+        let dir = tempfile::tempdir().unwrap();
+        let url = dir.path().display().to_string();
+        let store = new_lake(&url);
+        commit_table(&store, 1, 1, "kept");
+        // another writer (as another process would) opens the same directory, fencing `store`
+        let fs = object_store::local::LocalFileSystem::new_with_prefix(dir.path()).unwrap();
+        let other = Store::open_on(Arc::new(fs), false, "local://other").unwrap();
+        let e = commit_snapshot_2(&store).unwrap_err();
+        assert!(matches!(e, Error::Fenced(_)), "{e:?}");
+        let e = store.begin().head_snapshot(M).unwrap_err();
+        assert!(matches!(e, Error::Fenced(_)), "{e:?}");
+        assert_eq!(store.status().unwrap().state, "fenced");
+        assert_eq!(other.head().unwrap(), AFTER_COMMIT_1);
+    }
+}
+
 /// Rows come back in the order they were first written, across commits and whatever their
 /// keys or begin snapshots, and an update keeps the row's place: what a DuckDB-file catalog's
 /// scan without ORDER BY returns (DuckLake's compaction writes a merged file that begins at an
