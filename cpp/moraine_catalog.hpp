@@ -16,6 +16,7 @@
 namespace duckdb {
 
 class MoraineTransaction;
+class MoraineEntries;
 class ExtensionLoader;
 
 //! Throws a DuckDB exception carrying a Rust error (and frees it).
@@ -78,6 +79,15 @@ public:
 	string url;
 	bool read_only;
 
+	//! The entries built for the committed definitions with this fingerprint, built anew (and
+	//! kept for the transactions after) when it is not the one kept.
+	shared_ptr<MoraineEntries> SharedEntries(uint64_t fingerprint);
+
+private:
+	mutex shared_lock;
+	uint64_t shared_fingerprint = 0;
+	shared_ptr<MoraineEntries> shared;
+
 public:
 	void Initialize(bool load_builtin) override {
 	}
@@ -104,11 +114,14 @@ public:
 
 class MoraineTableEntry;
 
+//! One schema of a set of entries (MoraineEntries). It holds no transaction: each call takes the
+//! caller's, and a call from a transaction whose current set is another (it staged DDL since)
+//! is answered by that set's schema of the same name.
 class MoraineSchemaEntry : public SchemaCatalogEntry {
 public:
-	MoraineSchemaEntry(Catalog &catalog, CreateSchemaInfo &info, MoraineTransaction &transaction);
+	MoraineSchemaEntry(Catalog &catalog, CreateSchemaInfo &info, MoraineEntries &owner);
 
-	MoraineTransaction &transaction;
+	MoraineEntries &owner;
 
 public:
 	optional_ptr<CatalogEntry> CreateTable(CatalogTransaction transaction, BoundCreateTableInfo &info) override;
@@ -132,11 +145,40 @@ public:
 	optional_ptr<CatalogEntry> LookupEntry(CatalogTransaction transaction, const EntryLookupInfo &lookup_info) override;
 
 private:
-	void LoadTables();
+	//! This schema as `transaction` sees it now: this one, or its current set's (null if that
+	//! set has no schema of this name).
+	optional_ptr<MoraineSchemaEntry> Current(MoraineTransaction &transaction);
+	//! Every table, read through `txn` once.
+	void LoadTables(MoraineTxn *txn);
 	MoraineTableEntry &AddTable(const string &table_name, const vector<pair<string, string>> &columns);
+	vector<reference<MoraineTableEntry>> LoadedTables();
+	//! Guards `tables` and `tables_loaded`: a shared schema serves concurrent transactions.
+	mutex lock;
 	//! Every table of the schema is in `tables` (else only those looked up so far).
 	bool tables_loaded = false;
+	//! Never shrinks: DuckDB may hold any entry handed out while the set lives.
 	case_insensitive_map_t<unique_ptr<MoraineTableEntry>> tables;
+};
+
+//! The schema and table entries of one set of definitions: the committed ones of a fingerprint,
+//! shared by every transaction that sees them (kept by the catalog), or one transaction's own
+//! once it staged DDL. Entries are built lazily and never removed, so a reference handed to
+//! DuckDB lives as long as the set, which every transaction that used it keeps alive.
+class MoraineEntries {
+public:
+	explicit MoraineEntries(MoraineCatalog &catalog) : catalog(catalog) {
+	}
+
+	MoraineCatalog &catalog;
+
+	optional_ptr<MoraineSchemaEntry> GetSchema(MoraineTxn *txn, const string &name);
+	vector<reference<MoraineSchemaEntry>> Schemas(MoraineTxn *txn);
+
+private:
+	void LoadSchemas(MoraineTxn *txn);
+	mutex lock;
+	bool schemas_loaded = false;
+	case_insensitive_map_t<unique_ptr<MoraineSchemaEntry>> schemas;
 };
 
 class MoraineTableEntry : public TableCatalogEntry {
@@ -163,20 +205,21 @@ public:
 	void Commit();
 	void Rollback();
 
-	//! Per-transaction catalog entries. Entries are never freed before the transaction ends:
-	//! DDL moves the current ones aside so references handed to DuckDB stay valid.
+	//! The catalog entries this transaction sees: the catalog's shared set for its committed
+	//! definitions, chosen at first use, or its own once it staged DDL.
+	shared_ptr<MoraineEntries> Entries();
 	optional_ptr<MoraineSchemaEntry> GetSchema(const string &name);
 	void ScanSchemas(const std::function<void(SchemaCatalogEntry &)> &callback);
+	//! After DDL: the next use chooses the set again. The set in use stays alive until the
+	//! transaction ends, so references handed to DuckDB stay valid.
 	void InvalidateEntries();
-	void Retire(unique_ptr<CatalogEntry> entry);
 
 private:
-	void LoadSchemas();
 	mutex lock;
 	MoraineTxn *txn = nullptr;
-	bool schemas_loaded = false;
-	case_insensitive_map_t<unique_ptr<MoraineSchemaEntry>> schemas;
-	vector<unique_ptr<CatalogEntry>> retired;
+	mutex entries_lock;
+	shared_ptr<MoraineEntries> entries;
+	vector<shared_ptr<MoraineEntries>> retired;
 };
 
 class MoraineTransactionManager : public TransactionManager {

@@ -153,6 +153,11 @@ int moraine_txn_create_table(MoraineTxn *txn, const char *schema, size_t schema_
 int moraine_txn_drop_table(MoraineTxn *txn, const char *schema, size_t schema_len, const char *name, size_t name_len,
                            MoraineError *err);
 
+// The fingerprint of the schemas and tables this transaction sees: 1 and sets *out when they are
+// the committed ones (entries built for the same fingerprint may be shared), 0 once the
+// transaction has staged DDL (its definitions are its own), or -1 and sets *err.
+int moraine_txn_definitions(MoraineTxn *txn, uint64_t *out, MoraineError *err);
+
 // The latest committed snapshot id of the lake in schema `lake` at this transaction's read point.
 // Returns 1 and sets *out, 0 for a lake with no snapshot yet, or -1 and sets *err.
 int moraine_txn_head_snapshot(MoraineTxn *txn, const char *lake, size_t lake_len, int64_t *out, MoraineError *err);

@@ -1,4 +1,4 @@
-// A schema of a lake as one transaction sees it: its tables come from the Rust core.
+// A schema of a lake: its tables come from the Rust core, read through the calling transaction.
 #include "moraine_catalog.hpp"
 
 #include "duckdb/parser/parsed_data/create_schema_info.hpp"
@@ -8,8 +8,23 @@
 
 namespace duckdb {
 
-MoraineSchemaEntry::MoraineSchemaEntry(Catalog &catalog, CreateSchemaInfo &info, MoraineTransaction &transaction)
-    : SchemaCatalogEntry(catalog, info), transaction(transaction) {
+MoraineSchemaEntry::MoraineSchemaEntry(Catalog &catalog, CreateSchemaInfo &info, MoraineEntries &owner)
+    : SchemaCatalogEntry(catalog, info), owner(owner) {
+}
+
+static MoraineTransaction &TransactionOf(CatalogTransaction transaction) {
+	if (!transaction.transaction) {
+		throw InternalException("moraine: catalog access without a transaction");
+	}
+	return transaction.transaction->Cast<MoraineTransaction>();
+}
+
+optional_ptr<MoraineSchemaEntry> MoraineSchemaEntry::Current(MoraineTransaction &transaction) {
+	auto entries = transaction.Entries();
+	if (entries.get() == &owner) {
+		return this;
+	}
+	return entries->GetSchema(transaction.Txn(), name);
 }
 
 struct TableListing : MoraineCallbackState {
@@ -52,13 +67,13 @@ MoraineTableEntry &MoraineSchemaEntry::AddTable(const string &table_name,
 	return *entry;
 }
 
-void MoraineSchemaEntry::LoadTables() {
+void MoraineSchemaEntry::LoadTables(MoraineTxn *txn) {
 	if (tables_loaded) {
 		return;
 	}
 	TableListing listing;
 	MoraineError err {nullptr, 0, MORAINE_ERROR_NONE};
-	if (moraine_txn_tables(transaction.Txn(), name.c_str(), name.size(), &listing, OnTable, OnColumn, &err) != 0) {
+	if (moraine_txn_tables(txn, name.c_str(), name.size(), &listing, OnTable, OnColumn, &err) != 0) {
 		MoraineThrow(err);
 	}
 	MoraineRethrow(listing);
@@ -71,22 +86,29 @@ void MoraineSchemaEntry::LoadTables() {
 	tables_loaded = true;
 }
 
-//! Forgets the loaded tables after DDL; the old entries stay alive until the transaction ends.
-static void RetireTables(MoraineTransaction &transaction, case_insensitive_map_t<unique_ptr<MoraineTableEntry>> &tables) {
+vector<reference<MoraineTableEntry>> MoraineSchemaEntry::LoadedTables() {
+	vector<reference<MoraineTableEntry>> result;
 	for (auto &entry : tables) {
-		transaction.Retire(std::move(entry.second));
+		result.push_back(*entry.second);
 	}
-	tables.clear();
+	return result;
 }
 
 optional_ptr<CatalogEntry> MoraineSchemaEntry::CreateTable(CatalogTransaction catalog_transaction,
                                                            BoundCreateTableInfo &bound_info) {
+	auto &transaction = TransactionOf(catalog_transaction);
+	auto current = Current(transaction);
+	if (!current) {
+		throw CatalogException("moraine: schema \"%s\" does not exist", name);
+	}
+	if (current.get() != this) {
+		return current->CreateTable(catalog_transaction, bound_info);
+	}
 	auto &info = bound_info.Base();
-	LoadTables();
-	auto existing = tables.find(info.table);
-	if (existing != tables.end()) {
+	auto existing = LookupEntry(catalog_transaction, EntryLookupInfo(CatalogType::TABLE_ENTRY, info.table));
+	if (existing) {
 		if (info.on_conflict == OnCreateConflict::IGNORE_ON_CONFLICT) {
-			return existing->second.get();
+			return existing;
 		}
 		if (info.on_conflict == OnCreateConflict::ERROR_ON_CONFLICT) {
 			throw CatalogException("moraine: table \"%s.%s\" already exists", name, info.table);
@@ -110,14 +132,14 @@ optional_ptr<CatalogEntry> MoraineSchemaEntry::CreateTable(CatalogTransaction ca
 	                             columns.data(), columns.size(), &err) != 0) {
 		MoraineThrow(err);
 	}
-	RetireTables(transaction, tables);
-	tables_loaded = false;
-	LoadTables();
-	auto created = tables.find(info.table);
-	if (created == tables.end()) {
+	transaction.InvalidateEntries();
+	auto schema = transaction.GetSchema(name);
+	auto created = schema ? schema->LookupEntry(catalog_transaction, EntryLookupInfo(CatalogType::TABLE_ENTRY, info.table))
+	                      : nullptr;
+	if (!created) {
 		throw InternalException("moraine: created table \"%s\" is not visible", info.table);
 	}
-	return created->second.get();
+	return created;
 }
 
 void MoraineSchemaEntry::DropEntry(ClientContext &context, DropInfo &info) {
@@ -125,8 +147,16 @@ void MoraineSchemaEntry::DropEntry(ClientContext &context, DropInfo &info) {
 		throw NotImplementedException("moraine: DROP %s is not supported; moraine holds only DuckLake's tables",
 		                              CatalogTypeToString(info.type));
 	}
-	LoadTables();
-	if (tables.find(info.name) == tables.end()) {
+	auto &transaction = MoraineTransaction::Get(context, catalog);
+	auto current = Current(transaction);
+	if (!current) {
+		throw CatalogException("moraine: schema \"%s\" does not exist", name);
+	}
+	if (current.get() != this) {
+		return current->DropEntry(context, info);
+	}
+	auto existing = LookupEntry(CatalogTransaction(catalog, context), EntryLookupInfo(CatalogType::TABLE_ENTRY, info.name));
+	if (!existing) {
 		if (info.if_not_found == OnEntryNotFound::RETURN_NULL) {
 			return;
 		}
@@ -137,8 +167,7 @@ void MoraineSchemaEntry::DropEntry(ClientContext &context, DropInfo &info) {
 	                           &err) != 0) {
 		MoraineThrow(err);
 	}
-	RetireTables(transaction, tables);
-	tables_loaded = false;
+	transaction.InvalidateEntries();
 }
 
 optional_ptr<CatalogEntry> MoraineSchemaEntry::LookupEntry(CatalogTransaction catalog_transaction,
@@ -146,46 +175,82 @@ optional_ptr<CatalogEntry> MoraineSchemaEntry::LookupEntry(CatalogTransaction ca
 	if (lookup_info.GetCatalogType() != CatalogType::TABLE_ENTRY) {
 		return nullptr;
 	}
+	auto &transaction = TransactionOf(catalog_transaction);
+	auto current = Current(transaction);
+	if (!current) {
+		return nullptr;
+	}
+	if (current.get() != this) {
+		return current->LookupEntry(catalog_transaction, lookup_info);
+	}
 	auto &table_name = lookup_info.GetEntryName();
+	lock_guard<mutex> guard(lock);
 	auto entry = tables.find(table_name);
 	if (entry != tables.end()) {
 		return entry->second.get();
 	}
-	if (!tables_loaded) {
-		// DuckLake names one table at a time: read just that one
-		TableListing listing;
-		MoraineError err {nullptr, 0, MORAINE_ERROR_NONE};
-		auto found = moraine_txn_table(transaction.Txn(), name.c_str(), name.size(), table_name.c_str(),
-		                               table_name.size(), &listing, OnTable, OnColumn, &err);
-		if (found < 0) {
-			MoraineThrow(err);
-		}
-		MoraineRethrow(listing);
-		if (found == 1) {
-			return &AddTable(listing.tables[0].name, listing.tables[0].columns);
-		}
-		// not under that exact name: the names match case-insensitively, as DuckDB's do
-		LoadTables();
-		entry = tables.find(table_name);
-		if (entry != tables.end()) {
-			return entry->second.get();
-		}
+	if (tables_loaded) {
+		return nullptr;
+	}
+	// DuckLake names one table at a time: read just that one
+	auto txn = transaction.Txn();
+	TableListing listing;
+	MoraineError err {nullptr, 0, MORAINE_ERROR_NONE};
+	auto found = moraine_txn_table(txn, name.c_str(), name.size(), table_name.c_str(), table_name.size(), &listing,
+	                               OnTable, OnColumn, &err);
+	if (found < 0) {
+		MoraineThrow(err);
+	}
+	MoraineRethrow(listing);
+	if (found == 1) {
+		return &AddTable(listing.tables[0].name, listing.tables[0].columns);
+	}
+	// not under that exact name: the names match case-insensitively, as DuckDB's do
+	LoadTables(txn);
+	entry = tables.find(table_name);
+	if (entry != tables.end()) {
+		return entry->second.get();
 	}
 	return nullptr;
 }
 
 void MoraineSchemaEntry::Scan(ClientContext &context, CatalogType type,
                               const std::function<void(CatalogEntry &)> &callback) {
-	Scan(type, callback);
-}
-
-void MoraineSchemaEntry::Scan(CatalogType type, const std::function<void(CatalogEntry &)> &callback) {
 	if (type != CatalogType::TABLE_ENTRY) {
 		return;
 	}
-	LoadTables();
-	for (auto &entry : tables) {
-		callback(*entry.second);
+	auto &transaction = MoraineTransaction::Get(context, catalog);
+	auto current = Current(transaction);
+	if (!current) {
+		return;
+	}
+	if (current.get() != this) {
+		return current->Scan(context, type, callback);
+	}
+	vector<reference<MoraineTableEntry>> loaded;
+	{
+		lock_guard<mutex> guard(lock);
+		LoadTables(transaction.Txn());
+		loaded = LoadedTables();
+	}
+	for (auto &table : loaded) {
+		callback(table.get());
+	}
+}
+
+void MoraineSchemaEntry::Scan(CatalogType type, const std::function<void(CatalogEntry &)> &callback) {
+	// without a transaction nothing more can be read: the tables looked up so far (DuckDB calls
+	// this only for its own storage's checkpoints)
+	if (type != CatalogType::TABLE_ENTRY) {
+		return;
+	}
+	vector<reference<MoraineTableEntry>> loaded;
+	{
+		lock_guard<mutex> guard(lock);
+		loaded = LoadedTables();
+	}
+	for (auto &table : loaded) {
+		callback(table.get());
 	}
 }
 

@@ -1,8 +1,6 @@
-// A DuckDB transaction on a moraine lake: owns one Rust transaction (begun lazily) and the
-// catalog entries handed to DuckDB while it lives.
+// A DuckDB transaction on a moraine lake: owns one Rust transaction (begun lazily) and keeps
+// alive the catalog entries handed to DuckDB while it lives (moraine_entries.cpp).
 #include "moraine_catalog.hpp"
-
-#include "duckdb/parser/parsed_data/create_schema_info.hpp"
 
 namespace duckdb {
 
@@ -55,61 +53,6 @@ void MoraineTransaction::Rollback() {
 		moraine_txn_rollback(txn);
 		txn = nullptr;
 	}
-}
-
-struct NameList : MoraineCallbackState {
-	vector<string> names;
-};
-
-static void CollectName(void *ud, const char *name, size_t len) {
-	auto &list = *static_cast<NameList *>(ud);
-	MoraineCallback(list, [&]() { list.names.emplace_back(name, len); });
-}
-
-void MoraineTransaction::LoadSchemas() {
-	if (schemas_loaded) {
-		return;
-	}
-	NameList list;
-	MoraineError err {nullptr, 0, MORAINE_ERROR_NONE};
-	if (moraine_txn_schemas(Txn(), &list, CollectName, &err) != 0) {
-		MoraineThrow(err);
-	}
-	MoraineRethrow(list);
-	for (auto &name : list.names) {
-		CreateSchemaInfo info;
-		info.schema = name;
-		schemas[name] = make_uniq<MoraineSchemaEntry>(catalog, info, *this);
-	}
-	schemas_loaded = true;
-}
-
-optional_ptr<MoraineSchemaEntry> MoraineTransaction::GetSchema(const string &name) {
-	LoadSchemas();
-	auto entry = schemas.find(name);
-	if (entry == schemas.end()) {
-		return nullptr;
-	}
-	return entry->second.get();
-}
-
-void MoraineTransaction::ScanSchemas(const std::function<void(SchemaCatalogEntry &)> &callback) {
-	LoadSchemas();
-	for (auto &entry : schemas) {
-		callback(*entry.second);
-	}
-}
-
-void MoraineTransaction::InvalidateEntries() {
-	for (auto &entry : schemas) {
-		retired.push_back(std::move(entry.second));
-	}
-	schemas.clear();
-	schemas_loaded = false;
-}
-
-void MoraineTransaction::Retire(unique_ptr<CatalogEntry> entry) {
-	retired.push_back(std::move(entry));
 }
 
 MoraineTransactionManager::MoraineTransactionManager(AttachedDatabase &db, MoraineCatalog &catalog)

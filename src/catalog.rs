@@ -35,6 +35,10 @@ pub struct TableDef {
 pub struct CommittedCatalog {
     pub schemas: std::collections::BTreeSet<String>,
     pub tables: std::collections::BTreeMap<(String, String), std::sync::Arc<TableDef>>,
+    /// A hash of every schema and table record, in key order: two catalogs of one store with
+    /// the same fingerprint define the same schemas and tables, so the DuckDB entries built
+    /// for one serve the other (the C++ layer keeps them across transactions).
+    pub fingerprint: u64,
 }
 
 impl CommittedCatalog {
@@ -43,9 +47,13 @@ impl CommittedCatalog {
         schema_records: impl IntoIterator<Item = &'a [u8]>,
         table_records: impl IntoIterator<Item = &'a [u8]>,
     ) -> Result<CommittedCatalog> {
+        use std::hash::Hasher;
+        let mut fingerprint = std::collections::hash_map::DefaultHasher::new();
         let mut cat = CommittedCatalog::default();
         cat.schemas.insert(keys::DEFAULT_LAKE.to_string());
         for v in schema_records {
+            fingerprint.write(v);
+            fingerprint.write_u8(0);
             match decode_row(v)?.as_slice() {
                 [Cell::Text(name)] => {
                     cat.schemas.insert(name.clone());
@@ -53,13 +61,17 @@ impl CommittedCatalog {
                 _ => return Err(Error::Corrupt("schema record is malformed".into())),
             }
         }
+        fingerprint.write_u8(1);
         for v in table_records {
+            fingerprint.write(v);
+            fingerprint.write_u8(0);
             let def = TableDef::decode(v)?;
             cat.tables.insert(
                 (def.schema.clone(), def.name.clone()),
                 std::sync::Arc::new(def),
             );
         }
+        cat.fingerprint = fingerprint.finish();
         Ok(cat)
     }
 }

@@ -733,6 +733,22 @@ pub unsafe extern "C" fn moraine_txn_drop_table(
 }
 
 #[no_mangle]
+pub unsafe extern "C" fn moraine_txn_definitions(
+    txn: *mut MoraineTxn,
+    out: *mut u64,
+    err: *mut MoraineError,
+) -> i32 {
+    match guard(err, || lock(&*txn)?.definitions()) {
+        Some(Some(fingerprint)) => {
+            *out = fingerprint;
+            1
+        }
+        Some(None) => 0,
+        None => -1,
+    }
+}
+
+#[no_mangle]
 pub unsafe extern "C" fn moraine_txn_head_snapshot(
     txn: *mut MoraineTxn,
     lake: *const c_char,

@@ -301,6 +301,22 @@ impl Transaction {
             .collect())
     }
 
+    /// The fingerprint of the schemas and tables this transaction sees
+    /// ([`CommittedCatalog::fingerprint`]), or `None` once it has staged DDL: its definitions
+    /// are then its own, and entries built for them are not to be shared.
+    pub fn definitions(&mut self) -> Result<Option<u64>> {
+        let staged_ddl = self.ops.iter().any(|op| {
+            matches!(
+                op,
+                Op::CreateSchema(_) | Op::DropSchema(_) | Op::CreateTable(_) | Op::DropTable { .. }
+            )
+        });
+        if staged_ddl {
+            return Ok(None);
+        }
+        Ok(Some(self.committed_catalog()?.fingerprint))
+    }
+
     /// One table of `schema` by its exact name, committed or staged; `None` when absent.
     pub fn table(&mut self, schema: &str, name: &str) -> Result<Option<Arc<TableDef>>> {
         // the last staged create or drop of the table decides, else the committed catalog

@@ -1,0 +1,99 @@
+// The sets of schema entries DuckDB's binder sees (MoraineEntries): one per committed set of
+// definitions, kept by the catalog across transactions, or one transaction's own after DDL.
+#include "moraine_catalog.hpp"
+
+#include "duckdb/parser/parsed_data/create_schema_info.hpp"
+
+namespace duckdb {
+
+struct NameList : MoraineCallbackState {
+	vector<string> names;
+};
+
+static void CollectName(void *ud, const char *name, size_t len) {
+	auto &list = *static_cast<NameList *>(ud);
+	MoraineCallback(list, [&]() { list.names.emplace_back(name, len); });
+}
+
+void MoraineEntries::LoadSchemas(MoraineTxn *txn) {
+	if (schemas_loaded) {
+		return;
+	}
+	NameList list;
+	MoraineError err {nullptr, 0, MORAINE_ERROR_NONE};
+	if (moraine_txn_schemas(txn, &list, CollectName, &err) != 0) {
+		MoraineThrow(err);
+	}
+	MoraineRethrow(list);
+	for (auto &name : list.names) {
+		CreateSchemaInfo info;
+		info.schema = name;
+		schemas[name] = make_uniq<MoraineSchemaEntry>(catalog, info, *this);
+	}
+	schemas_loaded = true;
+}
+
+optional_ptr<MoraineSchemaEntry> MoraineEntries::GetSchema(MoraineTxn *txn, const string &name) {
+	lock_guard<mutex> guard(lock);
+	LoadSchemas(txn);
+	auto entry = schemas.find(name);
+	if (entry == schemas.end()) {
+		return nullptr;
+	}
+	return entry->second.get();
+}
+
+vector<reference<MoraineSchemaEntry>> MoraineEntries::Schemas(MoraineTxn *txn) {
+	lock_guard<mutex> guard(lock);
+	LoadSchemas(txn);
+	vector<reference<MoraineSchemaEntry>> result;
+	for (auto &entry : schemas) {
+		result.push_back(*entry.second);
+	}
+	return result;
+}
+
+shared_ptr<MoraineEntries> MoraineCatalog::SharedEntries(uint64_t fingerprint) {
+	lock_guard<mutex> guard(shared_lock);
+	if (!shared || shared_fingerprint != fingerprint) {
+		// transactions still using the previous set keep it alive
+		shared = make_shared_ptr<MoraineEntries>(*this);
+		shared_fingerprint = fingerprint;
+	}
+	return shared;
+}
+
+shared_ptr<MoraineEntries> MoraineTransaction::Entries() {
+	auto moraine_txn = Txn();
+	lock_guard<mutex> guard(entries_lock);
+	if (!entries) {
+		uint64_t fingerprint = 0;
+		MoraineError err {nullptr, 0, MORAINE_ERROR_NONE};
+		auto shareable = moraine_txn_definitions(moraine_txn, &fingerprint, &err);
+		if (shareable < 0) {
+			MoraineThrow(err);
+		}
+		entries = shareable == 1 ? catalog.SharedEntries(fingerprint) : make_shared_ptr<MoraineEntries>(catalog);
+	}
+	return entries;
+}
+
+optional_ptr<MoraineSchemaEntry> MoraineTransaction::GetSchema(const string &name) {
+	return Entries()->GetSchema(Txn(), name);
+}
+
+void MoraineTransaction::ScanSchemas(const std::function<void(SchemaCatalogEntry &)> &callback) {
+	for (auto &schema : Entries()->Schemas(Txn())) {
+		callback(schema.get());
+	}
+}
+
+void MoraineTransaction::InvalidateEntries() {
+	lock_guard<mutex> guard(entries_lock);
+	if (entries) {
+		retired.push_back(std::move(entries));
+	}
+	entries = nullptr;
+}
+
+} // namespace duckdb
