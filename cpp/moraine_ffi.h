@@ -158,6 +158,16 @@ int moraine_txn_drop_table(MoraineTxn *txn, const char *schema, size_t schema_le
 // transaction has staged DDL (its definitions are its own), or -1 and sets *err.
 int moraine_txn_definitions(MoraineTxn *txn, uint64_t *out, MoraineError *err);
 
+// What a transaction's reads depend on: rows read under equal stamps are equal (the transaction,
+// unique in the process, and how often its staged changes dropped rows it had served).
+typedef struct MoraineStamp {
+	uint64_t txn;
+	uint64_t generation;
+} MoraineStamp;
+
+// Sets *out to the transaction's stamp: 0, or nonzero and sets *err.
+int moraine_txn_stamp(MoraineTxn *txn, MoraineStamp *out, MoraineError *err);
+
 // The latest committed snapshot id of the lake in schema `lake` at this transaction's read point.
 // Returns 1 and sets *out, 0 for a lake with no snapshot yet, or -1 and sets *err.
 int moraine_txn_head_snapshot(MoraineTxn *txn, const char *lake, size_t lake_len, int64_t *out, MoraineError *err);
@@ -191,8 +201,6 @@ typedef struct {
 bool moraine_mat_int_stats(const MoraineMat *mat, size_t col, MoraineIntStats *out);
 // Another handle on the same materialization, narrowed the same way; free it separately.
 MoraineMat *moraine_mat_clone(const MoraineMat *mat);
-// Whether two handles read the same materialization (however each was narrowed).
-bool moraine_mat_same(const MoraineMat *a, const MoraineMat *b);
 void moraine_mat_free(MoraineMat *mat);
 
 // Row buffers filled by sinks: push ncols cells per row.

@@ -32,8 +32,8 @@ struct MoraineScanBindData : public TableFunctionData {
 	MoraineScanBindData(MoraineTableEntry &table) : table(table) {
 	}
 	~MoraineScanBindData() override {
-		if (narrowed) {
-			moraine_mat_free(narrowed);
+		if (kept) {
+			moraine_mat_free(kept);
 		}
 	}
 	MoraineTableEntry &table;
@@ -47,15 +47,21 @@ struct MoraineScanBindData : public TableFunctionData {
 	//! Conjuncts `column <op> constant` (<, <=, >, >=) and `column BETWEEN c1 AND c2` on integer
 	//! columns, as [lo, hi] bounds, applied by the scan in the same way.
 	vector<pair<idx_t, pair<int64_t, int64_t>>> ranges;
-	//! The rows narrowed by the selections, kept for the planning callbacks (cardinality, each
-	//! column's statistics) and the scan, which all read the same materialization; narrowed
-	//! again when the transaction's materialization changed (it staged a write to the table).
-	mutable mutex narrowed_lock;
-	mutable MoraineMat *narrowed = nullptr;
-	mutable bool narrowed_history = false;
-	//! How many selections and ranges the kept narrowing applied (DuckDB's statistics
-	//! propagation can push more after the cardinality was asked for).
-	mutable idx_t narrowed_filters = 0;
+	//! The rows the scan emits, narrowed by the selections, kept for the planning callbacks
+	//! (cardinality, each column's statistics) and the scan, which all read the same rows: read
+	//! again when the transaction's stamp changed (another transaction, or one that staged a
+	//! write since) or the pushed-down filters did (DuckDB's statistics propagation can push
+	//! more after the cardinality was asked for).
+	mutable mutex kept_lock;
+	mutable MoraineMat *kept = nullptr;
+	mutable MoraineStamp kept_stamp {0, 0};
+	//! Whether the kept rows include ended versions.
+	mutable bool kept_history = false;
+	//! The filters the kept rows were read under: how many selections and ranges, only_live,
+	//! end_snapshot_floor.
+	mutable idx_t kept_filters = 0;
+	mutable bool kept_only_live = false;
+	mutable optional_idx kept_floor;
 
 	//! A plan over moraine's rows holds for its own transaction only (its cardinality and
 	//! statistics, e.g. an empty result, were read from that transaction's rows): DuckDB rebinds
@@ -365,25 +371,30 @@ static bool ScanNeedsHistory(MoraineTxn *txn, const MoraineScanBindData &bind_da
 	return has_head == 1 && NumericCast<int64_t>(bind_data.end_snapshot_floor.GetIndex()) < head;
 }
 
-//! This transaction's rows of the scan's table, narrowed by the pushed-down selections.
-static MoraineMat *MoraineScanRows(MoraineTxn *txn, const MoraineScanBindData &bind_data, bool need_history,
+//! This transaction's rows of the scan's table, narrowed by the pushed-down selections, and
+//! whether they include ended versions (`history`); null with `err` set when they could not be
+//! read. The rows are kept, so the planning callbacks and the scan read them once.
+static MoraineMat *MoraineScanRows(MoraineTxn *txn, const MoraineScanBindData &bind_data, bool &history,
                                    MoraineError &err) {
+	MoraineStamp stamp;
+	if (moraine_txn_stamp(txn, &stamp, &err) != 0) {
+		return nullptr;
+	}
+	auto filters = bind_data.selections.size() + bind_data.ranges.size();
+	lock_guard<mutex> guard(bind_data.kept_lock);
+	if (bind_data.kept && bind_data.kept_stamp.txn == stamp.txn &&
+	    bind_data.kept_stamp.generation == stamp.generation && bind_data.kept_filters == filters &&
+	    bind_data.kept_only_live == bind_data.only_live && bind_data.kept_floor == bind_data.end_snapshot_floor) {
+		history = bind_data.kept_history;
+		return moraine_mat_clone(bind_data.kept);
+	}
+	history = ScanNeedsHistory(txn, bind_data);
 	auto &table = bind_data.table;
 	auto &schema = table.schema.name;
 	auto mat = moraine_txn_rows(txn, schema.c_str(), schema.size(), table.name.c_str(), table.name.size(),
-	                            need_history ? 1 : 0, &err);
+	                            history ? 1 : 0, &err);
 	if (!mat) {
 		return nullptr;
-	}
-	if (bind_data.selections.empty() && bind_data.ranges.empty()) {
-		return mat;
-	}
-	lock_guard<mutex> guard(bind_data.narrowed_lock);
-	auto filters = bind_data.selections.size() + bind_data.ranges.size();
-	if (bind_data.narrowed && bind_data.narrowed_history == need_history &&
-	    bind_data.narrowed_filters == filters && moraine_mat_same(bind_data.narrowed, mat)) {
-		moraine_mat_free(mat);
-		return moraine_mat_clone(bind_data.narrowed);
 	}
 	// DuckDB no longer applies these filters: a selection that fails fails the scan (its error
 	// goes to the caller, as a failed read of the rows does)
@@ -399,12 +410,15 @@ static MoraineMat *MoraineScanRows(MoraineTxn *txn, const MoraineScanBindData &b
 			return nullptr;
 		}
 	}
-	if (bind_data.narrowed) {
-		moraine_mat_free(bind_data.narrowed);
+	if (bind_data.kept) {
+		moraine_mat_free(bind_data.kept);
 	}
-	bind_data.narrowed = moraine_mat_clone(mat);
-	bind_data.narrowed_history = need_history;
-	bind_data.narrowed_filters = filters;
+	bind_data.kept = moraine_mat_clone(mat);
+	bind_data.kept_stamp = stamp;
+	bind_data.kept_history = history;
+	bind_data.kept_filters = filters;
+	bind_data.kept_only_live = bind_data.only_live;
+	bind_data.kept_floor = bind_data.end_snapshot_floor;
 	return mat;
 }
 
@@ -416,7 +430,8 @@ static unique_ptr<NodeStatistics> MoraineScanCardinality(ClientContext &context,
 	try {
 		auto txn = MoraineTransaction::Get(context, bind_data.table.catalog).Txn();
 		MoraineError err {nullptr, 0, MORAINE_ERROR_NONE};
-		auto mat = MoraineScanRows(txn, bind_data, ScanNeedsHistory(txn, bind_data), err);
+		bool history;
+		auto mat = MoraineScanRows(txn, bind_data, history, err);
 		if (!mat) {
 			MoraineTakeError(err);
 			return nullptr;
@@ -501,7 +516,8 @@ static unique_ptr<BaseStatistics> MoraineScanStatistics(ClientContext &context, 
 	try {
 		auto txn = MoraineTransaction::Get(context, bind_data.table.catalog).Txn();
 		MoraineError err {nullptr, 0, MORAINE_ERROR_NONE};
-		auto mat = MoraineScanRows(txn, bind_data, ScanNeedsHistory(txn, bind_data), err);
+		bool history;
+		auto mat = MoraineScanRows(txn, bind_data, history, err);
 		if (!mat) {
 			MoraineTakeError(err);
 			return nullptr;
@@ -566,10 +582,7 @@ static unique_ptr<GlobalTableFunctionState> MoraineScanInit(ClientContext &conte
 	auto &transaction = MoraineTransaction::Get(context, table.catalog);
 	auto result = make_uniq<MoraineScanState>();
 	MoraineError err {nullptr, 0, MORAINE_ERROR_NONE};
-	auto txn = transaction.Txn();
-	auto need_history = ScanNeedsHistory(txn, bind_data);
-	result->read_history = need_history;
-	result->mat = MoraineScanRows(txn, bind_data, need_history, err);
+	result->mat = MoraineScanRows(transaction.Txn(), bind_data, result->read_history, err);
 	if (!result->mat) {
 		MoraineThrow(err);
 	}

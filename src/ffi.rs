@@ -60,7 +60,23 @@ pub struct MoraineTxn(Mutex<Transaction>);
 pub struct MoraineMat {
     mat: Arc<Materialized>,
     /// Shared by the copies of a narrowed scan ([`moraine_mat_clone`]).
-    selection: Option<Arc<Vec<u32>>>,
+    selection: Option<Arc<Selection>>,
+}
+
+/// The positions a narrowed scan emits (ascending), and the bounds of the integer columns
+/// over them, computed once for the planning callbacks of every copy.
+struct Selection {
+    positions: Vec<u32>,
+    bounds: Mutex<std::collections::HashMap<usize, Option<crate::image::IntBounds>>>,
+}
+
+impl Selection {
+    fn new(positions: Vec<u32>) -> Selection {
+        Selection {
+            positions,
+            bounds: Mutex::new(Default::default()),
+        }
+    }
 }
 
 impl MoraineMat {
@@ -70,12 +86,12 @@ impl MoraineMat {
         let Some(chosen) = chosen else {
             return;
         };
-        self.selection = Some(Arc::new(match self.selection.take() {
+        self.selection = Some(Arc::new(Selection::new(match self.selection.take() {
             None => chosen,
             Some(before) => {
                 // both ascending: merge
                 let (mut out, mut j) = (Vec::new(), 0);
-                for &p in before.iter() {
+                for &p in before.positions.iter() {
                     while j < chosen.len() && chosen[j] < p {
                         j += 1;
                     }
@@ -85,7 +101,7 @@ impl MoraineMat {
                 }
                 out
             }
-        }));
+        })));
     }
 
     /// The cell at column `col` of the `index`-th selected row; `None` past the end or the row.
@@ -98,7 +114,7 @@ impl MoraineMat {
 
     fn position(&self, index: usize) -> usize {
         match &self.selection {
-            Some(sel) => sel.get(index).map_or(usize::MAX, |&p| p as usize),
+            Some(sel) => sel.positions.get(index).map_or(usize::MAX, |&p| p as usize),
             None => index,
         }
     }
@@ -748,6 +764,30 @@ pub unsafe extern "C" fn moraine_txn_definitions(
     }
 }
 
+/// What a transaction's reads depend on ([`crate::txn::Stamp`]): rows read under equal stamps
+/// are equal, so the C++ layer keeps a scan's rows until the stamp changes.
+#[repr(C)]
+pub struct MoraineStamp {
+    pub txn: u64,
+    pub generation: u64,
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn moraine_txn_stamp(
+    txn: *mut MoraineTxn,
+    out: *mut MoraineStamp,
+    err: *mut MoraineError,
+) -> i32 {
+    status(guard(err, || {
+        let stamp = lock(&*txn)?.stamp();
+        *out = MoraineStamp {
+            txn: stamp.txn,
+            generation: stamp.generation,
+        };
+        Ok(())
+    }))
+}
+
 #[no_mangle]
 pub unsafe extern "C" fn moraine_txn_head_snapshot(
     txn: *mut MoraineTxn,
@@ -840,7 +880,7 @@ pub unsafe extern "C" fn moraine_mat_select_range(
 pub unsafe extern "C" fn moraine_mat_len(mat: *const MoraineMat) -> usize {
     let mat = &*mat;
     quiet("moraine_mat_len", 0, || match &mat.selection {
-        Some(sel) => sel.len(),
+        Some(sel) => sel.positions.len(),
         None => mat.mat.rows.len(),
     })
 }
@@ -904,7 +944,7 @@ unsafe fn mat_ints(
     let sparse = mat
         .selection
         .as_ref()
-        .is_some_and(|sel| rows.few(sel.len()));
+        .is_some_and(|sel| rows.few(sel.positions.len()));
     if sparse {
         for i in 0..count {
             match start.checked_add(i).and_then(|r| mat.cell(r, col)) {
@@ -935,7 +975,7 @@ unsafe fn mat_ints(
             for i in 0..count {
                 match start
                     .checked_add(i)
-                    .and_then(|r| sel.get(r))
+                    .and_then(|r| sel.positions.get(r))
                     .map(|&p| p as usize)
                 {
                     Some(p) if p < column.values.len() => {
@@ -971,10 +1011,15 @@ pub unsafe extern "C" fn moraine_mat_int_stats(
 ) -> bool {
     let mat = &*mat;
     let Some(bounds) = quiet("moraine_mat_int_stats", None, || {
-        mat.mat
-            .rows
-            .0
-            .int_bounds(col, mat.selection.as_deref().map(|s| s.as_slice()))
+        let rows = &mat.mat.rows.0;
+        let Some(sel) = &mat.selection else {
+            // every row: the row set keeps the bounds
+            return rows.int_bounds(col, None);
+        };
+        let mut kept = sel.bounds.lock().unwrap_or_else(|p| p.into_inner());
+        *kept
+            .entry(col)
+            .or_insert_with(|| rows.int_bounds(col, Some(&sel.positions)))
     }) else {
         return false;
     };
@@ -997,13 +1042,6 @@ pub unsafe extern "C" fn moraine_mat_clone(mat: *const MoraineMat) -> *mut Morai
         mat: mat.mat.clone(),
         selection: mat.selection.clone(),
     }))
-}
-
-/// Whether two handles read the same materialization (one transaction's rows of one table,
-/// until it stages a write to that table), however each was narrowed.
-#[no_mangle]
-pub unsafe extern "C" fn moraine_mat_same(a: *const MoraineMat, b: *const MoraineMat) -> bool {
-    Arc::ptr_eq(&(*a).mat, &(*b).mat)
 }
 
 #[no_mangle]

@@ -139,7 +139,22 @@ pub struct Transaction {
     locked: Vec<Vec<u8>>,
     /// Identities of the rows this transaction deleted.
     deleted: std::collections::HashSet<Vec<u8>>,
+    /// Unique in the process, and bumped when a staged change may change rows already served:
+    /// equal stamps read equal rows ([`Transaction::stamp`]).
+    stamp: Stamp,
 }
+
+/// What a transaction's reads depend on, so that a caller may keep what it read: two calls of
+/// [`Transaction::rows`] under one stamp return the same rows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stamp {
+    /// The transaction, unique in the process.
+    pub txn: u64,
+    /// How many times its staged changes dropped rows it had served.
+    pub generation: u64,
+}
+
+static NEXT_TXN: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
 
 impl Store {
     /// Begin a transaction. Cheap: the read point is pinned on first read.
@@ -156,6 +171,10 @@ impl Store {
             owner: self.row_locks.owner(),
             locked: Vec::new(),
             deleted: Default::default(),
+            stamp: Stamp {
+                txn: NEXT_TXN.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+                generation: 0,
+            },
         }
     }
 }
@@ -231,7 +250,13 @@ impl Transaction {
             .ok_or_else(|| Error::Catalog(format!("table {schema}.{name} does not exist")))
     }
 
+    /// This transaction's [`Stamp`].
+    pub fn stamp(&self) -> Stamp {
+        self.stamp
+    }
+
     fn invalidate(&mut self, schema: &str, table: &str) {
+        self.stamp.generation += 1;
         let id = (schema.to_string(), table.to_string());
         self.cache.remove(&(id.clone(), false));
         self.cache.remove(&(id, true));
@@ -261,6 +286,7 @@ impl Transaction {
                 Err(Error::Catalog(format!("schema {name} already exists")))
             };
         }
+        self.stamp.generation += 1;
         self.ops.push(Op::CreateSchema(name.to_string()));
         Ok(())
     }
@@ -284,6 +310,7 @@ impl Transaction {
                 "cannot drop schema {name}: it still holds tables"
             )));
         }
+        self.stamp.generation += 1;
         self.ops.push(Op::DropSchema(name.to_string()));
         Ok(())
     }

@@ -620,6 +620,56 @@ fn one_materialization_per_table_until_a_write() {
 }
 
 #[test]
+fn the_stamp_moves_on_whenever_rows_already_served_may_change() {
+    // the C++ scan keeps the rows it read under a stamp: equal stamps must read equal rows
+    let store = new_lake(&mem_url("stamp"));
+    commit_table(&store, 1, 1, "t1");
+    let mut t = store.begin();
+    let u = store.begin();
+    assert_ne!(t.stamp().txn, u.stamp().txn, "each transaction has its own");
+    let before = t.stamp();
+    let a = t.rows(M, "ducklake_table", false).unwrap();
+    t.tables(M).unwrap();
+    t.rows(M, "ducklake_snapshot", true).unwrap();
+    assert_eq!(t.stamp(), before, "reads keep it");
+    assert!(Arc::ptr_eq(
+        &a,
+        &t.rows(M, "ducklake_table", false).unwrap()
+    ));
+
+    let mut last = before;
+    let mut moved = |t: &Transaction, what: &str| {
+        let now = t.stamp();
+        assert_eq!(now.txn, last.txn, "{what}: still the same transaction");
+        assert!(now.generation > last.generation, "{what} keeps the stamp");
+        last = now;
+    };
+    t.stage_insert(M, "ducklake_snapshot", vec![snap(2)])
+        .unwrap();
+    moved(&t, "an insert");
+    let r = rowid(a.id, 0);
+    t.stage_update(
+        M,
+        "ducklake_table",
+        vec![(r, table_row(1, 1, Some(2), "t1"))],
+    )
+    .unwrap();
+    moved(&t, "an update");
+    let s = t.rows(M, "ducklake_snapshot", true).unwrap();
+    t.stage_delete(M, "ducklake_snapshot", vec![rowid(s.id, 0)])
+        .unwrap();
+    moved(&t, "a delete");
+    t.create_table(inline_def()).unwrap();
+    moved(&t, "a CREATE TABLE");
+    t.drop_table(M, &inline_def().name).unwrap();
+    moved(&t, "a DROP TABLE");
+    t.create_schema("s2", false).unwrap();
+    moved(&t, "a CREATE SCHEMA");
+    t.drop_schema("s2", false).unwrap();
+    moved(&t, "a DROP SCHEMA");
+}
+
+#[test]
 fn rowids_resolve_only_within_their_transaction_and_table() {
     let store = new_lake(&mem_url("rowid"));
     let mut t = store.begin();
