@@ -79,14 +79,16 @@ public:
 	string url;
 	bool read_only;
 
-	//! The entries built for the committed definitions with this fingerprint, built anew (and
-	//! kept for the transactions after) when it is not the one kept.
-	shared_ptr<MoraineEntries> SharedEntries(uint64_t fingerprint);
+	//! The entries built for the committed definitions with this id (moraine_txn_definitions):
+	//! the latest set is kept, and an older one found again while a transaction still uses it;
+	//! otherwise a set is built anew.
+	shared_ptr<MoraineEntries> SharedEntries(uint64_t id);
 
 private:
 	mutex shared_lock;
-	uint64_t shared_fingerprint = 0;
+	uint64_t shared_id = 0;
 	shared_ptr<MoraineEntries> shared;
+	unordered_map<uint64_t, weak_ptr<MoraineEntries>> others;
 
 public:
 	void Initialize(bool load_builtin) override {
@@ -148,7 +150,7 @@ private:
 	//! This schema as `transaction` sees it now: this one, or its current set's (null if that
 	//! set has no schema of this name).
 	optional_ptr<MoraineSchemaEntry> Current(MoraineTransaction &transaction);
-	//! Every table, read through `txn` once.
+	//! Every table, read through `txn` once (called without `lock`, which it takes).
 	void LoadTables(MoraineTxn *txn);
 	MoraineTableEntry &AddTable(const string &table_name, const vector<pair<string, string>> &columns);
 	vector<reference<MoraineTableEntry>> LoadedTables();
@@ -160,7 +162,7 @@ private:
 	case_insensitive_map_t<unique_ptr<MoraineTableEntry>> tables;
 };
 
-//! The schema and table entries of one set of definitions: the committed ones of a fingerprint,
+//! The schema and table entries of one set of definitions: the committed ones of an id,
 //! shared by every transaction that sees them (kept by the catalog), or one transaction's own
 //! once it staged DDL. Entries are built lazily and never removed, so a reference handed to
 //! DuckDB lives as long as the set, which every transaction that used it keeps alive.

@@ -53,13 +53,27 @@ vector<reference<MoraineSchemaEntry>> MoraineEntries::Schemas(MoraineTxn *txn) {
 	return result;
 }
 
-shared_ptr<MoraineEntries> MoraineCatalog::SharedEntries(uint64_t fingerprint) {
+shared_ptr<MoraineEntries> MoraineCatalog::SharedEntries(uint64_t id) {
 	lock_guard<mutex> guard(shared_lock);
-	if (!shared || shared_fingerprint != fingerprint) {
-		// transactions still using the previous set keep it alive
-		shared = make_shared_ptr<MoraineEntries>(*this);
-		shared_fingerprint = fingerprint;
+	if (shared && shared_id == id) {
+		return shared;
 	}
+	// a set still in use by a transaction on other definitions (one that began before a commit
+	// that created a table, next to those after it) is found again, not built anew
+	auto older = others.find(id);
+	auto entries = older != others.end() ? older->second.lock() : nullptr;
+	if (!entries) {
+		entries = make_shared_ptr<MoraineEntries>(*this);
+	}
+	for (auto it = others.begin(); it != others.end();) {
+		it = it->second.expired() || it->first == id ? others.erase(it) : std::next(it);
+	}
+	if (shared) {
+		others[shared_id] = shared;
+	}
+	// the latest set is kept for the transactions after, even when none uses it meanwhile
+	shared = entries;
+	shared_id = id;
 	return shared;
 }
 
@@ -67,13 +81,13 @@ shared_ptr<MoraineEntries> MoraineTransaction::Entries() {
 	auto moraine_txn = Txn();
 	lock_guard<mutex> guard(entries_lock);
 	if (!entries) {
-		uint64_t fingerprint = 0;
+		uint64_t id = 0;
 		MoraineError err {nullptr, 0, MORAINE_ERROR_NONE};
-		auto shareable = moraine_txn_definitions(moraine_txn, &fingerprint, &err);
+		auto shareable = moraine_txn_definitions(moraine_txn, &id, &err);
 		if (shareable < 0) {
 			MoraineThrow(err);
 		}
-		entries = shareable == 1 ? catalog.SharedEntries(fingerprint) : make_shared_ptr<MoraineEntries>(catalog);
+		entries = shareable == 1 ? catalog.SharedEntries(id) : make_shared_ptr<MoraineEntries>(catalog);
 	}
 	return entries;
 }
@@ -83,7 +97,9 @@ optional_ptr<MoraineSchemaEntry> MoraineTransaction::GetSchema(const string &nam
 }
 
 void MoraineTransaction::ScanSchemas(const std::function<void(SchemaCatalogEntry &)> &callback) {
-	for (auto &schema : Entries()->Schemas(Txn())) {
+	// (held here: the schemas live as long as their set)
+	auto entries = Entries();
+	for (auto &schema : entries->Schemas(Txn())) {
 		callback(schema.get());
 	}
 }

@@ -153,13 +153,14 @@ int moraine_txn_create_table(MoraineTxn *txn, const char *schema, size_t schema_
 int moraine_txn_drop_table(MoraineTxn *txn, const char *schema, size_t schema_len, const char *name, size_t name_len,
                            MoraineError *err);
 
-// The fingerprint of the schemas and tables this transaction sees: 1 and sets *out when they are
-// the committed ones (entries built for the same fingerprint may be shared), 0 once the
-// transaction has staged DDL (its definitions are its own), or -1 and sets *err.
+// The id of the committed schemas and tables this transaction sees: 1 and sets *out when they are
+// the committed ones (entries built for the same id may be shared; an id is never reused for
+// other definitions), 0 once the transaction has staged DDL (its definitions are its own), or -1
+// and sets *err.
 int moraine_txn_definitions(MoraineTxn *txn, uint64_t *out, MoraineError *err);
 
 // What a transaction's reads depend on: rows read under equal stamps are equal (the transaction,
-// unique in the process, and how often its staged changes dropped rows it had served).
+// unique in the process, and a generation every staged change bumps).
 typedef struct MoraineStamp {
 	uint64_t txn;
 	uint64_t generation;

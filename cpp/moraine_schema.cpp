@@ -56,6 +56,11 @@ static void OnColumn(void *ud, const char *name, size_t name_len, const uint8_t 
 
 MoraineTableEntry &MoraineSchemaEntry::AddTable(const string &table_name,
                                                 const vector<pair<string, string>> &columns) {
+	// an entry added before stays: plans may hold it
+	auto existing = tables.find(table_name);
+	if (existing != tables.end()) {
+		return *existing->second;
+	}
 	CreateTableInfo info(*this, table_name);
 	for (auto &column : columns) {
 		auto &blob = column.second;
@@ -68,20 +73,23 @@ MoraineTableEntry &MoraineSchemaEntry::AddTable(const string &table_name,
 }
 
 void MoraineSchemaEntry::LoadTables(MoraineTxn *txn) {
-	if (tables_loaded) {
-		return;
+	{
+		lock_guard<mutex> guard(lock);
+		if (tables_loaded) {
+			return;
+		}
 	}
+	// read outside the lock: the read waits on the caller's transaction, which must not hold up
+	// the other transactions sharing this schema
 	TableListing listing;
 	MoraineError err {nullptr, 0, MORAINE_ERROR_NONE};
 	if (moraine_txn_tables(txn, name.c_str(), name.size(), &listing, OnTable, OnColumn, &err) != 0) {
 		MoraineThrow(err);
 	}
 	MoraineRethrow(listing);
+	lock_guard<mutex> guard(lock);
 	for (auto &table : listing.tables) {
-		// an entry looked up on its own earlier stays: plans may hold it
-		if (tables.find(table.name) == tables.end()) {
-			AddTable(table.name, table.columns);
-		}
+		AddTable(table.name, table.columns);
 	}
 	tables_loaded = true;
 }
@@ -162,8 +170,10 @@ void MoraineSchemaEntry::DropEntry(ClientContext &context, DropInfo &info) {
 		}
 		throw CatalogException("moraine: table \"%s.%s\" does not exist", name, info.name);
 	}
+	// under the name it is stored as (the user's may differ in case)
+	auto &table_name = existing->name;
 	MoraineError err {nullptr, 0, MORAINE_ERROR_NONE};
-	if (moraine_txn_drop_table(transaction.Txn(), name.c_str(), name.size(), info.name.c_str(), info.name.size(),
+	if (moraine_txn_drop_table(transaction.Txn(), name.c_str(), name.size(), table_name.c_str(), table_name.size(),
 	                           &err) != 0) {
 		MoraineThrow(err);
 	}
@@ -184,15 +194,17 @@ optional_ptr<CatalogEntry> MoraineSchemaEntry::LookupEntry(CatalogTransaction ca
 		return current->LookupEntry(catalog_transaction, lookup_info);
 	}
 	auto &table_name = lookup_info.GetEntryName();
-	lock_guard<mutex> guard(lock);
-	auto entry = tables.find(table_name);
-	if (entry != tables.end()) {
-		return entry->second.get();
+	{
+		lock_guard<mutex> guard(lock);
+		auto entry = tables.find(table_name);
+		if (entry != tables.end()) {
+			return entry->second.get();
+		}
+		if (tables_loaded) {
+			return nullptr;
+		}
 	}
-	if (tables_loaded) {
-		return nullptr;
-	}
-	// DuckLake names one table at a time: read just that one
+	// DuckLake names one table at a time: read just that one (outside the lock, as LoadTables)
 	auto txn = transaction.Txn();
 	TableListing listing;
 	MoraineError err {nullptr, 0, MORAINE_ERROR_NONE};
@@ -203,11 +215,13 @@ optional_ptr<CatalogEntry> MoraineSchemaEntry::LookupEntry(CatalogTransaction ca
 	}
 	MoraineRethrow(listing);
 	if (found == 1) {
+		lock_guard<mutex> guard(lock);
 		return &AddTable(listing.tables[0].name, listing.tables[0].columns);
 	}
 	// not under that exact name: the names match case-insensitively, as DuckDB's do
 	LoadTables(txn);
-	entry = tables.find(table_name);
+	lock_guard<mutex> guard(lock);
+	auto entry = tables.find(table_name);
 	if (entry != tables.end()) {
 		return entry->second.get();
 	}
@@ -227,10 +241,10 @@ void MoraineSchemaEntry::Scan(ClientContext &context, CatalogType type,
 	if (current.get() != this) {
 		return current->Scan(context, type, callback);
 	}
+	LoadTables(transaction.Txn());
 	vector<reference<MoraineTableEntry>> loaded;
 	{
 		lock_guard<mutex> guard(lock);
-		LoadTables(transaction.Txn());
 		loaded = LoadedTables();
 	}
 	for (auto &table : loaded) {

@@ -35,11 +35,15 @@ pub struct TableDef {
 pub struct CommittedCatalog {
     pub schemas: std::collections::BTreeSet<String>,
     pub tables: std::collections::BTreeMap<(String, String), std::sync::Arc<TableDef>>,
-    /// A hash of every schema and table record, in key order: two catalogs of one store with
-    /// the same fingerprint define the same schemas and tables, so the DuckDB entries built
-    /// for one serve the other (the C++ layer keeps them across transactions).
-    pub fingerprint: u64,
+    /// Unique in the process to this decoded catalog, which every image advanced from it by
+    /// commits that wrote no definition shares: transactions that see the same id see the same
+    /// schemas and tables, so the DuckDB entries built for one serve the others (the C++ layer
+    /// keeps them across transactions). A catalog decoded again gets a new id, even with the
+    /// same definitions: its entries are built again, never those of other definitions reused.
+    pub id: u64,
 }
+
+static NEXT_CATALOG: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
 
 impl CommittedCatalog {
     /// Decodes the values of the schema and table records (the default schema always exists).
@@ -47,13 +51,12 @@ impl CommittedCatalog {
         schema_records: impl IntoIterator<Item = &'a [u8]>,
         table_records: impl IntoIterator<Item = &'a [u8]>,
     ) -> Result<CommittedCatalog> {
-        use std::hash::Hasher;
-        let mut fingerprint = std::collections::hash_map::DefaultHasher::new();
-        let mut cat = CommittedCatalog::default();
+        let mut cat = CommittedCatalog {
+            id: NEXT_CATALOG.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+            ..CommittedCatalog::default()
+        };
         cat.schemas.insert(keys::DEFAULT_LAKE.to_string());
         for v in schema_records {
-            fingerprint.write(v);
-            fingerprint.write_u8(0);
             match decode_row(v)?.as_slice() {
                 [Cell::Text(name)] => {
                     cat.schemas.insert(name.clone());
@@ -61,17 +64,13 @@ impl CommittedCatalog {
                 _ => return Err(Error::Corrupt("schema record is malformed".into())),
             }
         }
-        fingerprint.write_u8(1);
         for v in table_records {
-            fingerprint.write(v);
-            fingerprint.write_u8(0);
             let def = TableDef::decode(v)?;
             cat.tables.insert(
                 (def.schema.clone(), def.name.clone()),
                 std::sync::Arc::new(def),
             );
         }
-        cat.fingerprint = fingerprint.finish();
         Ok(cat)
     }
 }

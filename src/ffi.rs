@@ -755,8 +755,8 @@ pub unsafe extern "C" fn moraine_txn_definitions(
     err: *mut MoraineError,
 ) -> i32 {
     match guard(err, || lock(&*txn)?.definitions()) {
-        Some(Some(fingerprint)) => {
-            *out = fingerprint;
+        Some(Some(id)) => {
+            *out = id;
             1
         }
         Some(None) => 0,

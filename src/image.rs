@@ -844,7 +844,10 @@ impl Image {
             stand_ins: Default::default(),
             history_held: OnceLock::new(),
         };
-        let log = read_log(store, snap, batch + 1).await?;
+        let log = read_log(store, snap, batch + 1)
+            .instrument(tracing::trace_span!("moraine.image.log"))
+            .await?;
+        let _span = tracing::trace_span!("moraine.image.follow", commits = log.len()).entered();
         Ok(Some(image.follow(log, snap.cloned())?))
     }
 

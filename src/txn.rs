@@ -139,8 +139,8 @@ pub struct Transaction {
     locked: Vec<Vec<u8>>,
     /// Identities of the rows this transaction deleted.
     deleted: std::collections::HashSet<Vec<u8>>,
-    /// Unique in the process, and bumped when a staged change may change rows already served:
-    /// equal stamps read equal rows ([`Transaction::stamp`]).
+    /// Unique in the process, with a generation bumped by every staged change: equal stamps
+    /// read equal rows ([`Transaction::stamp`]).
     stamp: Stamp,
 }
 
@@ -150,7 +150,7 @@ pub struct Transaction {
 pub struct Stamp {
     /// The transaction, unique in the process.
     pub txn: u64,
-    /// How many times its staged changes dropped rows it had served.
+    /// Bumped by every staged change (at least once each; the staged changes only grow).
     pub generation: u64,
 }
 
@@ -328,9 +328,9 @@ impl Transaction {
             .collect())
     }
 
-    /// The fingerprint of the schemas and tables this transaction sees
-    /// ([`CommittedCatalog::fingerprint`]), or `None` once it has staged DDL: its definitions
-    /// are then its own, and entries built for them are not to be shared.
+    /// The id of the committed schemas and tables this transaction sees
+    /// ([`CommittedCatalog::id`]), or `None` once it has staged DDL: its definitions are then
+    /// its own, and entries built for them are not to be shared.
     pub fn definitions(&mut self) -> Result<Option<u64>> {
         let staged_ddl = self.ops.iter().any(|op| {
             matches!(
@@ -341,7 +341,7 @@ impl Transaction {
         if staged_ddl {
             return Ok(None);
         }
-        Ok(Some(self.committed_catalog()?.fingerprint))
+        Ok(Some(self.committed_catalog()?.id))
     }
 
     /// One table of `schema` by its exact name, committed or staged; `None` when absent.

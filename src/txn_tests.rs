@@ -670,6 +670,48 @@ fn the_stamp_moves_on_whenever_rows_already_served_may_change() {
 }
 
 #[test]
+fn definitions_are_shared_until_a_commit_writes_one_and_never_after_staged_ddl() {
+    let store = new_lake(&mem_url("definitions"));
+    let ids = |store: &Arc<Store>| store.begin().definitions().unwrap().unwrap();
+    let first = ids(&store);
+    assert_eq!(
+        ids(&store),
+        first,
+        "transactions on one catalog share its id"
+    );
+    // a commit that writes rows but no definition keeps the catalog, and its id
+    commit_table(&store, 1, 1, "t1");
+    assert_eq!(ids(&store), first);
+    // a transaction that began before a commit creating a table keeps the old id
+    let mut before = store.begin();
+    assert_eq!(before.definitions().unwrap(), Some(first));
+    let mut t = store.begin();
+    t.create_table(inline_def()).unwrap();
+    assert_eq!(
+        t.definitions().unwrap(),
+        None,
+        "staged DDL: its own definitions"
+    );
+    t.commit().unwrap();
+    let second = ids(&store);
+    assert_ne!(second, first, "a committed definition: another id");
+    assert_eq!(before.definitions().unwrap(), Some(first));
+    // the other kinds of DDL are their own too, and a rollback leaves the id as it was
+    let mut t = store.begin();
+    t.drop_table(M, &inline_def().name).unwrap();
+    assert_eq!(t.definitions().unwrap(), None);
+    let mut t = store.begin();
+    t.create_schema("s2", false).unwrap();
+    assert_eq!(t.definitions().unwrap(), None);
+    drop(t);
+    assert_eq!(ids(&store), second);
+    // a store opened afresh decodes its catalog again: a new id, never an old one reused
+    let reopened = Store::open(store.url(), true).unwrap();
+    let third = ids(&reopened);
+    assert!(third != first && third != second);
+}
+
+#[test]
 fn rowids_resolve_only_within_their_transaction_and_table() {
     let store = new_lake(&mem_url("rowid"));
     let mut t = store.begin();

@@ -58,5 +58,10 @@ expect_error("after the commit nobody sees it", lambda: count(b, "ducklake_inlin
 
 # 4. Table names match case-insensitively, through the shared entries as before.
 check("a name in other case finds the table", count(b, "DUCKLAKE_INLINED_DATA_1_0") == 1)
+a.execute("BEGIN")
+a.execute("DROP TABLE raw.main.DUCKLAKE_INLINED_DATA_1_0")
+expect_error("a DROP in other case drops the table", lambda: count(a, "ducklake_inlined_data_1_0"), "does not exist")
+a.execute("ROLLBACK")
+check("and its rollback keeps it", count(a, "ducklake_inlined_data_1_0") == 1)
 
 finish("catalog_entries")
