@@ -153,6 +153,7 @@ private:
 	//! Every table, read through `txn` once (called without `lock`, which it takes).
 	void LoadTables(MoraineTxn *txn);
 	MoraineTableEntry &AddTable(const string &table_name, const vector<pair<string, string>> &columns);
+	//! The tables added so far (taking `lock`).
 	vector<reference<MoraineTableEntry>> LoadedTables();
 	//! Guards `tables` and `tables_loaded`: a shared schema serves concurrent transactions.
 	mutex lock;
@@ -177,6 +178,7 @@ public:
 	vector<reference<MoraineSchemaEntry>> Schemas(MoraineTxn *txn);
 
 private:
+	//! Every schema, read through `txn` once (called without `lock`, which it takes).
 	void LoadSchemas(MoraineTxn *txn);
 	mutex lock;
 	bool schemas_loaded = false;

@@ -16,15 +16,24 @@ static void CollectName(void *ud, const char *name, size_t len) {
 }
 
 void MoraineEntries::LoadSchemas(MoraineTxn *txn) {
-	if (schemas_loaded) {
-		return;
+	{
+		lock_guard<mutex> guard(lock);
+		if (schemas_loaded) {
+			return;
+		}
 	}
+	// read outside the lock, as a schema's tables are (MoraineSchemaEntry::LoadTables)
 	NameList list;
 	MoraineError err {nullptr, 0, MORAINE_ERROR_NONE};
 	if (moraine_txn_schemas(txn, &list, CollectName, &err) != 0) {
 		MoraineThrow(err);
 	}
 	MoraineRethrow(list);
+	lock_guard<mutex> guard(lock);
+	if (schemas_loaded) {
+		// another transaction of this set loaded them meanwhile: its entries may be in use
+		return;
+	}
 	for (auto &name : list.names) {
 		CreateSchemaInfo info;
 		info.schema = name;
@@ -34,8 +43,8 @@ void MoraineEntries::LoadSchemas(MoraineTxn *txn) {
 }
 
 optional_ptr<MoraineSchemaEntry> MoraineEntries::GetSchema(MoraineTxn *txn, const string &name) {
-	lock_guard<mutex> guard(lock);
 	LoadSchemas(txn);
+	lock_guard<mutex> guard(lock);
 	auto entry = schemas.find(name);
 	if (entry == schemas.end()) {
 		return nullptr;
@@ -44,8 +53,8 @@ optional_ptr<MoraineSchemaEntry> MoraineEntries::GetSchema(MoraineTxn *txn, cons
 }
 
 vector<reference<MoraineSchemaEntry>> MoraineEntries::Schemas(MoraineTxn *txn) {
-	lock_guard<mutex> guard(lock);
 	LoadSchemas(txn);
+	lock_guard<mutex> guard(lock);
 	vector<reference<MoraineSchemaEntry>> result;
 	for (auto &entry : schemas) {
 		result.push_back(*entry.second);

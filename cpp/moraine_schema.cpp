@@ -95,6 +95,7 @@ void MoraineSchemaEntry::LoadTables(MoraineTxn *txn) {
 }
 
 vector<reference<MoraineTableEntry>> MoraineSchemaEntry::LoadedTables() {
+	lock_guard<mutex> guard(lock);
 	vector<reference<MoraineTableEntry>> result;
 	for (auto &entry : tables) {
 		result.push_back(*entry.second);
@@ -242,12 +243,7 @@ void MoraineSchemaEntry::Scan(ClientContext &context, CatalogType type,
 		return current->Scan(context, type, callback);
 	}
 	LoadTables(transaction.Txn());
-	vector<reference<MoraineTableEntry>> loaded;
-	{
-		lock_guard<mutex> guard(lock);
-		loaded = LoadedTables();
-	}
-	for (auto &table : loaded) {
+	for (auto &table : LoadedTables()) {
 		callback(table.get());
 	}
 }
@@ -258,12 +254,7 @@ void MoraineSchemaEntry::Scan(CatalogType type, const std::function<void(Catalog
 	if (type != CatalogType::TABLE_ENTRY) {
 		return;
 	}
-	vector<reference<MoraineTableEntry>> loaded;
-	{
-		lock_guard<mutex> guard(lock);
-		loaded = LoadedTables();
-	}
-	for (auto &table : loaded) {
+	for (auto &table : LoadedTables()) {
 		callback(table.get());
 	}
 }

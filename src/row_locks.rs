@@ -8,22 +8,16 @@
 //! catches the race at commit instead.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
 /// Which open transaction holds each row, by row identity.
 #[derive(Default)]
 pub(crate) struct RowLocks {
+    /// Owners are transaction ids ([`crate::txn::Stamp::txn`]), unique in the process.
     held: Mutex<HashMap<Vec<u8>, u64>>,
-    next_owner: AtomicU64,
 }
 
 impl RowLocks {
-    /// A fresh owner token for a transaction.
-    pub(crate) fn owner(&self) -> u64 {
-        self.next_owner.fetch_add(1, Ordering::Relaxed) + 1
-    }
-
     /// Take every row for `owner`, or none: on a row another owner holds, nothing is taken and
     /// the index of that row is returned. Rows `owner` already holds are not returned in `taken`.
     pub(crate) fn acquire(
@@ -73,7 +67,7 @@ mod tests {
     #[test]
     fn a_row_is_held_by_one_owner_until_released() {
         let locks = RowLocks::default();
-        let (a, b) = (locks.owner(), locks.owner());
+        let (a, b) = (1, 2);
         let (mut ta, mut tb) = (Vec::new(), Vec::new());
         let rows = vec![b"r1".to_vec(), b"r2".to_vec()];
         assert_eq!(locks.acquire(a, rows.clone(), &mut ta), Ok(()));

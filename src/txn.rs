@@ -134,13 +134,12 @@ pub struct Transaction {
     /// from one statement (a join matched the row twice): the change is applied once.
     touched: HashMap<i64, usize>,
     next_id: u32,
-    /// This transaction's owner token in the store's row locks, and the rows it holds there.
-    owner: u64,
+    /// The rows this transaction holds in the store's row locks (as owner `stamp.txn`).
     locked: Vec<Vec<u8>>,
     /// Identities of the rows this transaction deleted.
     deleted: std::collections::HashSet<Vec<u8>>,
-    /// Unique in the process, with a generation bumped by every staged change: equal stamps
-    /// read equal rows ([`Transaction::stamp`]).
+    /// Unique in the process (also its owner in the row locks), with a generation bumped by
+    /// every staged change: equal stamps read equal rows ([`Transaction::stamp`]).
     stamp: Stamp,
 }
 
@@ -168,7 +167,6 @@ impl Store {
             registry: HashMap::new(),
             touched: HashMap::new(),
             next_id: 1,
-            owner: self.row_locks.owner(),
             locked: Vec::new(),
             deleted: Default::default(),
             stamp: Stamp {
@@ -683,7 +681,7 @@ impl Transaction {
         }
         self.store
             .row_locks
-            .acquire(self.owner, held, &mut self.locked)
+            .acquire(self.stamp.txn, held, &mut self.locked)
             .map_err(|_| {
                 Error::Conflict(format!(
                     "Conflict on tuple {what}: a row of {schema}.{table} was already {} by \
@@ -867,7 +865,7 @@ impl Transaction {
 impl Drop for Transaction {
     /// Committed, rolled back or abandoned: the rows it held are free again.
     fn drop(&mut self) {
-        self.store.row_locks.release(self.owner, &self.locked);
+        self.store.row_locks.release(self.stamp.txn, &self.locked);
     }
 }
 
