@@ -777,14 +777,12 @@ impl Store {
             #[cfg(test)]
             head_reads: Default::default(),
         });
-        if let Backend::Writer(db, _) = &store.backend {
+        if let Backend::Writer(..) = &store.backend {
             *store.collector.lock().unwrap_or_else(|p| p.into_inner()) =
                 Some(start_collector(&store));
-            if compactor::l0_is_full(db) {
-                store.start_compactor();
-            } else {
-                store.compactor.start_later(&store);
-            }
+            // never at the open, however full L0 is: a flush into a full L0 comes only from a
+            // commit or the close, which start it themselves (`compactor.rs`)
+            store.compactor.start_later(&store);
         }
         Ok(store)
     }

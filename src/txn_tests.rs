@@ -1315,6 +1315,47 @@ fn a_writer_starts_its_compactor_at_its_first_commit_or_a_moment_after_the_open(
     assert!(!reader.compactor_running());
 }
 
+/// A close often leaves L0 full (its memtable flush fills it). Attaches that only read after
+/// that start no compactor, however full L0 is: each would resume the same compaction and
+/// abandon it at its close. The close that must flush into a full L0 starts it, and its flush
+/// waits for it: L0 drains, and the store stays readable throughout.
+#[test]
+fn attaches_that_only_read_start_no_compactor_even_with_l0_full() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = dir.path().join("lake").to_str().unwrap().to_string();
+    let store = Store::open(&url, false).unwrap();
+    init_lake(&store);
+    store.close().unwrap();
+    drop(store);
+    let l0_max = slatedb::config::Settings::default().l0_max_ssts;
+    // each such close leaves its open's WAL fence; one in REPLAY_BACKLOG_LIMIT flushes a marker
+    // into L0, so L0 fills after about l0_max * REPLAY_BACKLOG_LIMIT of them
+    let bound = 4 * l0_max as u64 * crate::store::REPLAY_BACKLOG_LIMIT;
+    let (mut full, mut drained) = (0, false);
+    for _ in 0..bound {
+        let opened = std::time::Instant::now();
+        let store = Store::open(&url, false).unwrap();
+        let l0 = store.status().unwrap().l0_ssts;
+        assert_eq!(rows_of(&store, "ducklake_snapshot", false), vec![snap(0)]);
+        if opened.elapsed() < crate::store::COMPACTOR_START_AFTER {
+            assert!(
+                !store.compactor_running(),
+                "an attach that reads starts none (L0: {l0})"
+            );
+        }
+        store.close().unwrap();
+        drop(store);
+        if l0 >= l0_max {
+            full += 1;
+        } else if full > 0 {
+            drained = true;
+            break;
+        }
+    }
+    assert!(full > 0, "L0 never filled in {bound} read-only attaches");
+    assert!(drained, "L0 stayed full after {full} attaches");
+}
+
 /// A writer that closes leaves its lake tidy for the next open (RFC 0009, "Storage hygiene"):
 /// the WAL objects its commits wrote are collected, and a checkpoint of its last commit is
 /// there for the next attach, which starts from it.

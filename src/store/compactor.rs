@@ -3,19 +3,24 @@
 //! SlateDB's compactor, built into `Db::open`, resumes any compaction an earlier writer left
 //! unfinished as soon as it starts. A process that attaches, reads and detaches (a short query
 //! session, a notebook's first query) then spends its first hundred milliseconds sharing the
-//! CPU with a compaction it abandons at close, and starts it again the next time. So moraine opens SlateDB without its compactor and runs the
-//! same compactor (`Compactor`, SlateDB's default options, the same object store and metrics)
-//! beside it, started by whichever comes first:
+//! CPU with a compaction it abandons at close, and starts it again the next time. So moraine
+//! opens SlateDB without its compactor and runs the same compactor (`Compactor`, SlateDB's
+//! default options, the same object store and metrics) beside it, started by whichever comes
+//! first:
 //!
 //! - the writer's first commit (once it is acknowledged; every later commit starts it again
 //!   if it stopped on an error);
 //! - [`START_AFTER`] after the open;
 //! - a reclaim, which hands its compaction to this compactor;
-//! - L0 holding as many SSTs as SlateDB allows before it makes a memtable flush wait for a
-//!   compaction (checked at the open and before the close flushes the memtable), so that a
-//!   flush never waits on a compactor that is not running. (SlateDB's scheduler lets L0 grow
-//!   to several SSTs before it compacts them, so a lower threshold would start the compactor
-//!   at nearly every open of a lake in use, which is what this module avoids.)
+//! - the close, when L0 holds as many SSTs as SlateDB allows before it makes a memtable flush
+//!   wait for a compaction: the close's flush then waits for this compactor's, never for one
+//!   that is not running.
+//!
+//! Not the open, even with L0 full. A writer's close often leaves L0 full (its last flush
+//! fills it), and starting at the open then made every later short attach resume the same
+//! compaction and abandon it, until one session lasted long enough to finish it. Nothing
+//! between the open and the first commit or the close flushes the memtable: commits do (every
+//! [`super::COMMITS_PER_MEMTABLE_FLUSH`]), and the close does.
 //!
 //! A writer that another writer fenced starts none (it could fence the newer writer's). It
 //! stops when the store closes, before SlateDB does.
