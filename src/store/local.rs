@@ -7,8 +7,15 @@
 //! same names, sizes, times and e-tags, in the same order). It covers the names SlateDB and
 //! moraine write (letters, digits, `.`, `-`, `_`, and the `<name>#<digits>` files of writes
 //! under way, which it skips as `LocalFileSystem` does); a directory holding anything else,
-//! or a symbolic link, is listed by `LocalFileSystem` itself. Every other call goes to
-//! `LocalFileSystem` unchanged.
+//! or a symbolic link, is listed by `LocalFileSystem` itself.
+//!
+//! Reads of up to [`INLINE_READ_MAX`] bytes, and listings, run on the thread that asks:
+//! `LocalFileSystem` hands every call to tokio's blocking pool and back (a read, twice: the
+//! open and the read), and an attach makes about fifty such calls one after another, each two
+//! thread wake-ups, which cost more than the read of a cached file does (an attach woke
+//! threads some 200 times where DuckDB's own file catalog wakes about 20). A larger read still
+//! goes to the blocking pool, so that it never holds up a runtime thread for long. Writes,
+//! deletes, copies and renames go to `LocalFileSystem` unchanged.
 
 use async_trait::async_trait;
 use bytes::Bytes;
@@ -16,8 +23,8 @@ use futures::stream::{BoxStream, StreamExt};
 use object_store::local::LocalFileSystem;
 use object_store::path::Path;
 use object_store::{
-    CopyOptions, GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta, ObjectStore,
-    PutMultipartOptions, PutOptions, PutPayload, PutResult, RenameOptions, Result,
+    CopyOptions, GetOptions, GetResult, GetResultPayload, ListResult, MultipartUpload, ObjectMeta,
+    ObjectStore, PutMultipartOptions, PutOptions, PutPayload, PutResult, RenameOptions, Result,
 };
 use std::ops::Range;
 use std::path::PathBuf;
@@ -51,6 +58,12 @@ impl LocalStore {
     /// in place: `LocalFileSystem` writes an object to a staging file and renames it over the
     /// name, and a deleted file stays readable through a mapping of it.
     pub(crate) fn map(&self, location: &Path) -> Option<std::io::Result<Bytes>> {
+        Some(map_file(&self.file_path(location)?))
+    }
+
+    /// The file `LocalFileSystem` keeps the object at `location` in, when every part of the
+    /// location is a plain name (else `None`: the caller asks `LocalFileSystem`).
+    fn file_path(&self, location: &Path) -> Option<PathBuf> {
         let mut file = self.root.clone();
         for part in location.parts() {
             if !plain_name(part.as_ref()) {
@@ -58,7 +71,7 @@ impl LocalStore {
             }
             file.push(part.as_ref());
         }
-        Some(map_file(&file))
+        Some(file)
     }
 
     /// The objects under `prefix` (after `offset`), or `None` when the fast listing does not
@@ -158,6 +171,91 @@ fn walk(
     Some(())
 }
 
+/// The most a read runs on the calling thread (module doc); a larger one goes to tokio's
+/// blocking pool as `LocalFileSystem` sends it.
+pub(crate) const INLINE_READ_MAX: u64 = 1 << 20;
+
+/// `LocalFileSystem::get_opts`, on this thread: the file opened, its metadata checked against
+/// the options, and a range of up to [`INLINE_READ_MAX`] bytes read here; a larger range (or
+/// a `head`) is left in the file for the caller to read as `LocalFileSystem` has it read.
+fn get_here(location: &Path, path: PathBuf, options: GetOptions) -> Result<GetResult> {
+    let file = open_file(&path)?;
+    let metadata = file.metadata().map_err(|e| open_error(e, &path))?;
+    if metadata.is_dir() {
+        return Err(object_store::Error::NotFound {
+            path: path.to_string_lossy().to_string(),
+            source: Box::new(std::io::Error::new(
+                std::io::ErrorKind::NotFound,
+                "is directory",
+            )),
+        });
+    }
+    let meta = object_meta(location.clone(), &metadata).ok_or_else(|| {
+        generic(std::io::Error::other(format!(
+            "{}: no modification time",
+            path.display()
+        )))
+    })?;
+    options.check_preconditions(&meta)?;
+    let range = match &options.range {
+        Some(r) => r.as_range(meta.size).map_err(generic)?,
+        None => 0..meta.size,
+    };
+    let payload = if options.head || range.end - range.start > INLINE_READ_MAX {
+        GetResultPayload::File(file, path)
+    } else {
+        let bytes = read_at(&file, &path, range.clone())?;
+        GetResultPayload::Stream(futures::stream::once(async move { Ok(bytes) }).boxed())
+    };
+    Ok(GetResult {
+        payload,
+        attributes: Default::default(),
+        range,
+        meta,
+        extensions: Default::default(),
+    })
+}
+
+fn open_file(path: &std::path::Path) -> Result<std::fs::File> {
+    std::fs::File::open(path).map_err(|e| open_error(e, path))
+}
+
+/// An error opening a file as `LocalFileSystem` reports it: a missing file is `NotFound`.
+fn open_error(source: std::io::Error, path: &std::path::Path) -> object_store::Error {
+    match source.kind() {
+        std::io::ErrorKind::NotFound => object_store::Error::NotFound {
+            path: path.to_string_lossy().to_string(),
+            source: Box::new(source),
+        },
+        _ => generic(std::io::Error::new(
+            source.kind(),
+            format!("unable to open {}: {source}", path.display()),
+        )),
+    }
+}
+
+fn generic(source: impl std::error::Error + Send + Sync + 'static) -> object_store::Error {
+    object_store::Error::Generic {
+        store: "LocalFileSystem",
+        source: Box::new(source),
+    }
+}
+
+/// The bytes of `range` of `file`, all of them.
+fn read_at(file: &std::fs::File, path: &std::path::Path, range: Range<u64>) -> Result<Bytes> {
+    use std::os::unix::fs::FileExt;
+    let len = usize::try_from(range.end.saturating_sub(range.start))
+        .map_err(|_| generic(std::io::Error::other("range too large")))?;
+    let mut buf = vec![0u8; len];
+    file.read_exact_at(&mut buf, range.start).map_err(|e| {
+        generic(std::io::Error::new(
+            e.kind(),
+            format!("reading {range:?} of {}: {e}", path.display()),
+        ))
+    })?;
+    Ok(buf.into())
+}
+
 /// What `LocalFileSystem` says of a file: its size, modification time and e-tag
 /// (`"<inode>-<mtime in microseconds>-<size>"` in hex).
 fn object_meta(location: Path, metadata: &std::fs::Metadata) -> Option<ObjectMeta> {
@@ -207,7 +305,10 @@ impl ObjectStore for LocalStore {
     }
 
     async fn get_opts(&self, location: &Path, options: GetOptions) -> Result<GetResult> {
-        self.inner.get_opts(location, options).await
+        match self.file_path(location) {
+            Some(path) => get_here(location, path, options),
+            None => self.inner.get_opts(location, options).await,
+        }
     }
 
     async fn get_ranges(
@@ -215,7 +316,17 @@ impl ObjectStore for LocalStore {
         location: &Path,
         ranges: &[Range<u64>],
     ) -> Result<Vec<bytes::Bytes>> {
-        self.inner.get_ranges(location, ranges).await
+        let total: u64 = ranges.iter().map(|r| r.end.saturating_sub(r.start)).sum();
+        match self.file_path(location) {
+            Some(path) if total <= INLINE_READ_MAX => {
+                let file = open_file(&path)?;
+                ranges
+                    .iter()
+                    .map(|r| read_at(&file, &path, r.clone()))
+                    .collect()
+            }
+            _ => self.inner.get_ranges(location, ranges).await,
+        }
     }
 
     fn delete_stream(
@@ -259,16 +370,8 @@ impl LocalStore {
         let (inner, root) = (self.inner.clone(), self.root.clone());
         let (prefix, offset) = (prefix.cloned(), offset.cloned());
         futures::stream::once(async move {
-            let listed = {
-                let (prefix, offset) = (prefix.clone(), offset.clone());
-                tokio::task::spawn_blocking(move || {
-                    LocalStore::list_fast(&root, prefix.as_ref(), offset.as_ref())
-                })
-                .await
-                .ok()
-                .flatten()
-            };
-            match listed {
+            // on this thread: a directory listing costs less than two thread wake-ups
+            match LocalStore::list_fast(&root, prefix.as_ref(), offset.as_ref()) {
                 Some(objects) => futures::stream::iter(objects.into_iter().map(Ok)).boxed(),
                 None => match &offset {
                     Some(o) => inner.list_with_offset(prefix.as_ref(), o),
@@ -285,7 +388,7 @@ impl LocalStore {
 mod tests {
     use super::*;
     use futures::TryStreamExt;
-    use object_store::ObjectStoreExt;
+    use object_store::{GetRange, ObjectStoreExt};
 
     async fn listed(
         store: &dyn ObjectStore,
@@ -335,6 +438,143 @@ mod tests {
         let missing = store.map(&Path::from("moraine/image/0")).unwrap();
         assert_eq!(missing.unwrap_err().kind(), std::io::ErrorKind::NotFound);
         assert!(store.map(&Path::from("moraine/.hidden")).is_none());
+    }
+
+    #[test]
+    fn reads_what_local_file_system_reads() {
+        tokio::runtime::Runtime::new()
+            .unwrap()
+            .block_on(reads_alike());
+    }
+
+    /// One get through both stores: the same bytes, metadata and range, or errors of the same
+    /// kind.
+    async fn get_both(
+        fs: &LocalFileSystem,
+        here: &LocalStore,
+        name: &str,
+        options: GetOptions,
+    ) -> std::result::Result<(Bytes, ObjectMeta, Range<u64>), String> {
+        let name = Path::from(name);
+        let got = async |store: &dyn ObjectStore| match store.get_opts(&name, options.clone()).await
+        {
+            Ok(r) => {
+                let (meta, range) = (r.meta.clone(), r.range.clone());
+                let bytes = if options.head {
+                    Bytes::new()
+                } else {
+                    r.bytes().await.unwrap()
+                };
+                Ok((bytes, meta, range))
+            }
+            Err(e) => Err(format!("{:?}", std::mem::discriminant(&e))),
+        };
+        let (want, have) = (got(fs).await, got(here).await);
+        assert_eq!(have, want, "{name} with {options:?}");
+        have
+    }
+
+    async fn reads_alike() {
+        let dir = tempfile::tempdir().unwrap();
+        let fs = LocalFileSystem::new_with_prefix(dir.path()).unwrap();
+        let here = LocalStore::new(dir.path()).unwrap();
+        let small: Vec<u8> = (0..5000u32).map(|i| (i % 251) as u8).collect();
+        let large: Vec<u8> = (0..(INLINE_READ_MAX as u32 + 4096))
+            .map(|i| (i % 241) as u8)
+            .collect();
+        fs.put(
+            &Path::from("wal/00000000000000000001.sst"),
+            small.clone().into(),
+        )
+        .await
+        .unwrap();
+        fs.put(&Path::from("compacted/big.sst"), large.clone().into())
+            .await
+            .unwrap();
+        fs.put(&Path::from("empty"), Bytes::new().into())
+            .await
+            .unwrap();
+        let sst = "wal/00000000000000000001.sst";
+        let ranged = |r: GetRange| GetOptions {
+            range: Some(r),
+            ..Default::default()
+        };
+        // whole objects, ranges of every kind, a head, and a read larger than the inline limit
+        let whole = get_both(&fs, &here, sst, GetOptions::default())
+            .await
+            .unwrap();
+        assert_eq!(&whole.0[..], &small[..]);
+        for r in [
+            GetRange::Bounded(10..4000),
+            GetRange::Bounded(4990..9000),
+            GetRange::Offset(4000),
+            GetRange::Suffix(100),
+        ] {
+            get_both(&fs, &here, sst, ranged(r)).await.unwrap();
+        }
+        let head = GetOptions {
+            head: true,
+            ..Default::default()
+        };
+        assert_eq!(get_both(&fs, &here, sst, head).await.unwrap().1, whole.1);
+        let big = get_both(&fs, &here, "compacted/big.sst", GetOptions::default()).await;
+        assert_eq!(&big.unwrap().0[..], &large[..]);
+        get_both(&fs, &here, "empty", GetOptions::default())
+            .await
+            .unwrap();
+        // (read here: a small read comes back read, a large one as the file to read)
+        let payload = async |name: &str| here.get(&Path::from(name)).await.unwrap().payload;
+        assert!(matches!(payload(sst).await, GetResultPayload::Stream(_)));
+        let big = payload("compacted/big.sst").await;
+        assert!(matches!(big, GetResultPayload::File(..)));
+        // errors: a missing object, a directory, a range past the end, preconditions
+        let not_found = get_both(&fs, &here, "wal/absent.sst", GetOptions::default()).await;
+        let missing = here.get(&Path::from("wal/absent.sst")).await.unwrap_err();
+        assert!(
+            matches!(missing, object_store::Error::NotFound { .. }),
+            "{missing}"
+        );
+        assert!(not_found.is_err());
+        get_both(&fs, &here, "wal", GetOptions::default())
+            .await
+            .unwrap_err();
+        get_both(&fs, &here, sst, ranged(GetRange::Bounded(6000..7000)))
+            .await
+            .unwrap_err();
+        let etag = whole.1.e_tag.clone().unwrap();
+        for (if_match, if_none_match) in [
+            (Some(etag.clone()), None),
+            (Some("\"other\"".to_string()), None),
+            (None, Some(etag.clone())),
+            (None, Some("\"other\"".to_string())),
+        ] {
+            let options = GetOptions {
+                if_match,
+                if_none_match,
+                ..Default::default()
+            };
+            let _ = get_both(&fs, &here, sst, options).await;
+        }
+        // several ranges at once, within and beyond the inline limit, and past the end
+        let path = Path::from(sst);
+        let ranges = [0..16, 16..32, 100..120, 0..50, 4999..5000];
+        assert_eq!(
+            here.get_ranges(&path, &ranges).await.unwrap(),
+            fs.get_ranges(&path, &ranges).await.unwrap()
+        );
+        let path = Path::from("compacted/big.sst");
+        let ranges = [0..INLINE_READ_MAX, INLINE_READ_MAX..INLINE_READ_MAX + 10];
+        assert_eq!(
+            here.get_ranges(&path, &ranges).await.unwrap(),
+            fs.get_ranges(&path, &ranges).await.unwrap()
+        );
+        let path = Path::from(sst);
+        assert!(here.get_ranges(&path, &[4990..5010]).await.is_err());
+        assert!(fs.get_ranges(&path, &[4990..5010]).await.is_err());
+        let missing = here
+            .get_ranges(&Path::from("wal/absent.sst"), &[0..1])
+            .await;
+        assert!(matches!(missing, Err(object_store::Error::NotFound { .. })));
     }
 
     #[test]
