@@ -1412,15 +1412,19 @@ impl Store {
                 }
             }
             // A writer still holding the lake leaves nothing for the next open to replay: its
-            // memtable goes to L0 (with the compactor running if L0 is full, so that the flush
-            // never waits on a compactor that is not there), and the WAL objects before the new
-            // boundary are collected.
-            if compactor::l0_is_full(db) {
+            // memtable goes to L0, and the WAL objects before the new boundary are collected.
+            // A flush that adds to a full L0 waits for a compaction: the compactor runs for
+            // the replay marker's flush, and for a writer that committed (it runs since the
+            // first commit). A memtable holding only what the open replayed (a writer that
+            // stopped without flushing) is left to the compactor the open's timer starts.
+            let mut holding = self.close_reason().is_none();
+            let marker_due = holding && replay_backlog(db) >= REPLAY_BACKLOG_LIMIT;
+            if compactor::l0_is_full(db) && (marker_due || self.commits.load(Ordering::SeqCst) > 0)
+            {
                 self.start_compactor();
             }
-            let mut holding = self.close_reason().is_none();
             let mut unmarked = false;
-            if holding && replay_backlog(db) >= REPLAY_BACKLOG_LIMIT {
+            if marker_due {
                 // SlateDB moves the replay point only when it flushes a memtable holding
                 // something, so writers that commit nothing (one that only queries) each leave
                 // their open's fence in the WAL for every later open to read: give the flush one

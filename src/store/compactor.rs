@@ -13,14 +13,16 @@
 //! - [`START_AFTER`] after the open;
 //! - a reclaim, which hands its compaction to this compactor;
 //! - the close, when L0 holds as many SSTs as SlateDB allows before it makes a memtable flush
-//!   wait for a compaction: the close's flush then waits for this compactor's, never for one
+//!   wait for a compaction and the close's flush will add to it (the replay marker, or this
+//!   writer's commits): that flush then waits for this compactor's compaction, never for one
 //!   that is not running.
 //!
 //! Not the open, even with L0 full. A writer's close often leaves L0 full (its last flush
 //! fills it), and starting at the open then made every later short attach resume the same
-//! compaction and abandon it, until one session lasted long enough to finish it. Nothing
-//! between the open and the first commit or the close flushes the memtable: commits do (every
-//! [`super::COMMITS_PER_MEMTABLE_FLUSH`]), and the close does.
+//! compaction and abandon it, until one session lasted long enough to finish it. What else
+//! can flush a memtable after the open is rare and waits at most for the timer: a WAL replay
+//! of more than a memtable's worth (a writer that stopped with over 64 MiB unflushed), a
+//! format upgrade's write at the open, or the close's flush of what the open replayed.
 //!
 //! A writer that another writer fenced starts none (it could fence the newer writer's). It
 //! stops when the store closes, before SlateDB does.

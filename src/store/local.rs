@@ -9,13 +9,16 @@
 //! under way, which it skips as `LocalFileSystem` does); a directory holding anything else,
 //! or a symbolic link, is listed by `LocalFileSystem` itself.
 //!
-//! Reads of up to [`INLINE_READ_MAX`] bytes, and listings, run on the thread that asks:
+//! On a local disk's file system ([`on_local_disk`]), reads of up to [`INLINE_READ_MAX`]
+//! bytes, and listings, run on the thread that asks:
 //! `LocalFileSystem` hands every call to tokio's blocking pool and back (a read, twice: the
 //! open and the read), and an attach makes about fifty such calls one after another, each two
 //! thread wake-ups, which cost more than the read of a cached file does (an attach woke
 //! threads some 200 times where DuckDB's own file catalog wakes about 20). A larger read still
-//! goes to the blocking pool, so that it never holds up a runtime thread for long. Writes,
-//! deletes, copies and renames go to `LocalFileSystem` unchanged.
+//! goes to the blocking pool, so that it never holds up a runtime thread for long. On any
+//! other file system (a network or FUSE mount, where a read can hang) every call goes through
+//! the blocking pool, so the store's time limit bounds it. Writes, deletes, copies and renames
+//! go to `LocalFileSystem` unchanged.
 
 use async_trait::async_trait;
 use bytes::Bytes;
@@ -34,6 +37,10 @@ use std::sync::Arc;
 pub(crate) struct LocalStore {
     inner: Arc<LocalFileSystem>,
     root: PathBuf,
+    /// Whether the directory is on a local disk's file system ([`on_local_disk`]), whose reads
+    /// run on the calling thread; any other (a network or FUSE mount, which can hang) reads
+    /// through `LocalFileSystem`, where the store's time limit bounds every read.
+    reads_here: bool,
 }
 
 impl LocalStore {
@@ -46,6 +53,7 @@ impl LocalStore {
         })?;
         Ok(LocalStore {
             inner: Arc::new(LocalFileSystem::new_with_prefix(&root)?),
+            reads_here: on_local_disk(&root),
             root,
         })
     }
@@ -169,6 +177,34 @@ fn walk(
         out.push(object_meta(path, &metadata)?);
     }
     Some(())
+}
+
+/// Whether `dir` is on a file system of a local disk or of memory, whose reads are a copy
+/// from the page cache or a disk read the kernel completes (ext2/3/4, XFS, Btrfs, ZFS, F2FS,
+/// tmpfs, ramfs, overlayfs). Anything else, or a directory whose file system cannot be told,
+/// is not: a network or FUSE file system can leave a read waiting indefinitely.
+fn on_local_disk(dir: &std::path::Path) -> bool {
+    use std::os::unix::ffi::OsStrExt;
+    const LOCAL: [i64; 8] = [
+        0xEF53,      // ext2, ext3, ext4
+        0x5846_5342, // XFS
+        0x9123_683E, // Btrfs
+        0x2FC1_2FC1, // ZFS
+        0xF2F5_2010, // F2FS
+        0x0102_1994, // tmpfs
+        0x8584_58F6, // ramfs
+        0x794C_7630, // overlayfs
+    ];
+    let Ok(path) = std::ffi::CString::new(dir.as_os_str().as_bytes()) else {
+        return false;
+    };
+    // SAFETY: a NUL-terminated path and a zeroed statfs the call fills
+    let mut fs: libc::statfs = unsafe { std::mem::zeroed() };
+    if unsafe { libc::statfs(path.as_ptr(), &mut fs) } != 0 {
+        return false;
+    }
+    #[allow(clippy::unnecessary_cast)]
+    LOCAL.contains(&(fs.f_type as i64))
 }
 
 /// The most a read runs on the calling thread (module doc); a larger one goes to tokio's
@@ -306,8 +342,8 @@ impl ObjectStore for LocalStore {
 
     async fn get_opts(&self, location: &Path, options: GetOptions) -> Result<GetResult> {
         match self.file_path(location) {
-            Some(path) => get_here(location, path, options),
-            None => self.inner.get_opts(location, options).await,
+            Some(path) if self.reads_here => get_here(location, path, options),
+            _ => self.inner.get_opts(location, options).await,
         }
     }
 
@@ -318,7 +354,7 @@ impl ObjectStore for LocalStore {
     ) -> Result<Vec<bytes::Bytes>> {
         let total: u64 = ranges.iter().map(|r| r.end.saturating_sub(r.start)).sum();
         match self.file_path(location) {
-            Some(path) if total <= INLINE_READ_MAX => {
+            Some(path) if self.reads_here && total <= INLINE_READ_MAX => {
                 let file = open_file(&path)?;
                 ranges
                     .iter()
@@ -367,11 +403,22 @@ impl LocalStore {
         prefix: Option<&Path>,
         offset: Option<&Path>,
     ) -> BoxStream<'static, Result<ObjectMeta>> {
-        let (inner, root) = (self.inner.clone(), self.root.clone());
+        let (inner, root, here) = (self.inner.clone(), self.root.clone(), self.reads_here);
         let (prefix, offset) = (prefix.cloned(), offset.cloned());
         futures::stream::once(async move {
-            // on this thread: a directory listing costs less than two thread wake-ups
-            match LocalStore::list_fast(&root, prefix.as_ref(), offset.as_ref()) {
+            // on a local disk, on this thread: a listing costs less than two thread wake-ups
+            let listed = if here {
+                LocalStore::list_fast(&root, prefix.as_ref(), offset.as_ref())
+            } else {
+                let (prefix, offset) = (prefix.clone(), offset.clone());
+                tokio::task::spawn_blocking(move || {
+                    LocalStore::list_fast(&root, prefix.as_ref(), offset.as_ref())
+                })
+                .await
+                .ok()
+                .flatten()
+            };
+            match listed {
                 Some(objects) => futures::stream::iter(objects.into_iter().map(Ok)).boxed(),
                 None => match &offset {
                     Some(o) => inner.list_with_offset(prefix.as_ref(), o),
@@ -504,13 +551,22 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(&whole.0[..], &small[..]);
+        assert!(here.reads_here, "a temporary directory is on a local disk");
         for r in [
             GetRange::Bounded(10..4000),
             GetRange::Bounded(4990..9000),
             GetRange::Offset(4000),
             GetRange::Suffix(100),
+            GetRange::Suffix(9000),
         ] {
             get_both(&fs, &here, sst, ranged(r)).await.unwrap();
+        }
+        for r in [
+            GetRange::Bounded(10..10),
+            GetRange::Bounded(6000..7000),
+            GetRange::Offset(5000),
+        ] {
+            get_both(&fs, &here, sst, ranged(r)).await.unwrap_err();
         }
         let head = GetOptions {
             head: true,
@@ -538,7 +594,11 @@ mod tests {
         get_both(&fs, &here, "wal", GetOptions::default())
             .await
             .unwrap_err();
-        get_both(&fs, &here, sst, ranged(GetRange::Bounded(6000..7000)))
+        let head_missing = GetOptions {
+            head: true,
+            ..Default::default()
+        };
+        get_both(&fs, &here, "wal/absent.sst", head_missing)
             .await
             .unwrap_err();
         let etag = whole.1.e_tag.clone().unwrap();
@@ -551,6 +611,15 @@ mod tests {
             let options = GetOptions {
                 if_match,
                 if_none_match,
+                ..Default::default()
+            };
+            let _ = get_both(&fs, &here, sst, options).await;
+        }
+        let modified = whole.1.last_modified;
+        for (since, unmodified) in [(Some(modified), None), (None, Some(modified))] {
+            let options = GetOptions {
+                if_modified_since: since,
+                if_unmodified_since: unmodified,
                 ..Default::default()
             };
             let _ = get_both(&fs, &here, sst, options).await;
@@ -568,13 +637,26 @@ mod tests {
             here.get_ranges(&path, &ranges).await.unwrap(),
             fs.get_ranges(&path, &ranges).await.unwrap()
         );
-        let path = Path::from(sst);
-        assert!(here.get_ranges(&path, &[4990..5010]).await.is_err());
-        assert!(fs.get_ranges(&path, &[4990..5010]).await.is_err());
+        let kind =
+            |r: Result<Vec<Bytes>>| r.map_err(|e| format!("{:?}", std::mem::discriminant(&e)));
+        for (name, ranges) in [(sst, vec![4990..5010]), ("wal/absent.sst", vec![0..1])] {
+            let path = Path::from(name);
+            let want = kind(fs.get_ranges(&path, &ranges).await);
+            assert!(want.is_err());
+            assert_eq!(kind(here.get_ranges(&path, &ranges).await), want, "{name}");
+        }
         let missing = here
             .get_ranges(&Path::from("wal/absent.sst"), &[0..1])
             .await;
         assert!(matches!(missing, Err(object_store::Error::NotFound { .. })));
+    }
+
+    /// Reads run on the calling thread on a local disk's file system only.
+    #[test]
+    fn a_pseudo_file_system_is_not_a_local_disk() {
+        assert!(on_local_disk(tempfile::tempdir().unwrap().path()));
+        assert!(!on_local_disk(std::path::Path::new("/proc")));
+        assert!(!on_local_disk(std::path::Path::new("/no/such/directory")));
     }
 
     #[test]
