@@ -235,14 +235,15 @@ fn stage_and_zip(
         b"duckdb_extension_moraine\n",
     )?;
     let wheel = out.join(wheel_name(version, tag));
-    let status = Command::new("python3")
+    let python = crate::deps::python();
+    let status = Command::new(&python)
         .arg("-c")
         .arg(ZIP_SCRIPT)
         .arg(stage)
         .arg(&wheel)
         .arg(&info)
         .status()
-        .map_err(|e| format!("running python3: {e}"))?;
+        .map_err(|e| format!("running {}: {e}", python.to_string_lossy()))?;
     if !status.success() {
         return Err(format!("writing {} failed ({status})", wheel.display()));
     }

@@ -22,7 +22,9 @@ pub fn run_script(path: &Path, env: &Env) -> FileOutcome {
         Ok(d) => d,
         Err(e) => return fail(format!("temp dir: {e}")),
     };
-    let mut cmd = Command::new("python3");
+    // the interpreter the dependencies were installed for (`$PYTHON`, else python3)
+    let python = crate::deps::python();
+    let mut cmd = Command::new(&python);
     cmd.arg(path)
         .env("PYTHONPATH", &env.deps.python_path)
         .env("MORAINE_EXT", moraine)
@@ -72,7 +74,7 @@ pub fn run_script(path: &Path, env: &Env) -> FileOutcome {
     let output = cmd.output();
     let output = match output {
         Ok(o) => o,
-        Err(e) => return fail(format!("running python3: {e}")),
+        Err(e) => return fail(format!("running {}: {e}", python.to_string_lossy())),
     };
     if output.status.success() {
         let _ = std::fs::remove_dir_all(&test_dir);
