@@ -780,8 +780,8 @@ impl Store {
         if let Backend::Writer(..) = &store.backend {
             *store.collector.lock().unwrap_or_else(|p| p.into_inner()) =
                 Some(start_collector(&store));
-            // never at the open, however full L0 is: a flush into a full L0 comes only from a
-            // commit or the close, which start it themselves (`compactor.rs`)
+            // never at the open, however full L0 is: commits and the close start it for their
+            // flushes, and the timer bounds the rarer ones (`compactor.rs`)
             store.compactor.start_later(&store);
         }
         Ok(store)

@@ -218,13 +218,8 @@ fn get_here(location: &Path, path: PathBuf, options: GetOptions) -> Result<GetRe
     let file = open_file(&path)?;
     let metadata = file.metadata().map_err(|e| open_error(e, &path))?;
     if metadata.is_dir() {
-        return Err(object_store::Error::NotFound {
-            path: path.to_string_lossy().to_string(),
-            source: Box::new(std::io::Error::new(
-                std::io::ErrorKind::NotFound,
-                "is directory",
-            )),
-        });
+        let is_dir = std::io::Error::new(std::io::ErrorKind::NotFound, "is directory");
+        return Err(open_error(is_dir, &path));
     }
     let meta = object_meta(location.clone(), &metadata).ok_or_else(|| {
         generic(std::io::Error::other(format!(
