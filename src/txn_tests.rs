@@ -1316,9 +1316,9 @@ fn a_writer_starts_its_compactor_at_its_first_commit_or_a_moment_after_the_open(
 }
 
 /// A close often leaves L0 full (its memtable flush fills it). Attaches that only read after
-/// that start no compactor, however full L0 is: each would resume the same compaction and
-/// abandon it at its close. The close that must flush into a full L0 starts it, and its flush
-/// waits for it: L0 drains, and the store stays readable throughout.
+/// that start no compactor, however full L0 is, nor do their closes that flush nothing: each
+/// would resume the same compaction and abandon it. The close that must flush into a full L0
+/// starts it, and its flush waits for it: L0 drains, and the store stays readable throughout.
 #[test]
 fn attaches_that_only_read_start_no_compactor_even_with_l0_full() {
     let dir = tempfile::tempdir().unwrap();
@@ -1331,7 +1331,15 @@ fn attaches_that_only_read_start_no_compactor_even_with_l0_full() {
     // each such close leaves its open's WAL fence; one in REPLAY_BACKLOG_LIMIT flushes a marker
     // into L0, so L0 fills after about l0_max * REPLAY_BACKLOG_LIMIT of them
     let bound = 4 * l0_max as u64 * crate::store::REPLAY_BACKLOG_LIMIT;
+    // a compactor that starts takes its epoch in a new compactions object
+    let compactions = || -> std::collections::BTreeSet<std::ffi::OsString> {
+        std::fs::read_dir(dir.path().join("lake/compactions"))
+            .map(|d| d.filter_map(|e| Some(e.ok()?.file_name())).collect())
+            .unwrap_or_default()
+    };
     let (mut full, mut drained) = (0, false);
+    // for each close with L0 full: whether it started a compactor
+    let mut started = Vec::new();
     for _ in 0..bound {
         let opened = std::time::Instant::now();
         let store = Store::open(&url, false).unwrap();
@@ -1343,17 +1351,28 @@ fn attaches_that_only_read_start_no_compactor_even_with_l0_full() {
                 "an attach that reads starts none (L0: {l0})"
             );
         }
+        let before = compactions();
         store.close().unwrap();
         drop(store);
         if l0 >= l0_max {
             full += 1;
+            started.push(!compactions().is_subset(&before));
         } else if full > 0 {
             drained = true;
             break;
         }
     }
-    assert!(full > 0, "L0 never filled in {bound} read-only attaches");
+    assert!(
+        full > 1,
+        "L0 never stayed full in {bound} read-only attaches"
+    );
     assert!(drained, "L0 stayed full after {full} attaches");
+    // only the close whose flush had to go into the full L0 (the one before it drained)
+    // started a compactor: the others flushed nothing
+    assert!(
+        !started[..started.len() - 1].contains(&true),
+        "closes with L0 full that started a compactor: {started:?}"
+    );
 }
 
 /// A writer that closes leaves its lake tidy for the next open (RFC 0009, "Storage hygiene"):
