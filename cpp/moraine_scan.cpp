@@ -610,13 +610,21 @@ static void MoraineScanFunction(ClientContext &context, TableFunctionInput &inpu
 			// no column is read (e.g. COUNT(*)): DuckDB only needs the cardinality
 			continue;
 		}
+		size_t nulls = 0;
 		if (vector.GetType().id() == LogicalTypeId::BIGINT &&
 		    moraine_mat_ints(state.mat, state.position, count, column_id, FlatVector::GetData<int64_t>(vector),
-		                     state.valid)) {
-			auto &validity = FlatVector::Validity(vector);
-			for (idx_t r = 0; r < count; r++) {
-				if (!state.valid[r]) {
-					validity.SetInvalid(r);
+		                     state.valid, &nulls)) {
+			if (count > 0 && nulls == count) {
+				// every cell NULL (end_snapshot of live rows): one constant, as DuckDB's own
+				// storage emits for a constant segment
+				vector.SetVectorType(VectorType::CONSTANT_VECTOR);
+				ConstantVector::SetNull(vector, true);
+			} else if (nulls > 0) {
+				auto &validity = FlatVector::Validity(vector);
+				for (idx_t r = 0; r < count; r++) {
+					if (!state.valid[r]) {
+						validity.SetInvalid(r);
+					}
 				}
 			}
 			continue;

@@ -907,11 +907,13 @@ pub unsafe extern "C" fn moraine_mat_cell(
 }
 
 /// Rows `start..start + count` of integer column `col` into `values`, with `valid[i]` 0 for a
-/// NULL (and for a row past the end): a whole vector in one call. An unnarrowed or densely
-/// narrowed scan copies from the column the row set keeps as integers; a sparse selection (an
-/// index lookup of a few rows) reads its rows directly rather than build that column. Returns
-/// false, writing nothing to rely on, when a cell read is not an integer or NULL (the caller
-/// then reads cell by cell).
+/// NULL (and for a row past the end), and into `nulls` how many of them are NULL: a whole
+/// vector in one call. When every one is NULL, `values` is left unwritten (the caller emits a
+/// constant NULL; DuckLake's `end_snapshot` of live rows is such a column). An unnarrowed or
+/// densely narrowed scan copies from the column the row set keeps as integers; a sparse
+/// selection (an index lookup of a few rows) reads its rows directly rather than build that
+/// column. Returns false, writing nothing to rely on, when a cell read is not an integer or NULL
+/// (the caller then reads cell by cell).
 #[no_mangle]
 pub unsafe extern "C" fn moraine_mat_ints(
     mat: *const MoraineMat,
@@ -920,16 +922,22 @@ pub unsafe extern "C" fn moraine_mat_ints(
     col: usize,
     values: *mut i64,
     valid: *mut u8,
+    nulls: *mut usize,
 ) -> bool {
+    *nulls = 0;
     if count == 0 {
         return true;
     }
     // (on a panic: false, and the caller reads cell by cell)
     quiet("moraine_mat_ints", false, || {
         mat_ints(&*mat, start, count, col, values, valid)
+            .map(|n| *nulls = n)
+            .is_some()
     })
 }
 
+/// [`moraine_mat_ints`]: the number of NULLs written, `None` when a cell is not an integer or
+/// NULL.
 unsafe fn mat_ints(
     mat: &MoraineMat,
     start: usize,
@@ -937,7 +945,7 @@ unsafe fn mat_ints(
     col: usize,
     values: *mut i64,
     valid: *mut u8,
-) -> bool {
+) -> Option<usize> {
     let values = std::slice::from_raw_parts_mut(values, count);
     let valid = std::slice::from_raw_parts_mut(valid, count);
     let rows = &mat.mat.rows.0;
@@ -946,30 +954,42 @@ unsafe fn mat_ints(
         .as_ref()
         .is_some_and(|sel| rows.few(sel.positions.len()));
     if sparse {
+        let mut nulls = 0;
         for i in 0..count {
             match start.checked_add(i).and_then(|r| mat.cell(r, col)) {
                 Some(Cell::Int(v)) => {
                     values[i] = *v;
                     valid[i] = 1;
                 }
-                Some(Cell::Null) | None => valid[i] = 0,
-                Some(_) => return false,
+                Some(Cell::Null) | None => {
+                    valid[i] = 0;
+                    nulls += 1;
+                }
+                Some(_) => return None,
             }
         }
-        return true;
+        return Some(nulls);
     }
-    let Some(column) = rows.int_column(col) else {
-        return false;
-    };
+    let column = rows.int_column(col)?;
     match &mat.selection {
         None => {
             let len = column.values.len();
             let from = start.min(len);
             let end = start.saturating_add(count).min(len);
             let n = end - from;
-            values[..n].copy_from_slice(&column.values[from..end]);
             valid[..n].copy_from_slice(&column.valid[from..end]);
             valid[n..].fill(0);
+            // (rows past the end count as NULL)
+            let nulls = count - n
+                + match column.nulls {
+                    0 => 0,
+                    all if all == column.values.len() => n,
+                    _ => nulls_in(&valid[..n]),
+                };
+            if nulls < count {
+                values[..n].copy_from_slice(&column.values[from..end]);
+            }
+            Some(nulls)
         }
         Some(sel) => {
             for i in 0..count {
@@ -985,9 +1005,19 @@ unsafe fn mat_ints(
                     _ => valid[i] = 0,
                 }
             }
+            Some(nulls_in(valid))
         }
     }
-    true
+}
+
+/// How many of `valid`'s flags (each 0 or 1) say NULL: eight flags per population count.
+fn nulls_in(valid: &[u8]) -> usize {
+    let words = valid.chunks_exact(8);
+    let rest: usize = words.remainder().iter().map(|&v| usize::from(v)).sum();
+    let ones: usize = words
+        .map(|w| u64::from_ne_bytes(w.try_into().unwrap_or_default()).count_ones() as usize)
+        .sum();
+    valid.len() - ones - rest
 }
 
 /// What an integer column's emitted rows hold (planning statistics).
@@ -1369,6 +1399,116 @@ mod tests {
             rows,
             err,
         )
+    }
+
+    /// `moraine_mat_ints` against `moraine_mat_cell`, vector by vector, over columns whose cells
+    /// are never, sometimes and always NULL, unnarrowed and narrowed (densely and sparsely): the
+    /// same values and validity, and `nulls` counts exactly the NULLs (all of them in a vector
+    /// of an all-NULL column, which the scan emits as a constant).
+    #[test]
+    fn integer_vectors_count_their_nulls() {
+        let store = new_lake(&mem_url("ffi-ints"));
+        let handle = Box::into_raw(Box::new(MoraineStore(store)));
+        let table = "ducklake_data_file";
+        let def = crate::catalog::fixed_table_def(M, table).unwrap();
+        let col = |name: &str| def.columns.iter().position(|c| c.name == name).unwrap();
+        let (id, end, partition) = (
+            col("data_file_id"),
+            col("end_snapshot"),
+            col("partition_id"),
+        );
+        let n = 5000;
+        unsafe {
+            let mut err = no_error();
+            let txn = moraine_txn_begin(handle, &mut err);
+            (*txn).0.lock().unwrap().create_table(def.clone()).unwrap();
+            let rows = moraine_rows_new(def.columns.len());
+            for r in 0..n {
+                for (c, column) in def.columns.iter().enumerate() {
+                    let cell = match c {
+                        _ if c == end => Cell::Null,
+                        _ if c == partition && r % 3 == 0 => Cell::Null,
+                        _ if c == id => Cell::Int(r),
+                        _ if column.type_name == "BIGINT" => Cell::Int(r % 7),
+                        _ if column.type_name == "VARCHAR" => Cell::Text(format!("f{r}")),
+                        _ => Cell::Null,
+                    };
+                    moraine_rows_push(rows, &cell_to_c(&cell));
+                }
+            }
+            assert_eq!(
+                stage_insert(txn, table, rows, &mut err),
+                0,
+                "{:?}",
+                taken(&mut err)
+            );
+            let read = |err: &mut MoraineError| {
+                let mat = moraine_txn_rows(
+                    txn,
+                    M.as_ptr() as *const c_char,
+                    M.len(),
+                    table.as_ptr() as *const c_char,
+                    table.len(),
+                    1,
+                    err,
+                );
+                assert!(!mat.is_null());
+                mat
+            };
+            let whole = read(&mut err);
+            let dense = read(&mut err);
+            assert_eq!(moraine_mat_select_range(dense, id, 100, 4000, &mut err), 0);
+            let sparse = read(&mut err);
+            let few = [3, 2048, 4999];
+            assert_eq!(
+                moraine_mat_select(sparse, id, few.as_ptr(), few.len(), &mut err),
+                0
+            );
+            for (mat, len) in [(whole, n as usize), (dense, 3901), (sparse, 3)] {
+                assert_eq!(moraine_mat_len(mat), len);
+                for column in [id, end, partition] {
+                    let mut start = 0;
+                    while start < len {
+                        let count = (len - start).min(2048);
+                        let mut values = vec![-1_i64; count];
+                        let mut valid = vec![7_u8; count];
+                        let mut nulls = usize::MAX;
+                        assert!(moraine_mat_ints(
+                            mat,
+                            start,
+                            count,
+                            column,
+                            values.as_mut_ptr(),
+                            valid.as_mut_ptr(),
+                            &mut nulls
+                        ));
+                        let mut want_nulls = 0;
+                        for i in 0..count {
+                            let mut cell = cell_to_c(&Cell::Null);
+                            moraine_mat_cell(mat, start + i, column, &mut cell);
+                            if cell.tag == TAG_NULL {
+                                want_nulls += 1;
+                                assert_eq!(valid[i], 0, "column {column} row {}", start + i);
+                            } else {
+                                assert_eq!(cell.tag, TAG_INT);
+                                assert_eq!((valid[i], values[i]), (1, cell.i));
+                            }
+                        }
+                        assert_eq!(nulls, want_nulls, "column {column} rows {start}+{count}");
+                        if column == end {
+                            assert_eq!(nulls, count);
+                        }
+                        if column == id {
+                            assert_eq!(nulls, 0);
+                        }
+                        start += count;
+                    }
+                }
+                moraine_mat_free(mat);
+            }
+            moraine_txn_rollback(txn);
+            moraine_store_free(handle);
+        }
     }
 
     #[test]

@@ -85,6 +85,9 @@ impl IntBounds {
 pub struct IntColumn {
     pub values: Vec<i64>,
     pub valid: Vec<u8>,
+    /// How many of `valid`'s flags are 0 (NULL cells): a scan of a column with none, or with
+    /// nothing else, need not count its vectors' NULLs.
+    pub nulls: usize,
 }
 
 impl IntColumn {
@@ -274,6 +277,7 @@ impl RowSet {
                 let mut col = IntColumn {
                     values: Vec::with_capacity(self.len()),
                     valid: Vec::with_capacity(self.len()),
+                    nulls: 0,
                 };
                 let mut push = |cell: Option<CellRef<'_>>| match cell {
                     Some(CellRef::Int(v)) => {
@@ -284,6 +288,7 @@ impl RowSet {
                     Some(CellRef::Null) | None => {
                         col.values.push(0);
                         col.valid.push(0);
+                        col.nulls += 1;
                         true
                     }
                     Some(_) => false,
