@@ -188,8 +188,8 @@ size_t moraine_mat_len(const MoraineMat *mat);
 int64_t moraine_mat_rowid(const MoraineMat *mat, size_t index);
 void moraine_mat_cell(const MoraineMat *mat, size_t row, size_t col, MoraineCell *out);
 // Rows start..start+count of an integer column into values (valid[i] = 0 for NULL), and into
-// nulls how many are NULL (values unwritten when all are); false when a cell there is not an
-// integer or NULL (then read cell by cell).
+// nulls how many are NULL (values then matter only where valid; they may be left unwritten when
+// all are NULL); false when a cell there is not an integer or NULL (then read cell by cell).
 bool moraine_mat_ints(const MoraineMat *mat, size_t start, size_t count, size_t col, int64_t *values,
                       uint8_t *valid, size_t *nulls);
 // The bounds of an integer column over the rows the scan emits (min and max only when

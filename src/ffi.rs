@@ -908,8 +908,9 @@ pub unsafe extern "C" fn moraine_mat_cell(
 
 /// Rows `start..start + count` of integer column `col` into `values`, with `valid[i]` 0 for a
 /// NULL (and for a row past the end), and into `nulls` how many of them are NULL: a whole
-/// vector in one call. When every one is NULL, `values` is left unwritten (the caller emits a
-/// constant NULL; DuckLake's `end_snapshot` of live rows is such a column). An unnarrowed or
+/// vector in one call. A value matters only where it is valid: when every one is NULL, `values`
+/// may be left unwritten (the caller emits a constant NULL; DuckLake's `end_snapshot` of live
+/// rows is such a column). An unnarrowed or
 /// densely narrowed scan copies from the column the row set keeps as integers; a sparse
 /// selection (an index lookup of a few rows) reads its rows directly rather than build that
 /// column. Returns false, writing nothing to rely on, when a cell read is not an integer or NULL
