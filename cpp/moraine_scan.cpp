@@ -2,6 +2,7 @@
 // (RFC 0009); each emitted rowid names a row of exactly that materialization.
 #include "moraine_catalog.hpp"
 
+#include "duckdb/function/partition_stats.hpp"
 #include "duckdb/planner/expression/bound_between_expression.hpp"
 #include "duckdb/planner/expression/bound_columnref_expression.hpp"
 #include "duckdb/planner/expression/bound_comparison_expression.hpp"
@@ -491,6 +492,26 @@ static bool OutsideFilters(const MoraineScanBindData &bind_data, idx_t column, i
 	return false;
 }
 
+//! A BIGINT column's least and greatest value over the rows `mat` emits and whether it holds
+//! NULL, as exact statistics; null for another type, or a cell that is not an integer.
+static unique_ptr<BaseStatistics> MoraineIntegerStatistics(MoraineMat *mat, column_t column_id,
+                                                           const LogicalType &type) {
+	MoraineIntStats ints;
+	if (type.id() != LogicalTypeId::BIGINT || !moraine_mat_int_stats(mat, column_id, &ints)) {
+		return nullptr;
+	}
+	auto stats = BaseStatistics::CreateEmpty(type);
+	if (ints.has_value) {
+		NumericStats::SetMin(stats, Value::BIGINT(ints.min));
+		NumericStats::SetMax(stats, Value::BIGINT(ints.max));
+		stats.SetHasNoNull();
+	}
+	if (ints.has_null) {
+		stats.SetHasNull();
+	}
+	return stats.ToUnique();
+}
+
 //! Column statistics for DuckDB's optimizer. They read the materialization the scan will read,
 //! narrowed by the selections recorded so far, so they hold for every row it emits: a filter
 //! DuckDB pushes down after asking (from a join's statistics) only narrows the scan further. An
@@ -525,22 +546,9 @@ static unique_ptr<BaseStatistics> MoraineScanStatistics(ClientContext &context, 
 		auto rows = moraine_mat_len(mat);
 		auto &type = bind_data.table.GetColumn(LogicalIndex(column_id)).Type();
 		if (rows != 0) {
-			MoraineIntStats ints;
-			auto known = type.id() == LogicalTypeId::BIGINT && moraine_mat_int_stats(mat, column_id, &ints);
+			auto stats = MoraineIntegerStatistics(mat, column_id, type);
 			moraine_mat_free(mat);
-			if (!known) {
-				return nullptr;
-			}
-			auto stats = BaseStatistics::CreateEmpty(type);
-			if (ints.has_value) {
-				NumericStats::SetMin(stats, Value::BIGINT(ints.min));
-				NumericStats::SetMax(stats, Value::BIGINT(ints.max));
-				stats.SetHasNoNull();
-			}
-			if (ints.has_null) {
-				stats.SetHasNull();
-			}
-			return stats.ToUnique();
+			return stats;
 		}
 		moraine_mat_free(mat);
 		auto stats = BaseStatistics::CreateEmpty(type);
@@ -554,6 +562,62 @@ static unique_ptr<BaseStatistics> MoraineScanStatistics(ClientContext &context, 
 	} catch (std::exception &) {
 		return nullptr;
 	}
+}
+
+//! The scan's rows as one partition whose BIGINT columns' bounds are exact (they are computed
+//! over exactly the rows the scan emits).
+struct MoraineRowsPartition : public PartitionRowGroup {
+	MoraineRowsPartition(MoraineMat *mat, MoraineTableEntry &table) : mat(mat), table(table) {
+	}
+	~MoraineRowsPartition() override {
+		moraine_mat_free(mat);
+	}
+	unique_ptr<BaseStatistics> GetColumnStatistics(const StorageIndex &storage_index) override {
+		auto column = storage_index.GetPrimaryIndex();
+		if (column >= table.GetColumns().LogicalColumnCount()) {
+			return nullptr;
+		}
+		return MoraineIntegerStatistics(mat, column, table.GetColumn(LogicalIndex(column)).Type());
+	}
+	bool MinMaxIsExact(const BaseStatistics &, const StorageIndex &) override {
+		return true;
+	}
+
+	MoraineMat *mat;
+	MoraineTableEntry &table;
+};
+
+//! The rows the scan will emit as one partition with an exact count and exact BIGINT bounds:
+//! DuckDB then answers an ungrouped COUNT(*), MIN or MAX straight over the scan (DuckLake's
+//! `MAX(snapshot_id)`, its inlined rows' `COUNT(*)` once the scan applied their snapshot bounds)
+//! from them instead of reading the rows, as it does from its own storage's row groups. Only a
+//! scan with no filter left above it qualifies (DuckDB checks), so they hold for its result. No
+//! partition (DuckDB reads the rows) when they could not be read; the scan reports that error.
+static vector<PartitionStatistics> MoraineScanPartitionStats(ClientContext &context, GetPartitionStatsInput &input) {
+	vector<PartitionStatistics> result;
+	if (!input.bind_data) {
+		return result;
+	}
+	auto &bind_data = input.bind_data->Cast<MoraineScanBindData>();
+	try {
+		auto txn = MoraineTransaction::Get(context, bind_data.table.catalog).Txn();
+		MoraineError err {nullptr, 0, MORAINE_ERROR_NONE};
+		bool history;
+		auto mat = MoraineScanRows(txn, bind_data, history, err);
+		if (!mat) {
+			MoraineTakeError(err);
+			return result;
+		}
+		PartitionStatistics partition;
+		partition.row_start = 0;
+		partition.count = NumericCast<idx_t>(moraine_mat_len(mat));
+		partition.count_type = CountType::COUNT_EXACT;
+		partition.partition_row_group = make_shared_ptr<MoraineRowsPartition>(mat, bind_data.table);
+		result.push_back(std::move(partition));
+	} catch (std::exception &) {
+		result.clear();
+	}
+	return result;
 }
 
 struct MoraineScanState : public GlobalTableFunctionState {
@@ -673,6 +737,7 @@ TableFunction MoraineTableEntry::GetScanFunction(ClientContext &context, unique_
 	function.pushdown_complex_filter = MoraineScanPushdown;
 	function.cardinality = MoraineScanCardinality;
 	function.statistics = MoraineScanStatistics;
+	function.get_partition_stats = MoraineScanPartitionStats;
 	function.get_bind_info = MoraineScanBindInfo;
 	function.dynamic_to_string = MoraineScanDynamicToString;
 	function.serialize = MoraineScanSerialize;
