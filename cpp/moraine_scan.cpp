@@ -591,8 +591,10 @@ struct MoraineRowsPartition : public PartitionRowGroup {
 //! DuckDB then answers an ungrouped COUNT(*), MIN or MAX straight over the scan (DuckLake's
 //! `MAX(snapshot_id)`, its inlined rows' `COUNT(*)` once the scan applied their snapshot bounds)
 //! from them instead of reading the rows, as it does from its own storage's row groups. Only a
-//! scan with no filter left above it qualifies (DuckDB checks), so they hold for its result. No
-//! partition (DuckDB reads the rows) when they could not be read; the scan reports that error.
+//! scan with no filter left above it qualifies (DuckDB checks; a filter the scan's statistics
+//! prove true is gone by then, and those statistics read the same rows), so they hold for its
+//! result. No partition (DuckDB reads the rows) when they could not be read; the scan reports
+//! that error.
 static vector<PartitionStatistics> MoraineScanPartitionStats(ClientContext &context, GetPartitionStatsInput &input) {
 	vector<PartitionStatistics> result;
 	if (!input.bind_data) {
@@ -608,11 +610,18 @@ static vector<PartitionStatistics> MoraineScanPartitionStats(ClientContext &cont
 			MoraineTakeError(err);
 			return result;
 		}
+		shared_ptr<MoraineRowsPartition> rows;
+		try {
+			rows = make_shared_ptr<MoraineRowsPartition>(mat, bind_data.table);
+		} catch (...) {
+			moraine_mat_free(mat);
+			throw;
+		}
 		PartitionStatistics partition;
 		partition.row_start = 0;
-		partition.count = NumericCast<idx_t>(moraine_mat_len(mat));
+		partition.count = NumericCast<idx_t>(moraine_mat_len(rows->mat));
 		partition.count_type = CountType::COUNT_EXACT;
-		partition.partition_row_group = make_shared_ptr<MoraineRowsPartition>(mat, bind_data.table);
+		partition.partition_row_group = std::move(rows);
 		result.push_back(std::move(partition));
 	} catch (std::exception &) {
 		result.clear();
