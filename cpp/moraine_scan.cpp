@@ -423,18 +423,27 @@ static MoraineMat *MoraineScanRows(MoraineTxn *txn, const MoraineScanBindData &b
 	return mat;
 }
 
+//! The rows the scan will emit, for a planning callback; null when they could not be read (the
+//! error is left for the scan to report).
+static MoraineMat *MoraineRowsToPlan(ClientContext &context, const MoraineScanBindData &bind_data) {
+	auto txn = MoraineTransaction::Get(context, bind_data.table.catalog).Txn();
+	MoraineError err {nullptr, 0, MORAINE_ERROR_NONE};
+	bool history;
+	auto mat = MoraineScanRows(txn, bind_data, history, err);
+	if (!mat) {
+		MoraineTakeError(err);
+	}
+	return mat;
+}
+
 //! The rows the scan will emit, for DuckDB's join order (an empty side is built, not probed).
 //! It is the same materialization the scan reads (kept by the transaction), so this costs the
 //! scan nothing extra; an error here is left for the scan to report.
 static unique_ptr<NodeStatistics> MoraineScanCardinality(ClientContext &context, const FunctionData *bind_data_p) {
 	auto &bind_data = bind_data_p->Cast<MoraineScanBindData>();
 	try {
-		auto txn = MoraineTransaction::Get(context, bind_data.table.catalog).Txn();
-		MoraineError err {nullptr, 0, MORAINE_ERROR_NONE};
-		bool history;
-		auto mat = MoraineScanRows(txn, bind_data, history, err);
+		auto mat = MoraineRowsToPlan(context, bind_data);
 		if (!mat) {
-			MoraineTakeError(err);
 			return nullptr;
 		}
 		auto rows = NumericCast<idx_t>(moraine_mat_len(mat));
@@ -535,12 +544,8 @@ static unique_ptr<BaseStatistics> MoraineScanStatistics(ClientContext &context, 
 		return nullptr;
 	}
 	try {
-		auto txn = MoraineTransaction::Get(context, bind_data.table.catalog).Txn();
-		MoraineError err {nullptr, 0, MORAINE_ERROR_NONE};
-		bool history;
-		auto mat = MoraineScanRows(txn, bind_data, history, err);
+		auto mat = MoraineRowsToPlan(context, bind_data);
 		if (!mat) {
-			MoraineTakeError(err);
 			return nullptr;
 		}
 		auto rows = moraine_mat_len(mat);
@@ -602,12 +607,8 @@ static vector<PartitionStatistics> MoraineScanPartitionStats(ClientContext &cont
 	}
 	auto &bind_data = input.bind_data->Cast<MoraineScanBindData>();
 	try {
-		auto txn = MoraineTransaction::Get(context, bind_data.table.catalog).Txn();
-		MoraineError err {nullptr, 0, MORAINE_ERROR_NONE};
-		bool history;
-		auto mat = MoraineScanRows(txn, bind_data, history, err);
+		auto mat = MoraineRowsToPlan(context, bind_data);
 		if (!mat) {
-			MoraineTakeError(err);
 			return result;
 		}
 		shared_ptr<MoraineRowsPartition> rows;
