@@ -910,11 +910,10 @@ pub unsafe extern "C" fn moraine_mat_cell(
 /// NULL (and for a row past the end), and into `nulls` how many of them are NULL: a whole
 /// vector in one call. A value matters only where it is valid: when every one is NULL, `values`
 /// may be left unwritten (the caller emits a constant NULL; DuckLake's `end_snapshot` of live
-/// rows is such a column). An unnarrowed or
-/// densely narrowed scan copies from the column the row set keeps as integers; a sparse
-/// selection (an index lookup of a few rows) reads its rows directly rather than build that
-/// column. Returns false, writing nothing to rely on, when a cell read is not an integer or NULL
-/// (the caller then reads cell by cell).
+/// rows is such a column). An unnarrowed or densely narrowed scan copies from the column the row
+/// set keeps as integers; a sparse selection (an index lookup of a few rows) reads its rows
+/// directly rather than build that column. Returns false, writing nothing to rely on, when a
+/// cell read is not an integer or NULL (the caller then reads cell by cell).
 #[no_mangle]
 pub unsafe extern "C" fn moraine_mat_ints(
     mat: *const MoraineMat,
@@ -1406,6 +1405,27 @@ mod tests {
     /// are never, sometimes and always NULL, unnarrowed and narrowed (densely and sparsely): the
     /// same values and validity, and `nulls` counts exactly the NULLs (all of them in a vector
     /// of an all-NULL column, which the scan emits as a constant).
+    /// This transaction's rows of `table` in the main lake (with ended versions when
+    /// `history`); fails the test when they cannot be read.
+    unsafe fn read_rows(
+        txn: *mut MoraineTxn,
+        table: &str,
+        history: bool,
+        err: &mut MoraineError,
+    ) -> *mut MoraineMat {
+        let mat = moraine_txn_rows(
+            txn,
+            M.as_ptr() as *const c_char,
+            M.len(),
+            table.as_ptr() as *const c_char,
+            table.len(),
+            i32::from(history),
+            err,
+        );
+        assert!(!mat.is_null());
+        mat
+    }
+
     #[test]
     fn integer_vectors_count_their_nulls() {
         let store = new_lake(&mem_url("ffi-ints"));
@@ -1443,23 +1463,10 @@ mod tests {
                 "{:?}",
                 taken(&mut err)
             );
-            let read = |err: &mut MoraineError| {
-                let mat = moraine_txn_rows(
-                    txn,
-                    M.as_ptr() as *const c_char,
-                    M.len(),
-                    table.as_ptr() as *const c_char,
-                    table.len(),
-                    1,
-                    err,
-                );
-                assert!(!mat.is_null());
-                mat
-            };
-            let whole = read(&mut err);
-            let dense = read(&mut err);
+            let whole = read_rows(txn, table, true, &mut err);
+            let dense = read_rows(txn, table, true, &mut err);
             assert_eq!(moraine_mat_select_range(dense, id, 100, 4000, &mut err), 0);
-            let sparse = read(&mut err);
+            let sparse = read_rows(txn, table, true, &mut err);
             let few = [3, 2048, 4999];
             assert_eq!(
                 moraine_mat_select(sparse, id, few.as_ptr(), few.len(), &mut err),
@@ -1565,16 +1572,7 @@ mod tests {
                 "{text}"
             );
             // an update's cells are its SET columns: the error names the table's column
-            let mat = moraine_txn_rows(
-                txn,
-                M.as_ptr() as *const c_char,
-                M.len(),
-                table.as_ptr() as *const c_char,
-                table.len(),
-                0,
-                &mut err,
-            );
-            assert!(!mat.is_null());
+            let mat = read_rows(txn, table, false, &mut err);
             let rowid = moraine_mat_rowid(mat, 0);
             moraine_mat_free(mat);
             let rows = moraine_rows_new(1);
