@@ -245,6 +245,17 @@ impl RowSet {
                 .insert(column, bounds);
             return bounds;
         };
+        let built = self
+            .ints
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&column)
+            .cloned()
+            .flatten();
+        if let Some(c) = built {
+            // the column was built as integers (by an earlier scan of this image): read it
+            return Some(c.bounds(positions.iter().map(|&p| p as usize)));
+        }
         if self.few(positions.len()) {
             // a few rows: read their cells rather than build the whole column
             let mut b = IntBounds::NONE;
@@ -1409,7 +1420,7 @@ impl Image {
         kind: &Kind,
         need_history: bool,
     ) -> Result<Arc<RowSet>> {
-        if !(need_history && matches!(kind, Kind::Versioned { .. })) {
+        if !reads_history(kind, need_history) {
             return self.live_rows(def, kind);
         }
         let live_prefix = keys::current_prefix(&def.schema, &def.name);
@@ -1456,7 +1467,7 @@ impl Image {
 
     /// The committed live rows of `def` in scan order, served once per image (a second reader
     /// meanwhile waits for the first).
-    fn live_rows(&self, def: &TableDef, kind: &Kind) -> Result<Arc<RowSet>> {
+    pub(crate) fn live_rows(&self, def: &TableDef, kind: &Kind) -> Result<Arc<RowSet>> {
         let live_prefix = match kind {
             Kind::Snapshot(_) => keys::snapshot_prefix(&def.schema),
             Kind::Inline => keys::inline_chunk_prefix(&def.schema, &def.name),
@@ -1534,6 +1545,12 @@ fn serve_live<'a>(
             kinds::fixed::serve_encoded(live.map(|(k, e)| (&k[..], &e.value)), kind)?,
         ),
     })
+}
+
+/// Whether the committed rows of a table of `kind` asked with `need_history` include ended
+/// versions, which live in storage; every other read is served from the image's memory.
+pub(crate) fn reads_history(kind: &Kind, need_history: bool) -> bool {
+    need_history && matches!(kind, Kind::Versioned { .. })
 }
 
 /// The space a key's records live in (tests).
@@ -1696,7 +1713,17 @@ mod tests {
             .collect();
         let sets = [RowSet::new(rows.clone()), RowSet::encoded(records)];
         let bounds = |range, has_null| IntBounds { range, has_null };
+        let sparse = |set: &RowSet| {
+            assert_eq!(
+                set.int_bounds(0, Some(&[5, 7])),
+                Some(bounds(Some((-50, -30)), false))
+            );
+            assert_eq!(set.int_bounds(1, Some(&[3, 6])), Some(bounds(None, true)));
+        };
         for set in &sets {
+            // a sparse selection before any column is built: read row by row
+            sparse(set);
+            assert!(set.ints.lock().unwrap().is_empty());
             // every row (twice: the second from the cache)
             for _ in 0..2 {
                 assert_eq!(
@@ -1707,12 +1734,8 @@ mod tests {
                 assert_eq!(set.int_bounds(2, None), Some(bounds(None, true)));
                 assert_eq!(set.int_bounds(3, None), None);
             }
-            // a sparse selection (read row by row) and a dense one (from the column)
-            assert_eq!(
-                set.int_bounds(0, Some(&[5, 7])),
-                Some(bounds(Some((-50, -30)), false))
-            );
-            assert_eq!(set.int_bounds(1, Some(&[3, 6])), Some(bounds(None, true)));
+            // the same sparse selection from the columns built meanwhile, and a dense one
+            sparse(set);
             let dense: Vec<u32> = (10..35).collect();
             assert_eq!(
                 set.int_bounds(0, Some(&dense)),
