@@ -1719,6 +1719,11 @@ mod tests {
                 Some(bounds(Some((-50, -30)), false))
             );
             assert_eq!(set.int_bounds(1, Some(&[3, 6])), Some(bounds(None, true)));
+            // a position past the last row holds no value: it counts as NULL
+            assert_eq!(
+                set.int_bounds(0, Some(&[5, 99])),
+                Some(bounds(Some((-50, -50)), true))
+            );
         };
         for set in &sets {
             // a sparse selection before any column is built: read row by row
