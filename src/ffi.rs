@@ -1401,10 +1401,6 @@ mod tests {
         )
     }
 
-    /// `moraine_mat_ints` against `moraine_mat_cell`, vector by vector, over columns whose cells
-    /// are never, sometimes and always NULL, unnarrowed and narrowed (densely and sparsely): the
-    /// same values and validity, and `nulls` counts exactly the NULLs (all of them in a vector
-    /// of an all-NULL column, which the scan emits as a constant).
     /// This transaction's rows of `table` in the main lake (with ended versions when
     /// `history`); fails the test when they cannot be read.
     unsafe fn read_rows(
@@ -1426,6 +1422,10 @@ mod tests {
         mat
     }
 
+    /// `moraine_mat_ints` against `moraine_mat_cell`, vector by vector, over columns whose cells
+    /// are never, sometimes and always NULL, unnarrowed and narrowed (densely and sparsely): the
+    /// same values and validity, and `nulls` counts exactly the NULLs (all of them in a vector
+    /// of an all-NULL column, which the scan emits as a constant).
     #[test]
     fn integer_vectors_count_their_nulls() {
         let store = new_lake(&mem_url("ffi-ints"));

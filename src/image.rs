@@ -252,12 +252,9 @@ impl RowSet {
             .get(&column)
             .cloned()
             .flatten();
-        if let Some(c) = built {
-            // the column was built as integers (by an earlier scan of this image): read it
-            return Some(c.bounds(positions.iter().map(|&p| p as usize)));
-        }
-        if self.few(positions.len()) {
-            // a few rows: read their cells rather than build the whole column
+        if built.is_none() && self.few(positions.len()) {
+            // a few rows and no integer column built yet (by an earlier scan of this image):
+            // read their cells rather than build the whole column
             let mut b = IntBounds::NONE;
             for &p in positions {
                 match self.get(p as usize).and_then(|r| r.get(column)) {
@@ -268,7 +265,10 @@ impl RowSet {
             }
             return Some(b);
         }
-        let c = self.int_column(column)?;
+        let c = match built {
+            Some(c) => c,
+            None => self.int_column(column)?,
+        };
         Some(c.bounds(positions.iter().map(|&p| p as usize)))
     }
 
