@@ -177,13 +177,23 @@ int moraine_txn_head_snapshot(MoraineTxn *txn, const char *lake, size_t lake_len
 // moraine_mat_rowid(mat, index). Returns NULL and sets *err on failure.
 MoraineMat *moraine_txn_rows(MoraineTxn *txn, const char *schema, size_t schema_len, const char *name, size_t name_len,
                              int need_history, MoraineError *err);
-// Narrow the scan to exactly the rows whose integer column `column` holds one of `values`
-// (repeated calls intersect); rowids of the kept rows are unchanged. 0 when applied, nonzero with
-// `err` set when not (the scan must fail: DuckDB does not apply the filter again).
-int moraine_mat_select(MoraineMat *mat, size_t column, const int64_t *values, size_t count, MoraineError *err);
-// Narrow the scan to exactly the rows whose integer column `column` holds a value in [lo, hi];
-// the status is moraine_mat_select's.
-int moraine_mat_select_range(MoraineMat *mat, size_t column, int64_t lo, int64_t hi, MoraineError *err);
+// One pushed-down filter of moraine_mat_narrow: `column IN (values)`, or `column BETWEEN lo AND hi`.
+typedef struct {
+	size_t column;
+	const int64_t *values;
+	size_t count;
+} MoraineIn;
+typedef struct {
+	size_t column;
+	int64_t lo;
+	int64_t hi;
+} MoraineBetween;
+// Narrow the scan to exactly the rows every filter admits (integer columns; NULL is in none);
+// rowids of the kept rows are unchanged, and the rows keep the selection for the next scan asking
+// the same. 0 when applied, nonzero with `err` set when not (the scan must fail: DuckDB does not
+// apply the filters again).
+int moraine_mat_narrow(MoraineMat *mat, const MoraineIn *ins, size_t n_ins, const MoraineBetween *ranges,
+                       size_t n_ranges, MoraineError *err);
 size_t moraine_mat_len(const MoraineMat *mat);
 int64_t moraine_mat_rowid(const MoraineMat *mat, size_t index);
 void moraine_mat_cell(const MoraineMat *mat, size_t row, size_t col, MoraineCell *out);

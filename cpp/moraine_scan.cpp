@@ -399,14 +399,16 @@ static MoraineMat *MoraineScanRows(MoraineTxn *txn, const MoraineScanBindData &b
 	}
 	// DuckDB no longer applies these filters: a selection that fails fails the scan (its error
 	// goes to the caller, as a failed read of the rows does)
-	for (auto &selection : bind_data.selections) {
-		if (moraine_mat_select(mat, selection.first, selection.second.data(), selection.second.size(), &err) != 0) {
-			moraine_mat_free(mat);
-			return nullptr;
+	if (filters > 0) {
+		vector<MoraineIn> ins;
+		for (auto &selection : bind_data.selections) {
+			ins.push_back({selection.first, selection.second.data(), selection.second.size()});
 		}
-	}
-	for (auto &range : bind_data.ranges) {
-		if (moraine_mat_select_range(mat, range.first, range.second.first, range.second.second, &err) != 0) {
+		vector<MoraineBetween> ranges;
+		for (auto &range : bind_data.ranges) {
+			ranges.push_back({range.first, range.second.first, range.second.second});
+		}
+		if (moraine_mat_narrow(mat, ins.data(), ins.size(), ranges.data(), ranges.size(), &err) != 0) {
 			moraine_mat_free(mat);
 			return nullptr;
 		}

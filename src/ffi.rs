@@ -16,6 +16,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use crate::catalog::{ColumnDef, TableDef};
 use crate::cell::{Cell, Row};
 use crate::error::{Error, Kind, Result};
+use crate::selection::{Narrowing, Selection};
 use crate::store::Store;
 use crate::txn::{Materialized, Transaction};
 
@@ -59,51 +60,12 @@ pub struct MoraineTxn(Mutex<Transaction>);
 /// selected (ascending), which keep their rowids.
 pub struct MoraineMat {
     mat: Arc<Materialized>,
-    /// Shared by the copies of a narrowed scan ([`moraine_mat_clone`]).
+    /// Shared by the copies of a narrowed scan ([`moraine_mat_clone`]), and with the later
+    /// scans of the same rows that ask the same ([`crate::image::RowSet::select`]).
     selection: Option<Arc<Selection>>,
 }
 
-/// The positions a narrowed scan emits (ascending), and the bounds of the integer columns
-/// over them, computed once for the planning callbacks of every copy.
-struct Selection {
-    positions: Vec<u32>,
-    bounds: Mutex<std::collections::HashMap<usize, Option<crate::image::IntBounds>>>,
-}
-
-impl Selection {
-    fn new(positions: Vec<u32>) -> Selection {
-        Selection {
-            positions,
-            bounds: Mutex::new(Default::default()),
-        }
-    }
-}
-
 impl MoraineMat {
-    /// Keep only the rows at `chosen` (ascending) of those selected so far; `None` keeps them
-    /// all.
-    fn narrow(&mut self, chosen: Option<Vec<u32>>) {
-        let Some(chosen) = chosen else {
-            return;
-        };
-        self.selection = Some(Arc::new(Selection::new(match self.selection.take() {
-            None => chosen,
-            Some(before) => {
-                // both ascending: merge
-                let (mut out, mut j) = (Vec::new(), 0);
-                for &p in before.positions.iter() {
-                    while j < chosen.len() && chosen[j] < p {
-                        j += 1;
-                    }
-                    if j < chosen.len() && chosen[j] == p {
-                        out.push(p);
-                    }
-                }
-                out
-            }
-        })));
-    }
-
     /// The cell at column `col` of the `index`-th selected row; `None` past the end or the row.
     fn cell(&self, index: usize, col: usize) -> Option<&Cell> {
         self.mat
@@ -832,48 +794,66 @@ pub unsafe extern "C" fn moraine_txn_rows(
     .unwrap_or(std::ptr::null_mut())
 }
 
-/// Narrow a scan to exactly the rows whose `column` holds one of `values` (a conjunct of the
-/// query's filter that the scan applies in DuckDB's stead). Repeated calls intersect. Served from
-/// the rows' index, not a walk. 0 when applied; nonzero with `err` set when it could not be (the
-/// scan must then fail, not emit rows the filter rejects).
+/// One `column IN (values)` of [`moraine_mat_narrow`].
+#[repr(C)]
+pub struct MoraineIn {
+    pub column: usize,
+    pub values: *const i64,
+    pub count: usize,
+}
+
+/// One `column BETWEEN lo AND hi` (inclusive) of [`moraine_mat_narrow`].
+#[repr(C)]
+pub struct MoraineBetween {
+    pub column: usize,
+    pub lo: i64,
+    pub hi: i64,
+}
+
+/// Narrow a scan to exactly the rows every one of the filters admits: each `ins` entry keeps
+/// the rows whose integer `column` holds one of its values, each `ranges` entry the rows whose
+/// integer `column` holds a value in `lo..=hi` (conjuncts of the query's filter that the scan
+/// applies in DuckDB's stead; NULL is in none). Served from the rows' indexes, not a walk, and
+/// kept with the rows for the next scan asking the same. Replaces an earlier narrowing of
+/// `mat`. 0 when applied; nonzero with `err` set when it could not be (the scan must then
+/// fail, not emit rows the filter rejects).
 #[no_mangle]
-pub unsafe extern "C" fn moraine_mat_select(
+pub unsafe extern "C" fn moraine_mat_narrow(
     mat: *mut MoraineMat,
-    column: usize,
-    values: *const i64,
-    count: usize,
+    ins: *const MoraineIn,
+    n_ins: usize,
+    ranges: *const MoraineBetween,
+    n_ranges: usize,
     err: *mut MoraineError,
 ) -> i32 {
     let mat = &mut *mat;
-    let values = if count == 0 {
-        &[][..]
-    } else {
-        std::slice::from_raw_parts(values, count)
-    };
+    let ins = slice(ins, n_ins);
+    let ranges = slice(ranges, n_ranges);
     status(guard(err, || {
-        let chosen = mat.mat.rows.0.positions(column, values);
-        mat.narrow(Some(chosen));
+        let narrowings: Vec<Narrowing> = ins
+            .iter()
+            .map(|i| Narrowing::In {
+                column: i.column,
+                values: slice(i.values, i.count).to_vec(),
+            })
+            .chain(ranges.iter().map(|r| Narrowing::Between {
+                column: r.column,
+                lo: r.lo,
+                hi: r.hi,
+            }))
+            .collect();
+        mat.selection = mat.mat.rows.0.select(&narrowings);
         Ok(())
     }))
 }
 
-/// Narrow a scan to exactly the rows whose integer `column` holds a value in `lo..=hi` (a
-/// conjunct the scan applies in DuckDB's stead). Intersects with earlier selections; the status
-/// is [`moraine_mat_select`]'s.
-#[no_mangle]
-pub unsafe extern "C" fn moraine_mat_select_range(
-    mat: *mut MoraineMat,
-    column: usize,
-    lo: i64,
-    hi: i64,
-    err: *mut MoraineError,
-) -> i32 {
-    let mat = &mut *mat;
-    status(guard(err, || {
-        let chosen = mat.mat.rows.0.positions_between(column, lo, hi);
-        mat.narrow(chosen);
-        Ok(())
-    }))
+/// `count` elements at `ptr` (which may be null when `count` is 0).
+unsafe fn slice<'a, T>(ptr: *const T, count: usize) -> &'a [T] {
+    if count == 0 {
+        &[]
+    } else {
+        std::slice::from_raw_parts(ptr, count)
+    }
 }
 
 #[no_mangle]
@@ -1046,10 +1026,7 @@ pub unsafe extern "C" fn moraine_mat_int_stats(
             // every row: the row set keeps the bounds
             return rows.int_bounds(col, None);
         };
-        let mut kept = sel.bounds.lock().unwrap_or_else(|p| p.into_inner());
-        *kept
-            .entry(col)
-            .or_insert_with(|| rows.int_bounds(col, Some(&sel.positions)))
+        sel.int_bounds(rows, col)
     }) else {
         return false;
     };
@@ -1465,11 +1442,24 @@ mod tests {
             );
             let whole = read_rows(txn, table, true, &mut err);
             let dense = read_rows(txn, table, true, &mut err);
-            assert_eq!(moraine_mat_select_range(dense, id, 100, 4000, &mut err), 0);
+            let range = MoraineBetween {
+                column: id,
+                lo: 100,
+                hi: 4000,
+            };
+            assert_eq!(
+                moraine_mat_narrow(dense, std::ptr::null(), 0, &range, 1, &mut err),
+                0
+            );
             let sparse = read_rows(txn, table, true, &mut err);
             let few = [3, 2048, 4999];
+            let chosen = MoraineIn {
+                column: id,
+                values: few.as_ptr(),
+                count: few.len(),
+            };
             assert_eq!(
-                moraine_mat_select(sparse, id, few.as_ptr(), few.len(), &mut err),
+                moraine_mat_narrow(sparse, &chosen, 1, std::ptr::null(), 0, &mut err),
                 0
             );
             for (mat, len) in [(whole, n as usize), (dense, 3901), (sparse, 3)] {

@@ -23,6 +23,7 @@ use crate::error::{Error, Result};
 use crate::keys;
 use crate::kinds;
 use crate::records::Records;
+use crate::selection::{Narrowing, Selection};
 use crate::store::{Backend, Head, Store};
 use bytes::Bytes;
 use slatedb::DbSnapshot;
@@ -52,6 +53,9 @@ pub struct RowSet {
     ints: Mutex<HashMap<usize, Option<Arc<IntColumn>>>>,
     /// column -> the bounds of every row's cell; `None` as above.
     bounds: Mutex<HashMap<usize, Option<IntBounds>>>,
+    /// The selections pushed-down filters made of these rows, kept for the next scan asking
+    /// the same (bounded, see [`crate::selection::Kept`]).
+    selections: Mutex<crate::selection::Kept>,
 }
 
 /// What the rows of an integer column hold: the least and greatest value (`None` when every
@@ -159,6 +163,7 @@ impl RowSet {
             sorted: Mutex::new(HashMap::new()),
             ints: Mutex::new(HashMap::new()),
             bounds: Mutex::new(HashMap::new()),
+            selections: Mutex::new(Default::default()),
         }
     }
 
@@ -213,6 +218,29 @@ impl RowSet {
         out.sort_unstable();
         out.dedup();
         out
+    }
+
+    /// The rows every one of `narrowings` admits (`None`: every row), computed on the first ask
+    /// and kept for the next scan of this set that asks the same.
+    pub fn select(&self, narrowings: &[Narrowing]) -> Option<Arc<Selection>> {
+        if narrowings.is_empty() {
+            return None;
+        }
+        let kept = || self.selections.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(selection) = kept().get(narrowings) {
+            return selection;
+        }
+        let selection = crate::selection::compute(self, narrowings);
+        kept().insert(self.len(), narrowings.to_vec(), selection.clone());
+        selection
+    }
+
+    #[cfg(test)]
+    pub(crate) fn selections_kept(&self) -> usize {
+        self.selections
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .len()
     }
 
     /// The positions of the rows whose `column` holds an integer `keep` admits, by walking them

@@ -18,6 +18,7 @@ pub mod overlay;
 mod records;
 mod row_locks;
 pub mod s3;
+pub mod selection;
 mod sst_cache;
 pub mod status;
 pub mod store;
