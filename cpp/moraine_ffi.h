@@ -190,8 +190,8 @@ typedef struct {
 } MoraineBetween;
 // Narrow the scan to exactly the rows every filter admits (integer columns; NULL is in none);
 // rowids of the kept rows are unchanged, and the rows keep the selection for the next scan asking
-// the same. 0 when applied, nonzero with `err` set when not (the scan must fail: DuckDB does not
-// apply the filters again).
+// the same. Replaces an earlier narrowing of `mat`. 0 when applied, nonzero with `err` set when
+// not (the scan must fail: DuckDB does not apply the filters again).
 int moraine_mat_narrow(MoraineMat *mat, const MoraineIn *ins, size_t n_ins, const MoraineBetween *ranges,
                        size_t n_ranges, MoraineError *err);
 size_t moraine_mat_len(const MoraineMat *mat);

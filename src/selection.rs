@@ -36,9 +36,10 @@ impl Selection {
         }
     }
 
-    /// The bounds of integer `column` of `rows` (the set this selection was made from) over
-    /// the selected rows; `None` when a cell there is not an integer.
-    pub fn int_bounds(&self, rows: &RowSet, column: usize) -> Option<IntBounds> {
+    /// The bounds of integer `column` of `rows` over the selected rows; `None` when a cell
+    /// there is not an integer. `rows` must be the set this selection was made from: the
+    /// bounds are kept, for every transaction reading the selection.
+    pub(crate) fn int_bounds(&self, rows: &RowSet, column: usize) -> Option<IntBounds> {
         let mut kept = self.bounds.lock().unwrap_or_else(|p| p.into_inner());
         *kept
             .entry(column)
@@ -49,21 +50,23 @@ impl Selection {
 /// The selections a row set keeps, by the filters that made them. `None` is a selection of
 /// every row (the filters reject none).
 ///
-/// Bounded: DuckLake's literals change with each new snapshot, and a long-lived image of a
-/// table no commit touches would otherwise keep every old query's positions. When a new entry
-/// would pass [`Kept::MAX_ENTRIES`] entries, or hold more positions in all than
-/// [`Kept::MAX_POSITIONS_PER_ROW`] times the set's rows (plus a floor for small sets), the
-/// kept selections are dropped and the new one starts afresh: a miss costs one computation.
+/// Bounded: DuckLake's literals change with each new snapshot, and the rows of a table no
+/// commit touches (shared by the image versions that follow) would otherwise keep every old
+/// query's positions. What an entry holds is counted as its positions plus the values of its
+/// `IN` lists; when a new entry would pass [`Kept::MAX_ENTRIES`] entries, or more than
+/// [`Kept::MAX_HELD_PER_ROW`] times the set's rows held in all (at least
+/// [`Kept::MIN_HELD`]), the kept selections are dropped and the new one starts afresh: a miss
+/// costs one computation. An entry over that budget by itself is not kept.
 #[derive(Default)]
 pub(crate) struct Kept {
     entries: HashMap<Vec<Narrowing>, Option<Arc<Selection>>>,
-    positions: usize,
+    held: usize,
 }
 
 impl Kept {
     const MAX_ENTRIES: usize = 64;
-    const MAX_POSITIONS_PER_ROW: usize = 4;
-    const MIN_POSITIONS: usize = 64 * 1024;
+    const MAX_HELD_PER_ROW: usize = 4;
+    const MIN_HELD: usize = 64 * 1024;
 
     pub(crate) fn get(&self, narrowings: &[Narrowing]) -> Option<Option<Arc<Selection>>> {
         self.entries.get(narrowings).cloned()
@@ -75,18 +78,29 @@ impl Kept {
         narrowings: Vec<Narrowing>,
         selection: Option<Arc<Selection>>,
     ) {
-        let adds = selection.as_ref().map_or(0, |s| s.positions.len());
+        if self.entries.contains_key(&narrowings) {
+            // (another scan computed the same meanwhile: it is kept already)
+            return;
+        }
+        let values: usize = narrowings
+            .iter()
+            .map(|n| match n {
+                Narrowing::In { values, .. } => values.len(),
+                Narrowing::Between { .. } => 0,
+            })
+            .sum();
+        let adds = selection.as_ref().map_or(0, |s| s.positions.len()) + values;
         let budget = rows
-            .saturating_mul(Self::MAX_POSITIONS_PER_ROW)
-            .max(Self::MIN_POSITIONS);
-        if self.entries.len() >= Self::MAX_ENTRIES || self.positions + adds > budget {
+            .saturating_mul(Self::MAX_HELD_PER_ROW)
+            .max(Self::MIN_HELD);
+        if self.entries.len() >= Self::MAX_ENTRIES || self.held + adds > budget {
             self.entries.clear();
-            self.positions = 0;
+            self.held = 0;
         }
         if adds > budget {
             return;
         }
-        self.positions += adds;
+        self.held += adds;
         self.entries.insert(narrowings, selection);
     }
 
@@ -186,6 +200,10 @@ mod tests {
             has_null: false,
         };
         assert_eq!(first.int_bounds(&rows, 1), Some(bounds));
+        assert!(
+            again.bounds.lock().unwrap().contains_key(&1),
+            "the bounds are kept"
+        );
         assert_eq!(again.int_bounds(&rows, 1), Some(bounds));
         // other filters, in another order, are another selection
         let reordered: Vec<Narrowing> = filters.iter().rev().cloned().collect();
@@ -204,22 +222,48 @@ mod tests {
         }];
         assert!(rows.select(&none).unwrap().positions.is_empty());
         assert!(rows.select(&[]).is_none());
+        // a range admitting every row leaves the other filters' selection as it is, in
+        // either order; an empty range admits none
+        let in_only = [filters[0].clone()];
+        let want_in: Vec<u32> = (0..1000).filter(|i| [3, 4].contains(&(i % 10))).collect();
+        assert_eq!(rows.select(&in_only).unwrap().positions, want_in);
+        for with_all in [
+            vec![filters[0].clone(), all[0].clone()],
+            vec![all[0].clone(), filters[0].clone()],
+        ] {
+            assert_eq!(rows.select(&with_all).unwrap().positions, want_in);
+        }
+        let empty = [Narrowing::Between {
+            column: 1,
+            lo: 5,
+            hi: 4,
+        }];
+        assert!(rows.select(&empty).unwrap().positions.is_empty());
     }
 
     #[test]
-    fn kept_selections_are_bounded_in_number_and_in_positions() {
+    fn kept_selections_are_bounded_in_number_and_in_what_they_hold() {
         let rows = set(100);
-        for v in 0..(Kept::MAX_ENTRIES as i64 + 10) {
-            let s = rows.select(&[Narrowing::In {
+        let one = |v: i64| {
+            [Narrowing::In {
                 column: 1,
                 values: vec![v],
-            }]);
-            assert_eq!(
-                s.map(|s| s.positions.clone()),
-                Some(if v < 100 { vec![v as u32] } else { vec![] })
-            );
-            assert!(rows.selections_kept() <= Kept::MAX_ENTRIES);
+            }]
+        };
+        for v in 0..Kept::MAX_ENTRIES as i64 {
+            let s = rows.select(&one(v));
+            assert_eq!(s.map(|s| s.positions.clone()), Some(vec![v as u32]));
+            assert_eq!(rows.selections_kept(), v as usize + 1);
         }
+        // asking one kept again keeps them all; the next new one starts afresh
+        rows.select(&one(0));
+        assert_eq!(rows.selections_kept(), Kept::MAX_ENTRIES);
+        assert_eq!(
+            rows.select(&one(1000)).unwrap().positions,
+            Vec::<u32>::new()
+        );
+        assert_eq!(rows.selections_kept(), 1);
+
         let mut kept = Kept::default();
         let sized = |n: usize| Some(Arc::new(Selection::new((0..n as u32).collect())));
         let key = |v: i64| {
@@ -228,15 +272,25 @@ mod tests {
                 values: vec![v],
             }]
         };
+        // (each key below holds one IN value besides its positions)
         // a selection over the budget by itself is not kept
-        kept.insert(10, key(0), sized(Kept::MIN_POSITIONS + 1));
+        kept.insert(10, key(0), sized(Kept::MIN_HELD));
         assert_eq!(kept.len(), 0);
         // selections within the budget are; the one that would pass it starts afresh
-        kept.insert(10, key(1), sized(Kept::MIN_POSITIONS / 2));
-        kept.insert(10, key(2), sized(Kept::MIN_POSITIONS / 2));
+        kept.insert(10, key(1), sized(Kept::MIN_HELD / 2 - 1));
+        kept.insert(10, key(2), sized(Kept::MIN_HELD / 2 - 1));
         assert_eq!(kept.len(), 2);
+        kept.insert(10, key(2), sized(Kept::MIN_HELD / 2 - 1));
+        assert_eq!(kept.len(), 2, "a key kept already changes nothing");
         kept.insert(10, key(3), sized(1));
         assert_eq!(kept.len(), 1);
         assert!(kept.get(&key(3)).is_some() && kept.get(&key(1)).is_none());
+        // an IN list's values count: a key with more values than the budget is not kept
+        let long = vec![Narrowing::In {
+            column: 0,
+            values: (0..=Kept::MIN_HELD as i64).collect(),
+        }];
+        kept.insert(10, long.clone(), None);
+        assert!(kept.get(&long).is_none());
     }
 }
