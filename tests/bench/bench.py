@@ -24,6 +24,10 @@ Progress goes to stderr. Nothing here asserts anything about timing. Workloads:
   files    a lake of F data files over T partitioned tables (no inlining): a count(*) of one
            table warm and in a fresh process, peak RSS, live catalog rows
   readers  READ_ONLY reader processes beside one writer process committing R times a second
+  turns    the warm queries of history and files again, every catalog at once: copies of the
+           lakes those workloads kept (--keep) attached in P processes per catalog, which take
+           turns running blocks of B queries, so that the machine's drift over the run weighs
+           on every catalog alike (one run for all --catalogs; its lines name their catalog)
 
 With --store s3 (commit and history only), a moto_server on 127.0.0.1 (the e2e scenarios'
 `_s3.Moto`, from MOTO_PYTHONPATH) holds every lake's data files, through httpfs (HTTPFS_EXT),
@@ -31,7 +35,7 @@ and moraine's catalog; DuckLake's DuckDB-file and SQLite catalogs stay local fil
 step then also reports the requests the server answered during it, counted from its log: those
 under the catalog's prefix and those under the data path, per commit or per attach.
 
-The same file is also the child process of those workloads (`--role probe|writer|reader`):
+The same file is also the child process of those workloads (`--role probe|writer|reader|turn`):
 children talk one JSON line at a time on stdin/stdout and exit when stdin closes.
 """
 import argparse
@@ -136,18 +140,23 @@ def ms(seconds):
 class Out:
     """Writes the figure lines of one workload."""
 
-    def __init__(self, workload):
+    def __init__(self, workload, catalog=None):
         self.workload = workload
+        # the catalog each line names (the turns workload measures every catalog in one run)
+        self.catalog = catalog
 
     def _emit(self, **kv):
-        print(json.dumps({"workload": self.workload, **kv}), flush=True)
+        head = {"workload": self.workload}
+        if self.catalog:
+            head["catalog"] = self.catalog
+        print(json.dumps({**head, **kv}), flush=True)
 
     def value(self, figure, value, unit):
         if value is None:
             self._emit(figure=figure, error="no measurement")
         else:
             self._emit(figure=figure, unit=unit, value=value)
-        log(f"{self.workload}: {figure} = {value} {unit}")
+        log(f"{self.workload}: {self.catalog or ''}{': ' if self.catalog else ''}{figure} = {value} {unit}")
 
     def text(self, figure, text):
         self._emit(figure=figure, text=text)
@@ -156,7 +165,11 @@ class Out:
     def error(self, figure, e):
         msg = e if isinstance(e, str) else err_text(e)
         self._emit(figure=figure, error=msg)
-        log(f"{self.workload}: {figure}: ERROR {msg}")
+        log(f"{self.workload}: {self.catalog or ''}{': ' if self.catalog else ''}{figure}: ERROR {msg}")
+
+    def of(self, catalog):
+        """The lines of the same workload for `catalog`."""
+        return Out(self.workload, catalog)
 
 
 # ---- the S3 store (--store s3) ----------------------------------------------------------------
@@ -390,6 +403,43 @@ def prepare_lake(db, lake):
         pg_execute(db, lake.postgres, f"CREATE SCHEMA IF NOT EXISTS {ident(lake.pg_schema)}")
 
 
+# ---- lakes kept for the turns workload --------------------------------------------------------
+
+def catalog_files(lake):
+    """The names under a local lake's root that hold its catalog (not its data files)."""
+    prefix = {"moraine": "meta", "duckdb": "meta.ducklake", "sqlite": "meta.sqlite"}[lake.catalog]
+    return [n for n in sorted(os.listdir(lake.root)) if n == prefix or n.startswith(prefix + ".")
+            or n.startswith(prefix + "-")]
+
+
+def copy_catalog(catalog, src, dst):
+    """Copies the catalog of the lake rooted at `src` (not its data files) to a new root `dst`."""
+    os.makedirs(dst, exist_ok=True)
+    for name in catalog_files(Lake(catalog, src)):
+        a, b = os.path.join(src, name), os.path.join(dst, name)
+        if os.path.isdir(a):
+            shutil.copytree(a, b)
+        else:
+            shutil.copy2(a, b)
+
+
+def keep_lake(args, slug, label, lake, query, expect):
+    """With --keep: a copy of the (detached) lake's catalog for the turns workload, which
+    attaches copies of it beside the other catalogs' and times `query` again. Its data files
+    stay where they are: the copy's catalog names them. Local lakes only (not on S3, not
+    Postgres)."""
+    if not args.keep or S3_ENDPOINT or lake.catalog == "postgres":
+        return
+    root = os.path.join(args.keep, f"{slug}-{lake.catalog}")
+    if os.path.exists(root):
+        shutil.rmtree(root)
+    copy_catalog(lake.catalog, lake.root, root)
+    record = {"slug": slug, "label": label, "catalog": lake.catalog, "root": root,
+              "query": query, "expect": expect, "seq": time.time()}
+    with open(root + ".json", "w") as f:
+        json.dump(record, f)
+
+
 # ---- fresh-process probes ---------------------------------------------------------------------
 
 def spawn(args, role, extra):
@@ -589,6 +639,7 @@ def w_history(args, out):
             except Exception as e:
                 out.error(f"N={n}: warm query", e)
             db.execute("DETACH lake")
+            keep_lake(args, f"history-{n}", f"history N={n}", lake, query, n)
             res = probe_figures(args, out, f"N={n}: attach + first query (fresh process)",
                                 lake.attach_sql(), query, n)
             probe_request_figures(out, f"N={n}", res, lake)
@@ -693,6 +744,7 @@ def w_files(args, out):
             out.error("live catalog rows", e)
         hwm = proc_status_kb("VmHWM")
         db.execute("DETACH lake")
+        keep_lake(args, "files", f"files: count(*) of one table (t{q})", lake, query, rows)
         res = probe_figures(args, out, f"count(*) of one table (t{q}), attach + query (fresh process)",
                             lake.attach_sql(), query, rows)
         out.value("writer process: peak RSS (VmHWM; built the lake, ran the queries)", hwm / 1024.0, "MB")
@@ -922,10 +974,118 @@ def w_readers(args, out):
         db.close()
 
 
+# ---- workload: turns --------------------------------------------------------------------------
+
+def role_turn(args):
+    """A turns child: attach, check and warm up the query, report ready; then run the query
+    as many times as each line asks, answering with the times."""
+    try:
+        db = connect(args.catalog, os.path.join(args.dir, f"ext-{os.getpid()}"))
+        db.execute(args.attach_sql)
+        first = db.execute(args.query).fetchall()[0][0]
+        if args.expect is not None and first != args.expect:
+            raise RuntimeError(f"{args.query} returned {first}, want {args.expect}")
+        for _ in range(10):
+            db.execute(args.query).fetchall()
+    except Exception as e:
+        print(json.dumps({"ok": False, "error": err_text(e)}), flush=True)
+        return
+    print(json.dumps({"ok": True}), flush=True)
+    for line in sys.stdin:
+        try:
+            times = []
+            for _ in range(json.loads(line)["n"]):
+                t0 = time.perf_counter()
+                db.execute(args.query).fetchall()
+                times.append(ms(time.perf_counter() - t0))
+            print(json.dumps({"ok": True, "ms": times}), flush=True)
+        except Exception as e:
+            print(json.dumps({"ok": False, "error": err_text(e)}), flush=True)
+    db.close()
+
+
+def kept_lakes(keep):
+    """The records keep_lake wrote, grouped by label in the order they were kept."""
+    records = []
+    if keep and os.path.isdir(keep):
+        for name in sorted(os.listdir(keep)):
+            if name.endswith(".json"):
+                with open(os.path.join(keep, name)) as f:
+                    records.append(json.load(f))
+    groups = {}
+    for r in sorted(records, key=lambda r: r["seq"]):
+        groups.setdefault(r["label"], []).append(r)
+    return groups
+
+
+def w_turns(args, out):
+    catalogs = args.catalogs.split(",")
+    groups = kept_lakes(args.keep)
+    if not groups:
+        log("turns: no lakes kept (the history and files workloads keep them, on local disk)")
+        return
+    for label, records in groups.items():
+        recs = {r["catalog"]: r for r in records if r["catalog"] in catalogs}
+        figure = (f"{label}: warm query ({args.procs} processes per catalog, "
+                  f"{args.turns} turns of {args.block})")
+        procs, failed = [], {}
+        try:
+            for c in catalogs:
+                if c not in recs:
+                    continue
+                r = recs[c]
+                for i in range(args.procs):
+                    root = os.path.join(args.dir, f"{r['slug']}-{c}-{i}")
+                    copy_catalog(c, r["root"], root)
+                    # no DATA_PATH: the copy's catalog names the original lake's data files
+                    attach = f"ATTACH {lit(Lake(c, root).url())} AS lake"
+                    cmd = [sys.executable, THIS, "--role", "turn", "--catalog", c, "--dir", args.dir,
+                           "--attach-sql", attach, "--query", r["query"], "--expect", str(r["expect"])]
+                    procs.append((c, subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                                      text=True, bufsize=1)))
+            # every process loads, attaches and warms up before any is timed
+            for c, p in procs:
+                r = ask(p)
+                if not r.get("ok"):
+                    failed.setdefault(c, r.get("error"))
+            times = {c: [] for c in recs}
+            for turn in range(args.turns):
+                # alternate the order, so that no catalog always follows the same one
+                for c, p in (procs if turn % 2 == 0 else procs[::-1]):
+                    if c in failed:
+                        continue
+                    r = ask(p, {"n": args.block})
+                    if r.get("ok"):
+                        times[c] += r["ms"]
+                    else:
+                        failed[c] = r.get("error")
+            for c in recs:
+                if c in failed:
+                    out.of(c).error(figure, failed[c])
+                else:
+                    out.of(c).value(figure, median(times[c]), "ms")
+        except Exception as e:
+            for c in recs:
+                out.of(c).error(figure, e)
+        finally:
+            for _, p in procs:
+                try:
+                    p.stdin.close()
+                except Exception:
+                    pass
+            for _, p in procs:
+                try:
+                    p.wait(timeout=60)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+                    p.wait()
+
+
 # ---- main -------------------------------------------------------------------------------------
 
-WORKLOADS = {"commit": w_commit, "history": w_history, "files": w_files, "readers": w_readers}
-ROLES = {"probe": role_probe, "writer": role_writer, "reader": role_reader}
+WORKLOADS = {"commit": w_commit, "history": w_history, "files": w_files, "readers": w_readers,
+             "turns": w_turns}
+ROLES = {"probe": role_probe, "writer": role_writer, "reader": role_reader, "turn": role_turn}
 
 
 def main():
@@ -936,6 +1096,14 @@ def main():
     ap.add_argument("--role", choices=sorted(ROLES), help=argparse.SUPPRESS)
     ap.add_argument("--attach-sql", help=argparse.SUPPRESS)
     ap.add_argument("--query", help=argparse.SUPPRESS)
+    ap.add_argument("--expect", type=int, help=argparse.SUPPRESS)
+    ap.add_argument("--keep", help="history, files: keep a copy of each measured lake's catalog "
+                                   "here; turns: the lakes to time again")
+    ap.add_argument("--catalogs", default="moraine,duckdb,sqlite",
+                    help="turns: the catalogs taking turns (moraine,duckdb,sqlite)")
+    ap.add_argument("--procs", type=int, help="turns: processes per catalog (3; quick 2)")
+    ap.add_argument("--turns", type=int, help="turns: turns each process takes (12; quick 4)")
+    ap.add_argument("--block", type=int, help="turns: queries per turn (25; quick 5)")
     ap.add_argument("--postgres", help="libpq connection string (catalog postgres)")
     ap.add_argument("--store", choices=["local", "s3"], default="local",
                     help="s3: the lakes' data (and moraine's catalog) on a moto_server started "
@@ -964,6 +1132,9 @@ def main():
         "files": 2000 if q else 20000,
         "tables": 10 if q else 50,
         "seconds": 10.0 if q else 60.0,
+        "procs": 2 if q else 3,
+        "turns": 4 if q else 12,
+        "block": 5 if q else 25,
     }
     for k, v in defaults.items():
         if getattr(args, k) is None:
@@ -983,6 +1154,10 @@ def main():
             ap.error(f"--store s3 runs the commit and history workloads, not {args.workload}")
         S3_ENDPOINT = start_moto(args).endpoint
         log(f"lakes on S3: s3://{S3_BUCKET}/ on moto_server at {S3_ENDPOINT}")
+    if args.keep:
+        args.keep = os.path.abspath(args.keep)
+        if args.workload != "turns":
+            os.makedirs(args.keep, exist_ok=True)
     try:
         WORKLOADS[args.workload](args, Out(args.workload))
     finally:

@@ -4,7 +4,9 @@
 //!
 //! The workloads are `tests/bench/bench.py`, hosted by the pinned `duckdb==1.5.5` Python
 //! package: one process per (workload, catalog), each in a fresh work directory, printing one
-//! JSON line per figure. This module builds (or takes) the extension, installs the pinned
+//! JSON line per figure; then `turns`, one process for every catalog, which times the history
+//! and files workloads' warm queries again on copies of their lakes, every catalog's processes
+//! taking turns. This module builds (or takes) the extension, installs the pinned
 //! pieces, runs the driver, and renders a markdown table. It asserts nothing about timing: the
 //! command fails only when none of moraine's workloads ran.
 
@@ -33,7 +35,9 @@ moraine's ratio to the DuckDB-file catalog. Nothing about timing is asserted.
   --postgres CONNSTR  also DuckLake's Postgres catalog on this libpq connection string (each
                       lake in a fresh METADATA_SCHEMA, dropped afterwards); installs PyPI
                       duckdb-extension-postgres-scanner==1.5.5
-  --only NAME,...     workloads: commit, history (with expiry), files (with memory), readers
+  --only NAME,...     workloads: commit, history (with expiry), files (with memory), readers;
+                      after history or files (local store), turns times their warm queries
+                      again on copies of their lakes, every catalog's processes taking turns
   --out FILE          also write the report to FILE
 
 environment: MORAINE_EXTENSION (use this extension instead of building one),
@@ -58,7 +62,15 @@ const WORKLOADS: &[(&str, &str)] = &[
         "readers",
         "5. READ_ONLY reader processes beside a writer committing 15 times a second",
     ),
+    (
+        "turns",
+        "2, 4 again: the warm queries on copies of the history and files lakes, every \
+         catalog's processes taking turns (after those workloads, one run for all catalogs)",
+    ),
 ];
+
+/// The workloads that keep copies of their lakes for `turns`.
+const KEEPING: &[&str] = &["history", "files"];
 
 #[derive(Debug, Default)]
 struct Options {
@@ -217,6 +229,9 @@ enum Cell {
 #[derive(Debug, Clone, PartialEq)]
 struct Figure {
     workload: String,
+    /// The catalog the line names (the turns workload measures every catalog in one run);
+    /// otherwise the run's.
+    catalog: Option<String>,
     figure: String,
     unit: Option<String>,
     cell: Cell,
@@ -356,6 +371,7 @@ fn parse_figure(line: &str) -> Option<Figure> {
     };
     Some(Figure {
         workload: s("workload")?,
+        catalog: s("catalog"),
         figure: s("figure")?,
         unit: s("unit"),
         cell,
@@ -418,7 +434,8 @@ impl Results {
         if row.unit.is_none() {
             row.unit = f.unit;
         }
-        row.cells.insert(catalog.to_string(), f.cell);
+        row.cells
+            .insert(f.catalog.unwrap_or_else(|| catalog.to_string()), f.cell);
     }
 
     fn fail(&mut self, workload: &str, catalog: &str, why: String) {
@@ -629,7 +646,7 @@ struct RunOutcome {
     failure: Option<String>,
 }
 
-fn run_one(s: &Setup, workload: &str, catalog: &str, dir: &Path) -> RunOutcome {
+fn run_one(s: &Setup, workload: &str, catalog: &str, dir: &Path, extra: &[String]) -> RunOutcome {
     let fail = |why: String| RunOutcome {
         figures: Vec::new(),
         failure: Some(why),
@@ -639,6 +656,7 @@ fn run_one(s: &Setup, workload: &str, catalog: &str, dir: &Path) -> RunOutcome {
         .args(["--catalog", catalog, "--workload", workload, "--dir"])
         .arg(dir)
         .args(sizes(workload, s.quick, s.s3))
+        .args(extra)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
@@ -722,6 +740,20 @@ fn run_one(s: &Setup, workload: &str, catalog: &str, dir: &Path) -> RunOutcome {
     RunOutcome { figures, failure }
 }
 
+/// One run's progress line.
+fn report_outcome(workload: &str, catalog: &str, outcome: &RunOutcome, t0: Instant) {
+    eprintln!(
+        "xtask bench: {workload} on {catalog}: {} figures in {:.1} s{}",
+        outcome.figures.len(),
+        t0.elapsed().as_secs_f64(),
+        outcome
+            .failure
+            .as_deref()
+            .map(|f| format!(", FAILED: {f}"))
+            .unwrap_or_default()
+    );
+}
+
 // ---- the postgres_scanner extension -------------------------------------------------------------
 
 const POSTGRES_REQ: &str = "duckdb-extension-postgres-scanner==1.5.5";
@@ -797,10 +829,41 @@ pub fn run(args: &[String]) -> Result<bool, String> {
     };
     let work = paths::fresh_temp_dir("moraine-bench").map_err(|e| format!("temp dir: {e}"))?;
     let mut results = Results::new(&catalogs);
+    let kept = work.join("kept");
+    let keep = vec!["--keep".to_string(), kept.display().to_string()];
+    let mut ran = Vec::new();
     for (workload, _) in WORKLOADS {
+        if *workload == "turns" {
+            // once, for every catalog, on the lakes the keeping workloads left (local only)
+            if opts.s3 || !ran.iter().any(|w| KEEPING.contains(w)) {
+                continue;
+            }
+            let dir = work.join("turns");
+            eprintln!("xtask bench: turns, every catalog (in {})", dir.display());
+            let t0 = Instant::now();
+            let mut extra = keep.clone();
+            extra.extend(["--catalogs".to_string(), catalogs.join(",")]);
+            let outcome = run_one(&setup, workload, "moraine", &dir, &extra);
+            report_outcome(workload, "every catalog", &outcome, t0);
+            for f in outcome.figures {
+                results.add("moraine", f);
+            }
+            if let Some(why) = outcome.failure {
+                for catalog in &catalogs {
+                    results.fail(workload, catalog, why.clone());
+                }
+            }
+            continue;
+        }
         if !opts.only.is_empty() && !opts.only.contains(workload) {
             continue;
         }
+        ran.push(*workload);
+        let extra: &[String] = if !opts.s3 && KEEPING.contains(workload) {
+            &keep
+        } else {
+            &[]
+        };
         for catalog in &catalogs {
             let dir = work.join(format!("{workload}-{catalog}"));
             eprintln!(
@@ -808,17 +871,8 @@ pub fn run(args: &[String]) -> Result<bool, String> {
                 dir.display()
             );
             let t0 = Instant::now();
-            let outcome = run_one(&setup, workload, catalog, &dir);
-            eprintln!(
-                "xtask bench: {workload} on {catalog}: {} figures in {:.1} s{}",
-                outcome.figures.len(),
-                t0.elapsed().as_secs_f64(),
-                outcome
-                    .failure
-                    .as_deref()
-                    .map(|f| format!(", FAILED: {f}"))
-                    .unwrap_or_default()
-            );
+            let outcome = run_one(&setup, workload, catalog, &dir, extra);
+            report_outcome(workload, catalog, &outcome, t0);
             for f in outcome.figures {
                 results.add(catalog, f);
             }
@@ -860,7 +914,7 @@ pub fn run(args: &[String]) -> Result<bool, String> {
         moraine_ext.display(),
     );
     for (w, what) in WORKLOADS {
-        if opts.only.is_empty() || opts.only.contains(w) {
+        if ran.contains(w) || (*w == "turns" && results.rows.iter().any(|r| r.workload == *w)) {
             report.push_str(&format!("- `{w}`: {what}\n"));
         }
     }
@@ -889,6 +943,7 @@ mod tests {
     fn fig(workload: &str, figure: &str, unit: Option<&str>, cell: Cell) -> Figure {
         Figure {
             workload: workload.into(),
+            catalog: None,
             figure: figure.into(),
             unit: unit.map(String::from),
             cell,
@@ -1026,6 +1081,15 @@ mod tests {
             f.cell,
             Cell::Text("say \"hi\"\n\u{e9}\u{1F986} \\ /".into())
         );
+        let f = parse_figure(
+            r#"{"workload": "turns", "catalog": "duckdb", "figure": "f", "unit": "ms", "value": 2}"#,
+        )
+        .unwrap();
+        assert_eq!(f.catalog.as_deref(), Some("duckdb"));
+        let mut r = Results::new(&["moraine", "duckdb"]);
+        r.add("moraine", f);
+        assert_eq!(r.rows[0].cells.get("duckdb"), Some(&Cell::Num(2.0)));
+        assert!(!r.rows[0].cells.contains_key("moraine"));
         let f = parse_figure(r#"{"workload":"w","figure":"f","error":"x","value":null}"#).unwrap();
         assert_eq!(f.cell, Cell::Error("x".into()));
         assert_eq!(parse_figure("Traceback (most recent call last):"), None);
