@@ -25,9 +25,10 @@ Progress goes to stderr. Nothing here asserts anything about timing. Workloads:
            table warm and in a fresh process, peak RSS, live catalog rows
   readers  READ_ONLY reader processes beside one writer process committing R times a second
   turns    the warm queries of history and files again, every catalog at once: copies of the
-           lakes those workloads kept (--keep) attached in P processes per catalog, which take
-           turns running blocks of B queries, so that the machine's drift over the run weighs
-           on every catalog alike (one run for all --catalogs; its lines name their catalog)
+           lakes those workloads kept (--keep) attached in P processes per catalog, which sit
+           for --settle seconds and then take turns running blocks of B queries, so that the
+           machine's drift over the run weighs on every catalog alike (one run for all
+           --catalogs; its lines name their catalog)
 
 With --store s3 (commit and history only), a moto_server on 127.0.0.1 (the e2e scenarios'
 `_s3.Moto`, from MOTO_PYTHONPATH) holds every lake's data files, through httpfs (HTTPFS_EXT),
@@ -427,13 +428,15 @@ def keep_lake(args, slug, label, lake, query, expect):
     """With --keep: a copy of the (detached) lake's catalog for the turns workload, which
     attaches copies of it beside the other catalogs' and times `query` again. Its data files
     stay where they are: the copy's catalog names them. Local lakes only (not on S3, not
-    Postgres)."""
+    Postgres). Called after the lake's timed figures at that point, never between them."""
     if not args.keep or S3_ENDPOINT or lake.catalog == "postgres":
         return
     root = os.path.join(args.keep, f"{slug}-{lake.catalog}")
     if os.path.exists(root):
         shutil.rmtree(root)
     copy_catalog(lake.catalog, lake.root, root)
+    # the copy on disk now, not while a later figure is timed
+    os.sync()
     record = {"slug": slug, "label": label, "catalog": lake.catalog, "root": root,
               "query": query, "expect": expect, "seq": time.time()}
     with open(root + ".json", "w") as f:
@@ -639,10 +642,10 @@ def w_history(args, out):
             except Exception as e:
                 out.error(f"N={n}: warm query", e)
             db.execute("DETACH lake")
-            keep_lake(args, f"history-{n}", f"history N={n}", lake, query, n)
             res = probe_figures(args, out, f"N={n}: attach + first query (fresh process)",
                                 lake.attach_sql(), query, n)
             probe_request_figures(out, f"N={n}", res, lake)
+            keep_lake(args, f"history-{n}", f"history N={n}", lake, query, n)
             if S3_ENDPOINT:
                 idle_reader_figures(args, out, f"N={n}", lake, query)
                 # expiry runs on copies of the lake, which are local lakes' business
@@ -744,9 +747,9 @@ def w_files(args, out):
             out.error("live catalog rows", e)
         hwm = proc_status_kb("VmHWM")
         db.execute("DETACH lake")
-        keep_lake(args, "files", f"files: count(*) of one table (t{q})", lake, query, rows)
         res = probe_figures(args, out, f"count(*) of one table (t{q}), attach + query (fresh process)",
                             lake.attach_sql(), query, rows)
+        keep_lake(args, "files", f"files: count(*) of one table (t{q})", lake, query, rows)
         out.value("writer process: peak RSS (VmHWM; built the lake, ran the queries)", hwm / 1024.0, "MB")
         if res:
             fresh = median([r["hwm_kb"] for r in res])
@@ -1029,12 +1032,27 @@ def w_turns(args, out):
         figure = (f"{label}: warm query ({args.procs} processes per catalog, "
                   f"{args.turns} turns of {args.block})")
         procs, failed = [], {}
+
+        def turn(c, p, msg=None):
+            """One exchange with a child; a child that fails or dies fails its catalog only."""
+            if c in failed:
+                return None
+            try:
+                r = ask(p, msg)
+            except Exception as e:
+                r = {"ok": False, "error": err_text(e)}
+            if not r.get("ok"):
+                failed[c] = r.get("error")
+                return None
+            return r
+
         try:
-            for c in catalogs:
-                if c not in recs:
-                    continue
-                r = recs[c]
-                for i in range(args.procs):
+            # the catalogs' processes interleaved (m0 d0 s0 m1 d1 s1 ...)
+            for i in range(args.procs):
+                for c in catalogs:
+                    if c not in recs:
+                        continue
+                    r = recs[c]
                     root = os.path.join(args.dir, f"{r['slug']}-{c}-{i}")
                     copy_catalog(c, r["root"], root)
                     # no DATA_PATH: the copy's catalog names the original lake's data files
@@ -1043,22 +1061,22 @@ def w_turns(args, out):
                            "--attach-sql", attach, "--query", r["query"], "--expect", str(r["expect"])]
                     procs.append((c, subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                                       text=True, bufsize=1)))
-            # every process loads, attaches and warms up before any is timed
+            os.sync()
+            # every process loads, attaches and warms up before any is timed; then they sit
+            # for a while, so that what an open starts in the background (moraine's compactor)
+            # is done before the first turn
             for c, p in procs:
-                r = ask(p)
-                if not r.get("ok"):
-                    failed.setdefault(c, r.get("error"))
+                turn(c, p)
+            time.sleep(args.settle)
             times = {c: [] for c in recs}
-            for turn in range(args.turns):
-                # alternate the order, so that no catalog always follows the same one
-                for c, p in (procs if turn % 2 == 0 else procs[::-1]):
-                    if c in failed:
-                        continue
-                    r = ask(p, {"n": args.block})
-                    if r.get("ok"):
+            for t in range(args.turns):
+                # each turn starts one process further on: every process takes every place in
+                # the order, and none runs two blocks back to back across turns
+                k = t % len(procs)
+                for c, p in procs[k:] + procs[:k]:
+                    r = turn(c, p, {"n": args.block})
+                    if r:
                         times[c] += r["ms"]
-                    else:
-                        failed[c] = r.get("error")
             for c in recs:
                 if c in failed:
                     out.of(c).error(figure, failed[c])
@@ -1104,6 +1122,8 @@ def main():
     ap.add_argument("--procs", type=int, help="turns: processes per catalog (3; quick 2)")
     ap.add_argument("--turns", type=int, help="turns: turns each process takes (12; quick 4)")
     ap.add_argument("--block", type=int, help="turns: queries per turn (25; quick 5)")
+    ap.add_argument("--settle", type=float, default=5.0,
+                    help="turns: seconds every process sits attached before the first turn (5)")
     ap.add_argument("--postgres", help="libpq connection string (catalog postgres)")
     ap.add_argument("--store", choices=["local", "s3"], default="local",
                     help="s3: the lakes' data (and moraine's catalog) on a moto_server started "
