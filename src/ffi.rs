@@ -170,7 +170,8 @@ unsafe fn text<'a>(ptr: *const c_char, len: usize) -> Result<&'a str> {
         .map_err(|_| Error::InvalidInput("name is not valid UTF-8".into()))
 }
 
-unsafe fn bytes<'a>(ptr: *const u8, len: usize) -> &'a [u8] {
+/// `len` elements at `ptr` (which may be null when `len` is 0).
+unsafe fn slice<'a, T>(ptr: *const T, len: usize) -> &'a [T] {
     if len == 0 {
         &[]
     } else {
@@ -185,11 +186,11 @@ unsafe fn cell_from_c(c: &MoraineCell) -> Result<Cell> {
         TAG_BOOL => Cell::Bool(c.i != 0),
         TAG_FLOAT => Cell::Float(c.f),
         TAG_TEXT => Cell::Text(
-            std::str::from_utf8(bytes(c.ptr, c.len))
+            std::str::from_utf8(slice(c.ptr, c.len))
                 .map_err(|_| Error::InvalidInput("text cell is not valid UTF-8".into()))?
                 .to_string(),
         ),
-        TAG_BLOB => Cell::Blob(bytes(c.ptr, c.len).to_vec()),
+        TAG_BLOB => Cell::Blob(slice(c.ptr, c.len).to_vec()),
         other => return Err(Error::InvalidInput(format!("unknown cell tag {other}"))),
     })
 }
@@ -672,18 +673,14 @@ pub unsafe extern "C" fn moraine_txn_create_table(
     err: *mut MoraineError,
 ) -> i32 {
     status(guard(err, || {
-        let columns = if ncolumns == 0 {
-            &[][..]
-        } else {
-            std::slice::from_raw_parts(columns, ncolumns)
-        };
+        let columns = slice(columns, ncolumns);
         let columns = columns
             .iter()
             .map(|c| {
                 Ok(ColumnDef {
                     name: text(c.name, c.name_len)?.to_string(),
                     type_name: text(c.type_name, c.type_name_len)?.to_string(),
-                    type_blob: bytes(c.type_blob, c.type_blob_len).to_vec(),
+                    type_blob: slice(c.type_blob, c.type_blob_len).to_vec(),
                 })
             })
             .collect::<Result<Vec<_>>>()?;
@@ -845,15 +842,6 @@ pub unsafe extern "C" fn moraine_mat_narrow(
         mat.selection = mat.mat.rows.0.select(&narrowings);
         Ok(())
     }))
-}
-
-/// `count` elements at `ptr` (which may be null when `count` is 0).
-unsafe fn slice<'a, T>(ptr: *const T, count: usize) -> &'a [T] {
-    if count == 0 {
-        &[]
-    } else {
-        std::slice::from_raw_parts(ptr, count)
-    }
 }
 
 #[no_mangle]
@@ -1135,16 +1123,8 @@ pub unsafe extern "C" fn moraine_txn_stage_update(
 ) -> i32 {
     let rows = *Box::from_raw(rows);
     status(guard(err, || {
-        let rowids = if nrowids == 0 {
-            &[][..]
-        } else {
-            std::slice::from_raw_parts(rowids, nrowids)
-        };
-        let cols = if ncols == 0 {
-            &[][..]
-        } else {
-            std::slice::from_raw_parts(cols, ncols)
-        };
+        let rowids = slice(rowids, nrowids);
+        let cols = slice(cols, ncols);
         let (schema, name) = (text(schema, schema_len)?, text(name, name_len)?);
         let mut txn = lock(&*txn)?;
         let values = rows_for(&mut txn, schema, name, rows, Some(cols))?;
@@ -1196,11 +1176,7 @@ pub unsafe extern "C" fn moraine_txn_stage_delete(
     err: *mut MoraineError,
 ) -> i32 {
     status(guard(err, || {
-        let rowids = if nrowids == 0 {
-            &[][..]
-        } else {
-            std::slice::from_raw_parts(rowids, nrowids)
-        };
+        let rowids = slice(rowids, nrowids);
         lock(&*txn)?.stage_delete(
             text(schema, schema_len)?,
             text(name, name_len)?,

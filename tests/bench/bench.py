@@ -157,16 +157,20 @@ class Out:
             self._emit(figure=figure, error="no measurement")
         else:
             self._emit(figure=figure, unit=unit, value=value)
-        log(f"{self.workload}: {self.catalog or ''}{': ' if self.catalog else ''}{figure} = {value} {unit}")
+        log(f"{self._name()}: {figure} = {value} {unit}")
 
     def text(self, figure, text):
         self._emit(figure=figure, text=text)
-        log(f"{self.workload}: {figure} = {text}")
+        log(f"{self._name()}: {figure} = {text}")
 
     def error(self, figure, e):
         msg = e if isinstance(e, str) else err_text(e)
         self._emit(figure=figure, error=msg)
-        log(f"{self.workload}: {self.catalog or ''}{': ' if self.catalog else ''}{figure}: ERROR {msg}")
+        log(f"{self._name()}: {figure}: ERROR {msg}")
+
+    def _name(self):
+        """How progress names the lines: the workload, and the catalog when they name one."""
+        return f"{self.workload}: {self.catalog}" if self.catalog else self.workload
 
     def of(self, catalog):
         """The lines of the same workload for `catalog`."""
@@ -406,17 +410,17 @@ def prepare_lake(db, lake):
 
 # ---- lakes kept for the turns workload --------------------------------------------------------
 
-def catalog_files(lake):
+def catalog_files(catalog, root):
     """The names under a local lake's root that hold its catalog (not its data files)."""
-    prefix = {"moraine": "meta", "duckdb": "meta.ducklake", "sqlite": "meta.sqlite"}[lake.catalog]
-    return [n for n in sorted(os.listdir(lake.root)) if n == prefix or n.startswith(prefix + ".")
+    prefix = {"moraine": "meta", "duckdb": "meta.ducklake", "sqlite": "meta.sqlite"}[catalog]
+    return [n for n in sorted(os.listdir(root)) if n == prefix or n.startswith(prefix + ".")
             or n.startswith(prefix + "-")]
 
 
 def copy_catalog(catalog, src, dst):
     """Copies the catalog of the lake rooted at `src` (not its data files) to a new root `dst`."""
     os.makedirs(dst, exist_ok=True)
-    for name in catalog_files(Lake(catalog, src)):
+    for name in catalog_files(catalog, src):
         a, b = os.path.join(src, name), os.path.join(dst, name)
         if os.path.isdir(a):
             shutil.copytree(a, b)
