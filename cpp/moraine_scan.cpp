@@ -297,24 +297,36 @@ static bool IntegerRange(ClientContext &context, LogicalGet &get, Expression &ex
 
 static unique_ptr<NodeStatistics> MoraineScanCardinality(ClientContext &context, const FunctionData *bind_data_p);
 
+//! Appends `item` unless `items` holds it already.
+template <class T>
+static void AddOnce(vector<T> &items, T item) {
+	if (std::find(items.begin(), items.end(), item) == items.end()) {
+		items.push_back(std::move(item));
+	}
+}
+
 static void MoraineScanPushdown(ClientContext &context, LogicalGet &get, FunctionData *bind_data_p,
                                 vector<unique_ptr<Expression>> &filters) {
 	// An integer selection or range the scan applies exactly, through the rows' index, and takes
 	// out of the list: DuckDB then does not evaluate it again above the scan (as its own storage
 	// applies a table filter inside the scan). Every other filter stays for DuckDB, and some of
 	// them only tell the scan what it need not read (history).
+	//
+	// DuckDB runs filter pushdown more than once per query, so a filter this callback put back
+	// (an empty scan's, below) comes again: it is recorded once, so the rows kept for the scan,
+	// read under the same filters, still serve it.
 	auto &bind_data = bind_data_p->Cast<MoraineScanBindData>();
 	vector<unique_ptr<Expression>> remaining, applied;
 	for (auto &filter : filters) {
 		pair<idx_t, vector<int64_t>> selection;
 		if (IntegerSelection(context, get, *filter, selection)) {
-			bind_data.selections.push_back(std::move(selection));
+			AddOnce(bind_data.selections, std::move(selection));
 			applied.push_back(std::move(filter));
 			continue;
 		}
 		pair<idx_t, pair<int64_t, int64_t>> range;
 		if (IntegerRange(context, get, *filter, range)) {
-			bind_data.ranges.push_back(range);
+			AddOnce(bind_data.ranges, std::move(range));
 			applied.push_back(std::move(filter));
 			// (a range on end_snapshot never tells whether history is needed: only the
 			// disjunction below does)

@@ -561,6 +561,10 @@ pub struct Image {
     /// tables' rows with history are cached there like any space's, so the history is read
     /// from the store once per image, not once per transaction. Never checkpointed or advanced.
     stand_ins: Mutex<HashMap<Vec<u8>, Arc<Space>>>,
+    /// The live rows of every table with no live record in this image: one set, so that the
+    /// selections scans make of it are kept like any table's (not computed again by every scan
+    /// of an empty table).
+    no_rows: Arc<RowSet>,
     /// Which tables hold ended versions at this image (a writer's only): found on first need
     /// with one iterator per lake, and carried to the image a commit advances this one to.
     history_held: OnceLock<Arc<HistoryHeld>>,
@@ -886,6 +890,7 @@ impl Image {
             ),
             checkpoint: Some(batch),
             stand_ins: Default::default(),
+            no_rows: Arc::new(RowSet::new(Vec::new())),
             history_held: OnceLock::new(),
         };
         let log = read_log(store, snap, batch + 1)
@@ -915,6 +920,7 @@ impl Image {
                 sections: self.sections.clone(),
                 checkpoint: self.checkpoint,
                 stand_ins: Default::default(),
+                no_rows: Arc::new(RowSet::new(Vec::new())),
                 history_held: OnceLock::new(),
             }),
         }
@@ -1014,6 +1020,7 @@ impl Image {
             sections: Default::default(),
             checkpoint: None,
             stand_ins: Default::default(),
+            no_rows: Arc::new(RowSet::new(Vec::new())),
             history_held: OnceLock::new(),
         })
     }
@@ -1161,6 +1168,7 @@ impl Image {
             sections: self.sections.clone(),
             checkpoint: self.checkpoint,
             stand_ins: Default::default(),
+            no_rows: Arc::new(RowSet::new(Vec::new())),
             history_held,
         })
     }
@@ -1502,7 +1510,7 @@ impl Image {
             _ => keys::current_prefix(&def.schema, &def.name),
         };
         let Some(space) = self.space(&place_space(&live_prefix)?)? else {
-            return Ok(Arc::new(RowSet::new(Vec::new())));
+            return Ok(self.no_rows.clone());
         };
         let once = space
             .live

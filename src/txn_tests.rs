@@ -620,6 +620,39 @@ fn one_materialization_per_table_until_a_write() {
 }
 
 #[test]
+fn empty_tables_share_one_row_set_and_its_kept_selections() {
+    // every table with no live row reads the image's one empty set, so a selection a scan made
+    // of it is kept for the next scan (of any such table, in any transaction on the image)
+    let store = new_lake(&mem_url("empty-sets"));
+    let narrowing = [crate::selection::Narrowing::In {
+        column: 0,
+        values: vec![1],
+    }];
+    let a = store
+        .begin()
+        .rows(M, "ducklake_table_stats", false)
+        .unwrap();
+    let b = store
+        .begin()
+        .rows(M, "ducklake_files_scheduled_for_deletion", false)
+        .unwrap();
+    assert!(a.rows.is_empty() && b.rows.is_empty());
+    assert!(Arc::ptr_eq(&a.rows.0, &b.rows.0));
+    a.rows.0.select(&narrowing);
+    b.rows.0.select(&narrowing);
+    assert_eq!(b.rows.0.selections_kept(), 1);
+    // a table with rows has its own set
+    commit_table(&store, 1, 1, "t1");
+    let c = store.begin().rows(M, "ducklake_table", false).unwrap();
+    let d = store
+        .begin()
+        .rows(M, "ducklake_table_stats", false)
+        .unwrap();
+    assert!(!Arc::ptr_eq(&c.rows.0, &d.rows.0));
+    assert!(d.rows.is_empty());
+}
+
+#[test]
 fn the_stamp_moves_on_whenever_rows_already_served_may_change() {
     // the C++ scan keeps the rows it read under a stamp: equal stamps must read equal rows
     let store = new_lake(&mem_url("stamp"));
