@@ -561,9 +561,10 @@ pub struct Image {
     /// tables' rows with history are cached there like any space's, so the history is read
     /// from the store once per image, not once per transaction. Never checkpointed or advanced.
     stand_ins: Mutex<HashMap<Vec<u8>, Arc<Space>>>,
-    /// The live rows of every table with no live record in this image: one set, so that the
-    /// selections scans make of it are kept like any table's (not computed again by every scan
-    /// of an empty table).
+    /// The live rows of every table whose space this image does not hold (no live record): one
+    /// empty set, carried to the images a commit advances this one to, so that the selections
+    /// scans make of it are kept like any table's instead of computed again by every scan of an
+    /// empty table.
     no_rows: Arc<RowSet>,
     /// Which tables hold ended versions at this image (a writer's only): found on first need
     /// with one iterator per lake, and carried to the image a commit advances this one to.
@@ -1168,7 +1169,8 @@ impl Image {
             sections: self.sections.clone(),
             checkpoint: self.checkpoint,
             stand_ins: Default::default(),
-            no_rows: Arc::new(RowSet::new(Vec::new())),
+            // empty and immutable: what scans kept of it holds at every head
+            no_rows: self.no_rows.clone(),
             history_held,
         })
     }

@@ -6,7 +6,8 @@
 //! table), so a row set keeps the selections asked of it: the second transaction pinned to the
 //! same image finds the positions, and the integer bounds the planner asked of them, already
 //! computed. A row set is immutable, so a kept selection never goes stale; it lives as long as
-//! the row set (one image version of one table, or one transaction's overlay).
+//! the row set (one image version of one table, one transaction's overlay, or the one empty set
+//! the images of a lake serve for every table they hold no record of).
 
 use crate::image::{IntBounds, RowSet};
 use std::collections::HashMap;

@@ -638,8 +638,12 @@ fn empty_tables_share_one_row_set_and_its_kept_selections() {
         .unwrap();
     assert!(a.rows.is_empty() && b.rows.is_empty());
     assert!(Arc::ptr_eq(&a.rows.0, &b.rows.0));
-    a.rows.0.select(&narrowing);
-    b.rows.0.select(&narrowing);
+    let first = a.rows.0.select(&narrowing).expect("a selection");
+    let again = b.rows.0.select(&narrowing).expect("a selection");
+    assert!(
+        Arc::ptr_eq(&first, &again),
+        "the second scan finds the first one's"
+    );
     assert_eq!(b.rows.0.selections_kept(), 1);
     // a table with rows has its own set
     commit_table(&store, 1, 1, "t1");
