@@ -313,8 +313,8 @@ static void MoraineScanPushdown(ClientContext &context, LogicalGet &get, Functio
 	// them only tell the scan what it need not read (history).
 	//
 	// DuckDB runs filter pushdown more than once per query, so a filter this callback put back
-	// (an empty scan's, below) comes again: it is recorded once, so the rows kept for the scan,
-	// read under the same filters, still serve it.
+	// (below) comes again: it is recorded once, so the rows kept for the scan, read under the
+	// same filters, still serve it.
 	auto &bind_data = bind_data_p->Cast<MoraineScanBindData>();
 	vector<unique_ptr<Expression>> remaining, applied;
 	for (auto &filter : filters) {
@@ -353,14 +353,19 @@ static void MoraineScanPushdown(ClientContext &context, LogicalGet &get, Functio
 		}
 	}
 	if (!applied.empty()) {
-		// A scan the selections leave empty keeps them in the plan as well (it still applies
-		// them): its statistics then make DuckDB fold them to false and plan the scan, and a join
-		// over it, away as an empty result (MoraineScanStatistics). Unknown counts as empty.
+		// A scan the selections leave empty emits nothing whatever filter sits above it, so it
+		// hands DuckDB a constant FALSE in their stead: DuckDB's optimizer plans the scan, and
+		// a join or aggregate input over it, away as an empty result, as it does for an empty
+		// table of its own catalog (DuckLake's delete-file join, on a table without delete
+		// files), and spends no further planning on that branch. When the rows could not be
+		// read, the selections stay in the plan as well and the scan reports the error.
 		auto cardinality = MoraineScanCardinality(context, bind_data_p);
-		if (!cardinality || !cardinality->has_max_cardinality || cardinality->max_cardinality == 0) {
+		if (!cardinality || !cardinality->has_max_cardinality) {
 			for (auto &filter : applied) {
 				remaining.push_back(std::move(filter));
 			}
+		} else if (cardinality->max_cardinality == 0) {
+			remaining.push_back(make_uniq<BoundConstantExpression>(Value::BOOLEAN(false)));
 		}
 	}
 	filters = std::move(remaining);
@@ -468,53 +473,6 @@ static unique_ptr<NodeStatistics> MoraineScanCardinality(ClientContext &context,
 	}
 }
 
-//! A value of `column` that no pushed-down selection or range on it admits, if there is one:
-//! whichever of them stays in DuckDB's plan then folds to false.
-static bool OutsideFilters(const MoraineScanBindData &bind_data, idx_t column, int64_t &out) {
-	// candidates: one past each selection's largest value and range's upper bound, one below
-	// each smallest value and lower bound
-	vector<int64_t> candidates;
-	auto around = [&](int64_t lo, int64_t hi) {
-		if (hi < NumericLimits<int64_t>::Maximum()) {
-			candidates.push_back(hi + 1);
-		}
-		if (lo > NumericLimits<int64_t>::Minimum()) {
-			candidates.push_back(lo - 1);
-		}
-	};
-	for (auto &selection : bind_data.selections) {
-		auto &values = selection.second;
-		if (selection.first != column) {
-			continue;
-		}
-		if (values.empty()) {
-			candidates.push_back(0);
-			continue;
-		}
-		around(*std::min_element(values.begin(), values.end()), *std::max_element(values.begin(), values.end()));
-	}
-	for (auto &range : bind_data.ranges) {
-		if (range.first == column) {
-			around(range.second.first, range.second.second);
-		}
-	}
-	for (auto candidate : candidates) {
-		bool admitted = false;
-		for (auto &selection : bind_data.selections) {
-			auto &values = selection.second;
-			admitted |= selection.first == column && std::find(values.begin(), values.end(), candidate) != values.end();
-		}
-		for (auto &range : bind_data.ranges) {
-			admitted |= range.first == column && range.second.first <= candidate && candidate <= range.second.second;
-		}
-		if (!admitted) {
-			out = candidate;
-			return true;
-		}
-	}
-	return false;
-}
-
 //! A BIGINT column's least and greatest value over the rows `mat` emits and whether it holds
 //! NULL, as exact statistics; null for another type, or a cell that is not an integer.
 static unique_ptr<BaseStatistics> MoraineIntegerStatistics(MoraineMat *mat, column_t column_id,
@@ -540,12 +498,8 @@ static unique_ptr<BaseStatistics> MoraineIntegerStatistics(MoraineMat *mat, colu
 //! DuckDB pushes down after asking (from a join's statistics) only narrows the scan further. An
 //! error is left for the scan to report.
 //!
-//! - A scan that will emit no row (its table is empty in this transaction, or the pushed-down
-//!   selections leave nothing): statistics of no rows hold whatever they say, so a BIGINT column
-//!   that a pushed-down filter narrowed reports a single value that filter rejects. DuckDB then
-//!   folds the filter to false and drops the scan, and the join above it, for an empty result,
-//!   as it does for its own catalogs' empty tables (DuckLake's delete-file join, on a table
-//!   without delete files, is one). Other columns report no values.
+//! - A scan that will emit no row: no values for any column (a scan the pushed-down selections
+//!   left empty is planned away before these are asked for, MoraineScanPushdown).
 //! - A scan that emits rows: a BIGINT column reports its least and greatest value and whether it
 //!   holds NULL, as DuckDB's own storage does from its zone maps, so a filter every emitted row
 //!   passes (DuckLake's snapshot bounds over live rows, whose end_snapshot is NULL; a table_id
@@ -562,22 +516,11 @@ static unique_ptr<BaseStatistics> MoraineScanStatistics(ClientContext &context, 
 		if (!mat) {
 			return nullptr;
 		}
-		auto rows = moraine_mat_len(mat);
 		auto &type = bind_data.table.GetColumn(LogicalIndex(column_id)).Type();
-		if (rows != 0) {
-			auto stats = MoraineIntegerStatistics(mat, column_id, type);
-			moraine_mat_free(mat);
-			return stats;
-		}
+		auto stats = moraine_mat_len(mat) != 0 ? MoraineIntegerStatistics(mat, column_id, type)
+		                                        : BaseStatistics::CreateEmpty(type).ToUnique();
 		moraine_mat_free(mat);
-		auto stats = BaseStatistics::CreateEmpty(type);
-		int64_t rejected;
-		if (type.id() == LogicalTypeId::BIGINT && OutsideFilters(bind_data, column_id, rejected)) {
-			NumericStats::SetMin(stats, Value::BIGINT(rejected));
-			NumericStats::SetMax(stats, Value::BIGINT(rejected));
-			stats.SetHasNoNull();
-		}
-		return stats.ToUnique();
+		return stats;
 	} catch (std::exception &) {
 		return nullptr;
 	}
