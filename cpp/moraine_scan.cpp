@@ -354,11 +354,12 @@ static void MoraineScanPushdown(ClientContext &context, LogicalGet &get, Functio
 	}
 	if (!applied.empty()) {
 		// A scan the selections leave empty emits nothing whatever filter sits above it, so it
-		// hands DuckDB a constant FALSE in their stead: DuckDB's optimizer plans the scan, and
-		// a join or aggregate input over it, away as an empty result, as it does for an empty
+		// hands DuckDB a constant FALSE in their stead: a filter over the scan that DuckDB's
+		// next filter pushdown pass (or its statistics propagation) finds unsatisfiable, and
+		// replaces, with the scan and a join over it, by an empty result, as for an empty
 		// table of its own catalog (DuckLake's delete-file join, on a table without delete
-		// files), and spends no further planning on that branch. When the rows could not be
-		// read, the selections stay in the plan as well and the scan reports the error.
+		// files). When the rows could not be read, the selections stay in the plan as well and
+		// the scan reports the error.
 		auto cardinality = MoraineScanCardinality(context, bind_data_p);
 		if (!cardinality || !cardinality->has_max_cardinality) {
 			for (auto &filter : applied) {
@@ -498,8 +499,8 @@ static unique_ptr<BaseStatistics> MoraineIntegerStatistics(MoraineMat *mat, colu
 //! DuckDB pushes down after asking (from a join's statistics) only narrows the scan further. An
 //! error is left for the scan to report.
 //!
-//! - A scan that will emit no row: no values for any column (a scan the pushed-down selections
-//!   left empty is planned away before these are asked for, MoraineScanPushdown).
+//! - A scan that will emit no row: no values for any column (a scan its pushed-down selections
+//!   left empty also has a constant FALSE above it, MoraineScanPushdown, which plans it away).
 //! - A scan that emits rows: a BIGINT column reports its least and greatest value and whether it
 //!   holds NULL, as DuckDB's own storage does from its zone maps, so a filter every emitted row
 //!   passes (DuckLake's snapshot bounds over live rows, whose end_snapshot is NULL; a table_id

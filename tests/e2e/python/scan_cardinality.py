@@ -54,9 +54,9 @@ check("the empty delete side is built, the data files probe", (probe, build) == 
 check("... and the join is still right", db.execute(join).fetchall() == [(0,)])
 check("DuckLake counts rows right", db.execute("SELECT count(*) FROM lake.t").fetchall() == [(400,)])
 
-# A scan that will emit no row tells DuckDB its columns' statistics, so the filter above it folds
-# to false and DuckDB replaces the scan with an empty result, as it does for an empty table of
-# its own. DuckLake's count joins a table's delete files (none here) to the data files.
+# A scan its pushed-down selections leave empty hands DuckDB a constant FALSE in their place, so
+# DuckDB replaces the scan, and the join over it, with an empty result, as it does for an empty
+# table of its own. DuckLake's count joins a table's delete files (none here) to the data files.
 t_id = db.execute(f"SELECT table_id FROM {meta}.ducklake_table WHERE table_name = 't'").fetchall()[0][0]
 counted = (f"SELECT sum(del.delete_count) FROM {meta}.ducklake_delete_file del "
            f"JOIN {meta}.ducklake_data_file data ON del.data_file_id = data.data_file_id "
