@@ -645,7 +645,8 @@ fn empty_tables_share_one_row_set_and_its_kept_selections() {
         "the second scan finds the first one's"
     );
     assert_eq!(b.rows.0.selections_kept(), 1);
-    // a table with rows has its own set
+    // a table with rows has its own set; the image a commit advances to serves the same empty
+    // set, with what was kept of it
     commit_table(&store, 1, 1, "t1");
     let c = store.begin().rows(M, "ducklake_table", false).unwrap();
     let d = store
@@ -654,6 +655,8 @@ fn empty_tables_share_one_row_set_and_its_kept_selections() {
         .unwrap();
     assert!(!Arc::ptr_eq(&c.rows.0, &d.rows.0));
     assert!(d.rows.is_empty());
+    assert!(Arc::ptr_eq(&d.rows.0, &a.rows.0));
+    assert_eq!(d.rows.0.selections_kept(), 1);
 }
 
 #[test]
