@@ -27,8 +27,9 @@ Progress goes to stderr. Nothing here asserts anything about timing. Workloads:
   turns    the warm queries of history and files again, every catalog at once: copies of the
            lakes those workloads kept (--keep) attached in P processes per catalog, which sit
            for --settle seconds and then take turns running blocks of B queries, so that the
-           machine's drift over the run weighs on every catalog alike (one run for all
-           --catalogs; its lines name their catalog)
+           machine's drift over the run weighs on every catalog alike; then their attach +
+           first query in fresh processes, one per catalog a round, taking turns (one run for
+           all --catalogs; its lines name their catalog)
 
 With --store s3 (commit and history only), a moto_server on 127.0.0.1 (the e2e scenarios'
 `_s3.Moto`, from MOTO_PYTHONPATH) holds every lake's data files, through httpfs (HTTPFS_EXT),
@@ -449,8 +450,9 @@ def keep_lake(args, slug, label, lake, query, expect):
 
 # ---- fresh-process probes ---------------------------------------------------------------------
 
-def spawn(args, role, extra):
-    cmd = [sys.executable, THIS, "--role", role, "--catalog", args.catalog, "--dir", args.dir]
+def spawn(args, role, extra, catalog=None):
+    cmd = [sys.executable, THIS, "--role", role, "--catalog", catalog or args.catalog,
+           "--dir", args.dir]
     if S3_ENDPOINT:
         cmd += ["--store", "s3", "--s3-endpoint", S3_ENDPOINT]
     return subprocess.Popen(cmd + extra, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
@@ -1101,6 +1103,75 @@ def w_turns(args, out):
                 except subprocess.TimeoutExpired:
                     p.kill()
                     p.wait()
+        # the warm query's processes have exited: nothing else runs while a fresh process is timed
+        probe_turns(args, out, label, recs)
+
+
+def probe_turns(args, out, label, recs):
+    """Attach + first query in fresh processes (as history and files time them), the catalogs
+    taking turns: each round starts one loaded process per catalog, then times them one after
+    another (each exits before the next attaches), the order rotating a place every round. Each
+    catalog attaches its own copy of the kept lake, every round the same copy, as history's
+    probes attach the same lake one after another."""
+    figure = f"{label}: attach + first query (fresh process, {args.probe_reps} turns)"
+    times, failed, roots = {c: [] for c in recs}, {}, {}
+    try:
+        for c, r in recs.items():
+            roots[c] = os.path.join(args.dir, f"{r['slug']}-{c}-probe")
+            copy_catalog(c, r["root"], roots[c])
+        os.sync()
+    except Exception as e:
+        for c in recs:
+            out.of(c).error(figure, e)
+        return
+
+    def once(c, p):
+        """Times one loaded process; a failure fails its catalog only."""
+        try:
+            res = ask(p, {"go": True})
+            p.stdin.close()
+            p.wait()
+        except Exception as e:
+            res = {"ok": False, "error": err_text(e)}
+        if not res.get("ok"):
+            failed[c] = res.get("error")
+        elif res["row"][0] != recs[c]["expect"]:
+            failed[c] = f"fresh process counted {res['row'][0]}, want {recs[c]['expect']}"
+        else:
+            times[c].append(res["ms"])
+
+    order = list(recs)
+    for t in range(args.probe_reps):
+        k = t % len(order)
+        procs = []
+        try:
+            for c in order[k:] + order[:k]:
+                if c in failed:
+                    continue
+                attach = f"ATTACH {lit(Lake(c, roots[c]).url())} AS lake"
+                procs.append((c, spawn(args, "probe",
+                                       ["--attach-sql", attach, "--query", recs[c]["query"]], c)))
+            # every process of the round has loaded its extensions before any is timed
+            for c, p in procs:
+                try:
+                    r = ask(p)
+                except Exception as e:
+                    r = {"ok": False, "error": err_text(e)}
+                if not r.get("ok"):
+                    failed[c] = r.get("error")
+            for c, p in procs:
+                if c not in failed:
+                    once(c, p)
+        finally:
+            for _, p in procs:
+                if p.poll() is None:
+                    p.kill()
+                    p.wait()
+    for c in recs:
+        if c in failed:
+            out.of(c).error(figure, failed[c])
+        else:
+            out.of(c).value(figure, median(times[c]), "ms")
 
 
 # ---- main -------------------------------------------------------------------------------------

@@ -5,8 +5,8 @@
 //! The workloads are `tests/bench/bench.py`, hosted by the pinned `duckdb==1.5.5` Python
 //! package: one process per (workload, catalog), each in a fresh work directory, printing one
 //! JSON line per figure; then `turns`, one process for every catalog, which times the history
-//! and files workloads' warm queries again on copies of their lakes, every catalog's processes
-//! taking turns. This module builds (or takes) the extension, installs the pinned
+//! and files workloads' warm queries, and their attach + first query in fresh processes, again
+//! on copies of their lakes, every catalog's processes taking turns. This module builds (or takes) the extension, installs the pinned
 //! pieces, runs the driver, and renders a markdown table. It asserts nothing about timing: the
 //! command fails only when none of moraine's workloads ran.
 
@@ -37,7 +37,8 @@ moraine's ratio to the DuckDB-file catalog. Nothing about timing is asserted.
                       duckdb-extension-postgres-scanner==1.5.5
   --only NAME,...     workloads: commit, history (with expiry), files (with memory), readers;
                       after history or files (local store), turns times their warm queries
-                      again on copies of their lakes, every catalog's processes taking turns
+                      and their fresh-process attach + first query again on copies of their
+                      lakes, every catalog's processes taking turns
   --out FILE          also write the report to FILE
 
 environment: MORAINE_EXTENSION (use this extension instead of building one),
@@ -64,9 +65,9 @@ const WORKLOADS: &[(&str, &str)] = &[
     ),
     (
         "turns",
-        "2, 4 again: the warm queries on copies of the history and files lakes, every \
-         catalog's processes taking turns (after those workloads, one run for all catalogs; \
-         local lakes, not Postgres)",
+        "2, 4 again: the warm queries, and attach + first query in fresh processes, on copies \
+         of the history and files lakes, every catalog's processes taking turns (after those \
+         workloads, one run for all catalogs; local lakes, not Postgres)",
     ),
 ];
 
