@@ -42,6 +42,7 @@ children talk one JSON line at a time on stdin/stdout and exit when stdin closes
 """
 import argparse
 import bisect
+import itertools
 import json
 import os
 import shutil
@@ -1104,53 +1105,67 @@ def w_turns(args, out):
                     p.kill()
                     p.wait()
         # the warm query's processes have exited: nothing else runs while a fresh process is timed
-        probe_turns(args, out, label, recs)
+        try:
+            probe_turns(args, out, label, recs)
+        except Exception as e:
+            for c in recs:
+                out.of(c).error(f"{label}: attach + first query (fresh process, "
+                                f"{args.probe_reps} turns)", e)
 
 
 def probe_turns(args, out, label, recs):
     """Attach + first query in fresh processes (as history and files time them), the catalogs
     taking turns: each round starts one loaded process per catalog, then times them one after
-    another (each exits before the next attaches), the order rotating a place every round. Each
-    catalog attaches its own copy of the kept lake, every round the same copy, as history's
-    probes attach the same lake one after another."""
+    another (each exits, DETACH included, before the next is told to attach). The rounds go
+    through every order of the catalogs in turn, so each catalog takes every place and follows
+    every other. Each catalog attaches its own copy of the kept lake (no DATA_PATH: the copy's
+    catalog names the original data files), every round the same copy, as history's probes
+    attach the same lake one after another. A failure fails its catalog only."""
     figure = f"{label}: attach + first query (fresh process, {args.probe_reps} turns)"
     times, failed, roots = {c: [] for c in recs}, {}, {}
-    try:
-        for c, r in recs.items():
+    for c, r in recs.items():
+        try:
             roots[c] = os.path.join(args.dir, f"{r['slug']}-{c}-probe")
             copy_catalog(c, r["root"], roots[c])
-        os.sync()
-    except Exception as e:
-        for c in recs:
-            out.of(c).error(figure, e)
-        return
+        except Exception as e:
+            failed[c] = err_text(e)
+    os.sync()
+
+    def stop(p):
+        if p.poll() is None:
+            p.kill()
+            p.wait()
 
     def once(c, p):
-        """Times one loaded process; a failure fails its catalog only."""
+        """Times one loaded process, and waits for it to exit."""
         try:
             res = ask(p, {"go": True})
             p.stdin.close()
-            p.wait()
+            p.wait(timeout=60)
+            if not res.get("ok"):
+                failed[c] = res.get("error")
+            elif res["row"][0] != recs[c]["expect"]:
+                failed[c] = f"fresh process counted {res['row'][0]}, want {recs[c]['expect']}"
+            else:
+                times[c].append(res["ms"])
         except Exception as e:
-            res = {"ok": False, "error": err_text(e)}
-        if not res.get("ok"):
-            failed[c] = res.get("error")
-        elif res["row"][0] != recs[c]["expect"]:
-            failed[c] = f"fresh process counted {res['row'][0]}, want {recs[c]['expect']}"
-        else:
-            times[c].append(res["ms"])
+            failed[c] = err_text(e)
+            stop(p)
 
-    order = list(recs)
+    orders = list(itertools.permutations(recs))
     for t in range(args.probe_reps):
-        k = t % len(order)
         procs = []
         try:
-            for c in order[k:] + order[:k]:
+            for c in orders[t % len(orders)]:
                 if c in failed:
                     continue
-                attach = f"ATTACH {lit(Lake(c, roots[c]).url())} AS lake"
-                procs.append((c, spawn(args, "probe",
-                                       ["--attach-sql", attach, "--query", recs[c]["query"]], c)))
+                try:
+                    attach = f"ATTACH {lit(Lake(c, roots[c]).url())} AS lake"
+                    procs.append((c, spawn(args, "probe",
+                                           ["--attach-sql", attach, "--query", recs[c]["query"]],
+                                           c)))
+                except Exception as e:
+                    failed[c] = err_text(e)
             # every process of the round has loaded its extensions before any is timed
             for c, p in procs:
                 try:
@@ -1164,9 +1179,7 @@ def probe_turns(args, out, label, recs):
                     once(c, p)
         finally:
             for _, p in procs:
-                if p.poll() is None:
-                    p.kill()
-                    p.wait()
+                stop(p)
     for c in recs:
         if c in failed:
             out.of(c).error(figure, failed[c])

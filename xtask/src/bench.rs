@@ -6,9 +6,10 @@
 //! package: one process per (workload, catalog), each in a fresh work directory, printing one
 //! JSON line per figure; then `turns`, one process for every catalog, which times the history
 //! and files workloads' warm queries, and their attach + first query in fresh processes, again
-//! on copies of their lakes, every catalog's processes taking turns. This module builds (or takes) the extension, installs the pinned
-//! pieces, runs the driver, and renders a markdown table. It asserts nothing about timing: the
-//! command fails only when none of moraine's workloads ran.
+//! on copies of their lakes, every catalog's processes taking turns. This module builds (or
+//! takes) the extension, installs the pinned pieces, runs the driver, and renders a markdown
+//! table. It asserts nothing about timing: the command fails only when none of moraine's
+//! workloads ran.
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader};
