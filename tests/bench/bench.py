@@ -472,36 +472,59 @@ def ask(p, msg=None):
     return json.loads(line)
 
 
-def run_probes(args, attach_sql, query, n):
-    """n fresh processes, one after another, each timing ATTACH + `query` (nothing else).
+def run_probes(args, probes):
+    """One fresh process per (catalog, attach_sql, query) of `probes` (catalog None: the
+    workload's), one after another, each timing ATTACH + its query (nothing else).
 
     They are started (and load their extensions) together before any is timed; only one is
-    ever attached, and each has exited before the next one attaches."""
-    procs = [spawn(args, "probe", ["--attach-sql", attach_sql, "--query", query]) for _ in range(n)]
-    results = []
-    try:
-        ready = [ask(p) for p in procs]
-        for p, r in zip(procs, ready):
-            if not r.get("ok"):
-                raise RuntimeError(r.get("error"))
-            before = s3_requests()
-            res = ask(p, {"go": True})
-            answered = s3_requests()
-            p.stdin.close()
+    ever attached, and each has exited before the next one attaches. Returns each one's answer,
+    in order: {"ok": True, "ms": ..., "row": ..., ...} or {"ok": False, "error": ...}; a probe
+    that fails leaves the others to run."""
+    procs, results = [], []
+
+    def stop(p):
+        if isinstance(p, subprocess.Popen) and p.poll() is None:
+            p.kill()
             p.wait()
-            if not res.get("ok"):
-                raise RuntimeError(res.get("error"))
+
+    def ready(p):
+        if isinstance(p, Exception):
+            return {"ok": False, "error": err_text(p)}
+        try:
+            return ask(p)
+        except Exception as e:
+            return {"ok": False, "error": err_text(e)}
+
+    try:
+        for catalog, attach_sql, query in probes:
+            try:
+                procs.append(spawn(args, "probe", ["--attach-sql", attach_sql, "--query", query],
+                                   catalog))
+            except Exception as e:
+                procs.append(e)
+        for p, r in [(p, ready(p)) for p in procs]:
+            if not r.get("ok"):
+                results.append(r)
+                continue
+            try:
+                before = s3_requests()
+                res = ask(p, {"go": True})
+                answered = s3_requests()
+                p.stdin.close()
+                p.wait(timeout=60)
+            except Exception as e:
+                results.append({"ok": False, "error": err_text(e)})
+                stop(p)
+                continue
             res["rss_before_kb"] = r.get("rss_kb")
-            if before is not None:
+            if res.get("ok") and before is not None:
                 # the server's requests while the probe attached and queried, and while it
                 # closed (DETACH: a writer's flush, checkpoint and collection)
                 res["requests"] = (before, answered, s3_requests())
             results.append(res)
     finally:
         for p in procs:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
+            stop(p)
     return results
 
 
@@ -606,7 +629,10 @@ def warm_query(db, query, reps, expect=None):
 
 def probe_figures(args, out, label, attach_sql, query, expect):
     try:
-        res = run_probes(args, attach_sql, query, args.probe_reps)
+        res = run_probes(args, [(None, attach_sql, query)] * args.probe_reps)
+        for r in res:
+            if not r.get("ok"):
+                raise RuntimeError(r.get("error"))
         bad = [r["row"] for r in res if r["row"][0] != expect]
         if bad:
             raise RuntimeError(f"fresh process counted {bad[0][0]}, want {expect}")
@@ -1115,71 +1141,33 @@ def w_turns(args, out):
 
 def probe_turns(args, out, label, recs):
     """Attach + first query in fresh processes (as history and files time them), the catalogs
-    taking turns: each round starts one loaded process per catalog, then times them one after
-    another (each exits, DETACH included, before the next is told to attach). The rounds go
-    through every order of the catalogs in turn, so each catalog takes every place and follows
-    every other. Each catalog attaches its own copy of the kept lake (no DATA_PATH: the copy's
-    catalog names the original data files), every round the same copy, as history's probes
-    attach the same lake one after another. A failure fails its catalog only."""
+    taking turns: each round runs one process per catalog (`run_probes`: loaded together, timed
+    one after another). The rounds go through every order of the catalogs in turn, so each
+    catalog takes every place and follows every other. Each catalog attaches its own copy of
+    the kept lake (no DATA_PATH: the copy's catalog names the original data files), every round
+    the same copy, as history's probes attach the same lake one after another. A failure fails
+    its catalog only."""
     figure = f"{label}: attach + first query (fresh process, {args.probe_reps} turns)"
-    times, failed, roots = {c: [] for c in recs}, {}, {}
+    times, failed, attach = {c: [] for c in recs}, {}, {}
     for c, r in recs.items():
         try:
-            roots[c] = os.path.join(args.dir, f"{r['slug']}-{c}-probe")
-            copy_catalog(c, r["root"], roots[c])
+            root = os.path.join(args.dir, f"{r['slug']}-{c}-probe")
+            copy_catalog(c, r["root"], root)
+            attach[c] = f"ATTACH {lit(Lake(c, root).url())} AS lake"
         except Exception as e:
             failed[c] = err_text(e)
     os.sync()
-
-    def stop(p):
-        if p.poll() is None:
-            p.kill()
-            p.wait()
-
-    def once(c, p):
-        """Times one loaded process, and waits for it to exit."""
-        try:
-            res = ask(p, {"go": True})
-            p.stdin.close()
-            p.wait(timeout=60)
+    orders = list(itertools.permutations(recs))
+    for t in range(args.probe_reps):
+        order = [c for c in orders[t % len(orders)] if c not in failed]
+        probes = [(c, attach[c], recs[c]["query"]) for c in order]
+        for c, res in zip(order, run_probes(args, probes)):
             if not res.get("ok"):
                 failed[c] = res.get("error")
             elif res["row"][0] != recs[c]["expect"]:
                 failed[c] = f"fresh process counted {res['row'][0]}, want {recs[c]['expect']}"
             else:
                 times[c].append(res["ms"])
-        except Exception as e:
-            failed[c] = err_text(e)
-            stop(p)
-
-    orders = list(itertools.permutations(recs))
-    for t in range(args.probe_reps):
-        procs = []
-        try:
-            for c in orders[t % len(orders)]:
-                if c in failed:
-                    continue
-                try:
-                    attach = f"ATTACH {lit(Lake(c, roots[c]).url())} AS lake"
-                    procs.append((c, spawn(args, "probe",
-                                           ["--attach-sql", attach, "--query", recs[c]["query"]],
-                                           c)))
-                except Exception as e:
-                    failed[c] = err_text(e)
-            # every process of the round has loaded its extensions before any is timed
-            for c, p in procs:
-                try:
-                    r = ask(p)
-                except Exception as e:
-                    r = {"ok": False, "error": err_text(e)}
-                if not r.get("ok"):
-                    failed[c] = r.get("error")
-            for c, p in procs:
-                if c not in failed:
-                    once(c, p)
-        finally:
-            for _, p in procs:
-                stop(p)
     for c in recs:
         if c in failed:
             out.of(c).error(figure, failed[c])
