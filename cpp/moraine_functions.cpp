@@ -3,6 +3,7 @@
 #include "moraine_catalog.hpp"
 
 #include "duckdb/main/extension/extension_loader.hpp"
+#include "duckdb/transaction/meta_transaction.hpp"
 
 namespace duckdb {
 
@@ -15,8 +16,12 @@ struct MoraineRowsBindData : public TableFunctionData, MoraineCallbackState {
 
 //! The moraine catalog `name` names: a moraine catalog itself, or a DuckLake lake whose metadata
 //! catalog (DuckLake's default name for it, `__ducklake_metadata_<lake>`) is one.
-static MoraineCatalog &MoraineLake(ClientContext &context, const string &function, const string &name) {
+static MoraineCatalog &MoraineLake(ClientContext &context, const string &function, const string &name,
+                                   optional_ptr<Catalog> *named = nullptr) {
 	auto &catalog = Catalog::GetCatalog(context, name);
+	if (named) {
+		*named = &catalog;
+	}
 	if (catalog.GetCatalogType() == "moraine") {
 		return catalog.Cast<MoraineCatalog>();
 	}
@@ -124,12 +129,19 @@ static unique_ptr<FunctionData> StatusBind(ClientContext &context, TableFunction
 //! moraine_reclaim(lake): the bind knows the lake and the columns; the scan reclaims.
 struct MoraineReclaimBindData : public MoraineRowsBindData {
 	shared_ptr<MoraineStoreRef> store;
+	//! The databases of the lake: the one the argument names, and its moraine metadata catalog's.
+	AttachedDatabase *named_db = nullptr;
+	AttachedDatabase *moraine_db = nullptr;
 };
 
 static unique_ptr<FunctionData> ReclaimBind(ClientContext &context, TableFunctionBindInput &input,
                                             vector<LogicalType> &return_types, vector<string> &names) {
 	auto result = make_uniq<MoraineReclaimBindData>();
-	result->store = MoraineLake(context, "moraine_reclaim", input.inputs[0].GetValue<string>()).store;
+	optional_ptr<Catalog> named;
+	auto &lake = MoraineLake(context, "moraine_reclaim", input.inputs[0].GetValue<string>(), &named);
+	result->store = lake.store;
+	result->named_db = &named->GetAttached();
+	result->moraine_db = &lake.GetAttached();
 	moraine_reclaim_columns(result.get(), OnStatusField);
 	MoraineRethrow(*result);
 	names = result->names;
@@ -151,7 +163,13 @@ static void ReclaimScan(ClientContext &context, TableFunctionInput &input, DataC
 	auto &bind = input.bind_data->Cast<MoraineReclaimBindData>();
 	MoraineRowsBindData done;
 	MoraineError err {nullptr, 0, MORAINE_ERROR_NONE};
-	if (moraine_store_reclaim(bind.store->store, &done, OnStatusField, &err) != 0) {
+	// the facts Rust decides on: whether the caller's transaction outlives the call, and whether
+	// it has a transaction of the lake (whose reads may keep what the reclaim removes)
+	auto &meta = MetaTransaction::Get(context);
+	bool explicit_transaction = !context.transaction.IsAutoCommit();
+	bool read_lake = (bind.named_db && meta.TryGetTransaction(*bind.named_db)) ||
+	                 (bind.moraine_db && meta.TryGetTransaction(*bind.moraine_db));
+	if (moraine_store_reclaim(bind.store->store, explicit_transaction, read_lake, &done, OnStatusField, &err) != 0) {
 		MoraineThrow(err);
 	}
 	MoraineRethrow(done);

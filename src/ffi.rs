@@ -486,15 +486,22 @@ pub unsafe extern "C" fn moraine_store_status(
 }
 
 /// `moraine_reclaim`: reclaims the store's space now and hands over the one row saying what
-/// went.
+/// went. `explicit`: the call runs in an explicit transaction; `read_lake`: the caller's
+/// transaction has a transaction of the lake already ([`crate::store::Caller`]).
 #[no_mangle]
 pub unsafe extern "C" fn moraine_store_reclaim(
     store: *mut MoraineStore,
+    explicit: bool,
+    read_lake: bool,
     ud: *mut c_void,
     cb: FieldCb,
     err: *mut MoraineError,
 ) -> i32 {
-    store_row(store, ud, cb, err, |s| Ok(s.reclaim()?.fields()))
+    let caller = crate::store::Caller {
+        explicit,
+        read_lake,
+    };
+    store_row(store, ud, cb, err, |s| Ok(s.reclaim_for(caller)?.fields()))
 }
 
 /// The columns of `moraine_reclaim`'s row (their values mean nothing), for its bind.

@@ -477,10 +477,28 @@ impl Space {
 
 /// Where an image reads ended versions from.
 enum History {
-    /// A writer's SlateDB snapshot taken at exactly the image's state.
-    Snapshot(Arc<DbSnapshot>),
+    /// A writer's SlateDB snapshot taken at exactly the image's state, or one taken later at
+    /// the same committed state ([`Image::renew_snapshot`]).
+    Snapshot(Mutex<Arc<DbSnapshot>>),
     /// A reader's latest state, filtered to versions that had ended by the image's head.
     Latest,
+}
+
+impl History {
+    fn of(snapshot: Option<Arc<DbSnapshot>>) -> History {
+        match snapshot {
+            Some(s) => History::Snapshot(Mutex::new(s)),
+            None => History::Latest,
+        }
+    }
+
+    /// The snapshot ended versions are read through; `None` on a reader.
+    fn snapshot(&self) -> Option<Arc<DbSnapshot>> {
+        match self {
+            History::Snapshot(s) => Some(s.lock().unwrap_or_else(|p| p.into_inner()).clone()),
+            History::Latest => None,
+        }
+    }
 }
 
 /// What a key is, by its leading segments.
@@ -781,7 +799,7 @@ impl Image {
         };
         match &store.backend {
             Backend::Writer(db, _) => {
-                let snap = db.snapshot()?;
+                let snap = store.take_snapshot(db)?;
                 let checkpointed = match Self::from_checkpoint(store, Some(&snap))
                     .instrument(tracing::debug_span!("moraine.image.checkpoint"))
                     .await
@@ -832,7 +850,7 @@ impl Image {
     ) -> Result<Image> {
         let snap = match (snap, &store.backend) {
             (Some(s), _) => Some(s),
-            (None, Backend::Writer(db, _)) => Some(db.snapshot()?),
+            (None, Backend::Writer(db, _)) => Some(store.take_snapshot(db)?),
             (None, Backend::Reader(_)) => None,
         };
         let it = match (&snap, &store.backend) {
@@ -841,11 +859,7 @@ impl Image {
             (None, Backend::Writer(..)) => unreachable!("a writer reads through a snapshot"),
         };
         let records = read_live(it).await?;
-        let history = match snap {
-            Some(s) => History::Snapshot(s),
-            None => History::Latest,
-        };
-        Self::assemble(records, history, previous)
+        Self::assemble(records, History::of(snap), previous)
     }
 
     /// The image of the newest checkpoint brought up to the end of the commit log, read through
@@ -872,10 +886,7 @@ impl Image {
         let image = Image {
             head: cp.head,
             spaces: Mutex::new(BTreeMap::new()),
-            history: match snap {
-                Some(s) => History::Snapshot(s.clone()),
-                None => History::Latest,
-            },
+            history: History::of(snap.cloned()),
             catalog: OnceLock::new(),
             sections: Arc::new(
                 cp.sections
@@ -913,10 +924,7 @@ impl Image {
             None => Ok(Image {
                 head: self.head,
                 spaces: Mutex::new(self.loaded().clone()),
-                history: match snap {
-                    Some(s) => History::Snapshot(s),
-                    None => History::Latest,
-                },
+                history: History::of(snap),
                 catalog: OnceLock::new(),
                 sections: self.sections.clone(),
                 checkpoint: self.checkpoint,
@@ -1161,10 +1169,7 @@ impl Image {
         Ok(Image {
             head,
             spaces: Mutex::new(spaces),
-            history: match snapshot {
-                Some(s) => History::Snapshot(s),
-                None => History::Latest,
-            },
+            history: History::of(snapshot),
             catalog,
             sections: self.sections.clone(),
             checkpoint: self.checkpoint,
@@ -1255,6 +1260,24 @@ impl Image {
         self.head
     }
 
+    /// Read ended versions through `snapshot` from now on, instead of the snapshot this image
+    /// was read through; the caller took it at this image's committed state (the head
+    /// unchanged, under the commit lock), so every read returns what it returned before. The
+    /// older snapshot goes with its last reader: a reclaim needs no snapshot older than its
+    /// own, and transactions pinned to the head need not hold one (RFC 0003). False on a
+    /// reader's image, which holds none.
+    pub(crate) fn renew_snapshot(&self, snapshot: Arc<DbSnapshot>) -> bool {
+        match &self.history {
+            History::Snapshot(s) => {
+                let old =
+                    std::mem::replace(&mut *s.lock().unwrap_or_else(|p| p.into_inner()), snapshot);
+                drop(old);
+                true
+            }
+            History::Latest => false,
+        }
+    }
+
     /// How many records the image holds and their key and value bytes.
     pub fn footprint(&self) -> (usize, usize) {
         let mut records = 0;
@@ -1317,9 +1340,9 @@ impl Image {
             Place::Image => Err(Error::InvalidInput(
                 "image/ records are not read through an image".into(),
             )),
-            Place::History(_) => match &self.history {
-                History::Snapshot(s) => Ok(s.get(key).await?),
-                History::Latest => {
+            Place::History(_) => match self.history.snapshot() {
+                Some(s) => Ok(s.get(key).await?),
+                None => {
                     let v = store.backend.get(key).await?;
                     Ok(v.filter(|v| self.ended_by_head(key, v)))
                 }
@@ -1331,14 +1354,14 @@ impl Image {
     /// space, spans whole spaces, or lies within the history keyspace.
     pub(crate) async fn scan(&self, store: &Store, prefix: &[u8]) -> Result<Vec<(Bytes, Bytes)>> {
         if is_history_prefix(prefix)? {
-            let records = match &self.history {
-                History::Snapshot(s) => {
-                    if !self.history_held(s).await?.may_hold(prefix) {
+            let records = match self.history.snapshot() {
+                Some(s) => {
+                    if !self.history_held(&s).await?.may_hold(prefix) {
                         return Ok(Vec::new());
                     }
-                    scan_snapshot(s, prefix).await?
+                    scan_snapshot(&s, prefix).await?
                 }
-                History::Latest => store.backend.scan(prefix).await?,
+                None => store.backend.scan(prefix).await?,
             };
             return Ok(match self.history {
                 History::Snapshot(_) => records,

@@ -31,8 +31,8 @@ mod compactor;
 pub(crate) use compactor::START_AFTER as COMPACTOR_START_AFTER;
 mod local;
 mod reclaim;
-pub use reclaim::Reclaimed;
 pub(crate) use reclaim::DEFAULT_RECLAIM_INTERVAL;
+pub use reclaim::{Caller, Reclaimed};
 
 /// Every commit flushes one small WAL object, and an open (a writer's, or a reader's) replays
 /// every WAL object written since the last memtable flush. SlateDB flushes the memtable only
@@ -227,6 +227,9 @@ pub struct Store {
     commit_lock: Mutex<()>,
     /// Held by a reclaim (`reclaim.rs`): one at a time.
     reclaiming: Mutex<()>,
+    /// Every SlateDB snapshot this writer took, weakly: which of them are still open, and so
+    /// which committed states this process may still read (a reclaim waits for the older ones).
+    snapshots: Mutex<OpenSnapshots>,
     /// Commits since this writer last flushed its memtable.
     unflushed_commits: std::sync::atomic::AtomicU64,
     /// This store's scope in the process's SST cache.
@@ -255,6 +258,33 @@ pub struct Store {
 }
 
 type Registry = Mutex<HashMap<(String, bool), Weak<Store>>>;
+
+/// The SlateDB snapshots a writer took, held weakly: those still open are the committed states
+/// something of the process may still read.
+#[derive(Default)]
+pub(crate) struct OpenSnapshots {
+    taken: Vec<Weak<slatedb::DbSnapshot>>,
+    /// How many may be remembered before the closed ones are forgotten.
+    room: usize,
+}
+
+impl OpenSnapshots {
+    fn add(&mut self, snapshot: &Arc<slatedb::DbSnapshot>) {
+        if self.taken.len() >= self.room {
+            self.taken.retain(|w| w.strong_count() > 0);
+            self.room = (self.taken.len() * 2).max(16);
+        }
+        self.taken.push(Arc::downgrade(snapshot));
+    }
+
+    fn oldest(&self) -> Option<u64> {
+        self.taken
+            .iter()
+            .filter_map(Weak::upgrade)
+            .map(|s| s.seq())
+            .min()
+    }
+}
 
 fn open_stores() -> &'static Registry {
     static REG: OnceLock<Registry> = OnceLock::new();
@@ -765,6 +795,7 @@ impl Store {
             image: Mutex::new(None),
             commit_lock: Mutex::new(()),
             reclaiming: Mutex::new(()),
+            snapshots: Default::default(),
             unflushed_commits: Default::default(),
             cache_scope,
             image_unsure: Default::default(),
@@ -799,6 +830,25 @@ impl Store {
             // a fenced writer's compactor would fence the newer writer's
             if self.close_reason().is_none() {
                 self.compactor.start(&self.objects.store, &self.metrics);
+            }
+        }
+    }
+
+    /// Runs a writer's compactor at `pace` from now (stopping the one that runs), unless the
+    /// store was fenced or closed (`compactor.rs`); a compactor that does not stop within the
+    /// store's time limit is left running at its pace.
+    pub(crate) fn pace_compactor(&self, pace: compactor::Pace) {
+        if let Backend::Writer(..) = &self.backend {
+            if self.close_reason().is_none() {
+                let restart = async {
+                    self.compactor
+                        .restart(&self.objects.store, &self.metrics, pace)
+                        .await;
+                    Ok(())
+                };
+                if let Err(e) = self.bounded("restarting the compactor", restart) {
+                    tracing::warn!("moraine: the compactor was not restarted at {pace:?}: {e}");
+                }
             }
         }
     }
@@ -848,6 +898,25 @@ impl Store {
             .fenced
             .load(Ordering::SeqCst)
             .then_some(slatedb::CloseReason::Fenced))
+    }
+
+    /// A SlateDB snapshot of this writer's state now, remembered (weakly) among the open ones.
+    pub(crate) fn take_snapshot(&self, db: &Db) -> Result<Arc<slatedb::DbSnapshot>> {
+        let snapshot = db.snapshot()?;
+        self.snapshots
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .add(&snapshot);
+        Ok(snapshot)
+    }
+
+    /// The sequence number of the oldest SlateDB snapshot this writer took that is still open:
+    /// the oldest state something of this process (an image a transaction pinned) may read.
+    pub(crate) fn oldest_open_snapshot(&self) -> Option<u64> {
+        self.snapshots
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .oldest()
     }
 
     pub(crate) fn current_image(&self) -> Option<Arc<Image>> {
@@ -1072,9 +1141,8 @@ impl Store {
             self.image_unsure.store(false, Ordering::SeqCst);
             return Err(e);
         }
-        match db
-            .snapshot()
-            .map_err(Error::from)
+        match self
+            .take_snapshot(db)
             .and_then(|snap| base.advance(&writes, head, Some(snap)))
         {
             Ok(next) => {

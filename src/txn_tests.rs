@@ -52,7 +52,7 @@ pub(super) fn col(rows: &[Row], table: &str, name: &str) -> Vec<Cell> {
     rows.iter().map(|r| r[i].clone()).collect()
 }
 
-pub(super) fn snap(id: i64) -> Row {
+pub(crate) fn snap(id: i64) -> Row {
     row(
         "ducklake_snapshot",
         &[
@@ -75,7 +75,7 @@ pub(super) fn changes(id: i64, what: &str) -> Row {
     )
 }
 
-pub(super) fn table_row(id: i64, begin: i64, end: Option<i64>, name: &str) -> Row {
+pub(crate) fn table_row(id: i64, begin: i64, end: Option<i64>, name: &str) -> Row {
     row(
         "ducklake_table",
         &[
@@ -202,7 +202,7 @@ pub(crate) fn raw(store: &Arc<Store>, prefix: &[u8]) -> Vec<(Vec<u8>, Vec<u8>)> 
         .collect()
 }
 
-pub(super) fn rows_of(store: &Arc<Store>, table: &str, history: bool) -> Vec<Row> {
+pub(crate) fn rows_of(store: &Arc<Store>, table: &str, history: bool) -> Vec<Row> {
     store.begin().rows(M, table, history).unwrap().rows.to_vec()
 }
 

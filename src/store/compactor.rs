@@ -56,9 +56,46 @@ enum Slot {
     Stopped,
 }
 
+/// How often a compactor looks for work.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Pace {
+    /// SlateDB's defaults: it reads the manifest and its compactions every 5 s, which is what
+    /// an idle writer pays on object storage.
+    Routine,
+    /// While a reclaim waits for its compaction: every 20 ms, so that the compaction it submits
+    /// is scheduled, run and committed at once instead of over three 5 s ticks; and a
+    /// compaction an earlier compactor left running is taken over within 2 s.
+    Reclaim,
+}
+
+impl Pace {
+    fn options(self) -> CompactorOptions {
+        let routine = CompactorOptions::default();
+        match self {
+            Pace::Routine => routine,
+            Pace::Reclaim => {
+                let tick = Duration::from_millis(20);
+                CompactorOptions {
+                    poll_interval: tick,
+                    commit_compacted_interval: tick,
+                    worker_heartbeat_timeout: Duration::from_secs(2),
+                    worker: routine.worker.clone().map(|w| {
+                        slatedb::config::CompactionWorkerOptions {
+                            compactions_poll_interval: tick,
+                            heartbeat_interval: Duration::from_millis(200),
+                            ..w
+                        }
+                    }),
+                    ..routine
+                }
+            }
+        }
+    }
+}
+
 impl WriterCompactor {
-    /// Starts the compactor unless it runs already or the store has closed; one that stopped on
-    /// an error is started again.
+    /// Starts the compactor at its routine pace unless it runs already or the store has closed;
+    /// one that stopped on an error is started again.
     pub(crate) fn start(
         &self,
         object_store: &Arc<dyn ObjectStore>,
@@ -71,9 +108,51 @@ impl WriterCompactor {
             Slot::Timer(timer) => timer.abort(),
             Slot::Running { .. } | Slot::Waiting => {}
         }
+        *slot = Self::spawn(object_store, metrics, Pace::Routine);
+    }
+
+    /// Stops the compactor that runs (abandoning a compaction under way, which the next one
+    /// takes over) and starts one at `pace`; false once the store has closed.
+    pub(crate) async fn restart(
+        &self,
+        object_store: &Arc<dyn ObjectStore>,
+        metrics: &Arc<slatedb_common::metrics::DefaultMetricsRecorder>,
+        pace: Pace,
+    ) -> bool {
+        loop {
+            // one compactor at a time: the running one is stopped, and waited for, first
+            let (stop, task) = {
+                let mut slot = self.slot.lock().unwrap_or_else(|p| p.into_inner());
+                match std::mem::take(&mut *slot) {
+                    Slot::Stopped => {
+                        *slot = Slot::Stopped;
+                        return false;
+                    }
+                    Slot::Running { stop, task } if !task.is_finished() => (stop, task),
+                    Slot::Timer(timer) => {
+                        timer.abort();
+                        *slot = Self::spawn(object_store, metrics, pace);
+                        return true;
+                    }
+                    Slot::Running { .. } | Slot::Waiting => {
+                        *slot = Self::spawn(object_store, metrics, pace);
+                        return true;
+                    }
+                }
+            };
+            let _ = stop.send(());
+            let _ = task.await;
+        }
+    }
+
+    fn spawn(
+        object_store: &Arc<dyn ObjectStore>,
+        metrics: &Arc<slatedb_common::metrics::DefaultMetricsRecorder>,
+        pace: Pace,
+    ) -> Slot {
         let _enter = runtime().enter();
         let compactor = CompactorBuilder::new("", object_store.clone())
-            .with_options(CompactorOptions::default())
+            .with_options(pace.options())
             .with_metrics_recorder(metrics.clone())
             .build();
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
@@ -97,9 +176,9 @@ impl WriterCompactor {
                     }
                 }
             }
-            .instrument(tracing::debug_span!("moraine.compactor")),
+            .instrument(tracing::debug_span!(parent: None, "moraine.compactor", ?pace)),
         );
-        *slot = Slot::Running { stop, task };
+        Slot::Running { stop, task }
     }
 
     /// Starts the compactor [`START_AFTER`] from now unless something starts it sooner.

@@ -11,12 +11,15 @@
 //!
 //! 1. writes an image checkpoint of the head (unless the newest one is of the head);
 //! 2. deletes the commit log up to the head;
-//! 3. installs the same image read through a SlateDB snapshot taken after those deletions, so
-//!    that no snapshot of this writer older than them keeps the old values;
+//! 3. renews the SlateDB snapshot the head image reads through: one taken after those
+//!    deletions, at the same committed state, so that the transactions pinned to the head
+//!    (this statement's own among them) hold no snapshot older than the deletions;
 //! 4. deletes every other image checkpoint object;
-//! 5. flushes the memtable (the tombstones reach an L0 SST) and waits until the manifest says
-//!    no open snapshot is older than step 3's (a transaction pinned to an older image still
-//!    reads the deleted records; one that stays open fails the reclaim with a conflict);
+//! 5. waits until no snapshot this process took before step 3's is open (a transaction pinned
+//!    to an image older than the head still reads the deleted records: one that stays open
+//!    fails the reclaim with a conflict after `moraine_io_timeout`, and one the caller's own
+//!    explicit transaction may hold fails it at once, [`WaitForReads`]), then flushes the
+//!    memtable (the tombstones reach an L0 SST) and checks that the manifest says so too;
 //! 6. compacts every L0 SST and every sorted run into one sorted run, the last one, where
 //!    SlateDB drops the tombstones and every value they delete;
 //! 7. rewrites the format marker and flushes it to a newer L0 (SlateDB collects no SST newer
@@ -24,10 +27,14 @@
 //!    before a compaction, and runs the garbage collector with no minimum age: the WAL
 //!    objects, SSTs, manifests and compactor states the store no longer needs go.
 //!
-//! Each step is bounded by the store's `moraine_io_timeout` (the compaction by four times it).
-//! A reclaim that stops half way leaves a consistent store, and running it again finishes.
+//! Each step is bounded by the store's `moraine_io_timeout` (the compaction by four times it),
+//! and each has a `moraine.reclaim.*` debug span that logs its time. The writer's compactor runs
+//! at [`Pace::Reclaim`] through step 6, so that its compaction is run as soon as it is
+//! submitted, and at its routine pace again after. A reclaim that stops half way leaves a
+//! consistent store, and running it again finishes.
 
 use super::*;
+use compactor::Pace;
 use slatedb::compactor::{CompactionSpec, CompactionStatus, SourceId};
 
 /// Default of `moraine_reclaim_interval`: the longest a writer leaves an SST unrewritten, and
@@ -126,6 +133,10 @@ pub(super) async fn oldest_write(
     Ok(sst.into_iter().chain(wal).min())
 }
 
+/// How often a reclaim reads the compactor's state while it waits for a compaction (the
+/// compactor runs at [`Pace::Reclaim`] meanwhile).
+const COMPACTION_POLL: Duration = Duration::from_millis(20);
+
 /// How many times a reclaim submits its compaction before it gives up.
 const COMPACTION_ATTEMPTS: u32 = 5;
 
@@ -141,7 +152,7 @@ async fn compact_everything(admin: &slatedb::admin::Admin) -> Result<u64> {
         // one at a time: the compactor runs two compactions into the same sorted run only by
         // panicking (a compaction of an earlier writer, resumed, and a reclaim's)
         while compaction_running(admin).await? {
-            tokio::time::sleep(Duration::from_millis(500)).await;
+            tokio::time::sleep(COMPACTION_POLL).await;
         }
         let manifest = admin
             .read_manifest(None)
@@ -160,7 +171,7 @@ async fn compact_everything(admin: &slatedb::admin::Admin) -> Result<u64> {
             .submit_compaction(CompactionSpec::new(sources, destination))
             .await?;
         loop {
-            tokio::time::sleep(Duration::from_millis(500)).await;
+            tokio::time::sleep(COMPACTION_POLL).await;
             match admin.read_compaction(submitted.id(), None).await? {
                 Some(c) if c.status() == CompactionStatus::Completed => {
                     return Ok((l0.len() + runs.len()) as u64)
@@ -219,10 +230,68 @@ async fn footprint(object_store: &Arc<dyn ObjectStore>) -> Result<(u64, u64)> {
     Ok((objects, bytes))
 }
 
+/// What DuckDB knows of the session that asks for a reclaim.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Caller {
+    /// The call runs in an explicit transaction (`BEGIN … COMMIT`), which stays open after it.
+    pub explicit: bool,
+    /// That transaction has a transaction of the lake already (it has read the lake, and may
+    /// hold an image older than the head).
+    pub read_lake: bool,
+}
+
+/// What a reclaim does about the snapshots this process took before its own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum WaitForReads {
+    /// None is open: no transaction reads a state older than the reclaim's.
+    Done,
+    /// Some are open, held by transactions that will end: wait for them, within the time limit.
+    Wait,
+    /// Some are open, and the caller's own transaction, which stays open until the caller ends
+    /// it after the call, may be what holds one: waiting could only time out.
+    Refuse,
+}
+
+/// [`WaitForReads`] for a reclaim whose own snapshot is `target`, when the oldest snapshot of
+/// the process still open is `oldest_open`.
+pub(crate) fn wait_for_reads(
+    caller: Caller,
+    oldest_open: Option<u64>,
+    target: u64,
+) -> WaitForReads {
+    match oldest_open {
+        Some(seq) if seq < target => {
+            if caller.explicit && caller.read_lake {
+                WaitForReads::Refuse
+            } else {
+                WaitForReads::Wait
+            }
+        }
+        _ => WaitForReads::Done,
+    }
+}
+
+/// How often a reclaim looks whether the older transactions of the process have ended.
+const READS_POLL: Duration = Duration::from_millis(10);
+
+/// Runs a writer's compactor at its routine pace again when dropped.
+struct RoutinePace<'a>(&'a Store);
+
+impl Drop for RoutinePace<'_> {
+    fn drop(&mut self) {
+        self.0.pace_compactor(Pace::Routine);
+    }
+}
+
 impl Store {
     /// Reclaim the store's space now (see the module's description); only a writer can.
     pub fn reclaim(&self) -> Result<Reclaimed> {
-        let span = tracing::info_span!("moraine.reclaim", store = %self.url);
+        self.reclaim_for(Caller::default())
+    }
+
+    /// [`Store::reclaim`], asked for by `caller`.
+    pub fn reclaim_for(&self, caller: Caller) -> Result<Reclaimed> {
+        let span = tracing::info_span!("moraine.reclaim", store = %self.url, ?caller);
         let _enter = span.enter();
         let Backend::Writer(db, _) = &self.backend else {
             return Err(Error::ReadOnly(format!(
@@ -238,7 +307,7 @@ impl Store {
             )));
         };
         // its compaction (step 6) is run by this writer's compactor, which runs from here on
-        // (before the memtable flushes of step 5 add to L0)
+        // (before the memtable flush of step 5 adds to L0)
         self.start_compactor();
         let writer = self.checkpointer().expect("a writer has a checkpointer");
         let admin = slatedb::admin::Admin::builder("", self.objects.store.clone()).build();
@@ -246,6 +315,7 @@ impl Store {
             self.bounded("listing the store", footprint(&self.objects.store))?;
 
         // 1. an image checkpoint of the head, so that the commit log up to it can go
+        let step = tracing::debug_span!("moraine.reclaim.checkpoint").entered();
         let pinned = self.pin_image()?;
         let (head, checkpoint_batch) = {
             // (the pin's image, and its snapshot, go at the end of this block)
@@ -282,63 +352,71 @@ impl Store {
             self.bounded("writing an image checkpoint", writer.write(&image))?;
             (head, self.checkpointed.load(Ordering::SeqCst))
         };
+        drop(step);
 
         // 2. the commit log up to the head (later commits' records stay), in batches
+        let step = tracing::debug_span!("moraine.reclaim.log").entered();
         let log_records = self.bounded(
             "deleting the commit log",
             delete_log_upto(db, head.batch_count),
         )?;
+        drop(step);
 
-        // 3. the image read through a snapshot that no longer holds the log: every record
-        // deleted before `target` is then one no snapshot of this process needs, once the
-        // transactions pinned to older images end
+        // 3. the head image reads through a snapshot that no longer holds the log: it reads the
+        // same committed state (the commit lock keeps commits out), so the transactions pinned
+        // to it read on unchanged, and every record deleted before `target` is one no snapshot
+        // of this process needs once the transactions pinned to older images end
         let target = {
             let _commit = self.commit_lock.lock().unwrap_or_else(|p| p.into_inner());
-            let snapshot = db.snapshot()?;
+            let snapshot = self.take_snapshot(db)?;
             let target = snapshot.seq();
             if let Some(image) = self.current_image() {
                 if !self.image_unsure.load(Ordering::SeqCst) {
-                    let fresh = image.advance(&Default::default(), image.head(), Some(snapshot))?;
-                    self.install_image(Some(Arc::new(fresh)));
+                    image.renew_snapshot(snapshot);
                 }
             }
             target
         };
 
         // 4. every other image checkpoint
+        let step = tracing::debug_span!("moraine.reclaim.checkpoints").entered();
         let image_checkpoints = self.bounded(
             "deleting old image checkpoints",
             writer.delete_checkpoints_before(checkpoint_batch),
         )?;
+        drop(step);
 
-        // 5. the tombstones to L0, and no snapshot older than them left open
+        // 5. no snapshot older than the deletions left open, and the tombstones in L0
+        let step = tracing::debug_span!("moraine.reclaim.reads").entered();
+        self.wait_for_older_reads(caller, target)?;
         let settle = async {
             let limit = self.access.io_timeout;
             tokio::time::timeout(limit, self.settle_snapshots(db, &admin, target)).await
         };
         match block_on(settle) {
             Ok(settled) => settled?,
-            Err(_) => {
-                return Err(Error::Conflict(format!(
-                    "a transaction of this process that began before the reclaim of {} is \
-                     still open after {}, and what it reads keeps the deleted records' bytes; \
-                     end it and run moraine_reclaim again",
-                    self.url,
-                    seconds(self.access.io_timeout)
-                )))
-            }
+            Err(_) => return Err(self.older_reads_open()),
         }
+        drop(step);
 
         // 6. one sorted run, the last: tombstones and the values they delete are dropped
+        // (by the compactor at a pace that runs it as soon as it is submitted, and at its
+        // routine pace again after)
+        let step = tracing::debug_span!("moraine.reclaim.compaction").entered();
+        self.pace_compactor(Pace::Reclaim);
+        let routine = RoutinePace(self);
         let compacted = block_on(within(
             self.access.io_timeout * 4,
             &self.url,
             "compacting the store into one sorted run",
             compact_everything(&admin),
         ))?;
+        drop(routine);
+        drop(step);
 
         // 7. the compacted tables below the newest L0, the compactor's checkpoints gone, and
         // everything no manifest needs collected
+        let step = tracing::debug_span!("moraine.reclaim.collect").entered();
         self.bounded("collecting obsolete objects", async {
             self.flush_newer_l0(db).await?;
             for c in admin.list_checkpoints(None).await? {
@@ -350,6 +428,7 @@ impl Store {
             admin.run_gc_once(gc_now(self.boundary_files)).await?;
             Ok(())
         })?;
+        drop(step);
         let (objects_after, bytes_after) =
             self.bounded("listing the store", footprint(&self.objects.store))?;
         let done = Reclaimed {
@@ -367,6 +446,44 @@ impl Store {
         Ok(done)
     }
 
+    /// Waits until no SlateDB snapshot this process took before `target` is open: a
+    /// transaction pinned to an image older than the head holds one, and a compaction keeps
+    /// every version an open snapshot can see. Fails at once when the caller's own transaction
+    /// may be what holds one ([`wait_for_reads`]), and after the store's time limit otherwise.
+    fn wait_for_older_reads(&self, caller: Caller, target: u64) -> Result<()> {
+        let deadline = std::time::Instant::now() + self.access.io_timeout;
+        loop {
+            match wait_for_reads(caller, self.oldest_open_snapshot(), target) {
+                WaitForReads::Done => return Ok(()),
+                WaitForReads::Refuse => {
+                    return Err(Error::Conflict(format!(
+                        "moraine_reclaim cannot run inside this transaction: it has read {} \
+                         already, and a transaction of this process that began before the \
+                         lake's latest commit (this one, or one of another connection) still \
+                         reads what the reclaim would remove; COMMIT or ROLLBACK, then run \
+                         CALL moraine_reclaim on its own",
+                        self.url
+                    )))
+                }
+                WaitForReads::Wait if std::time::Instant::now() >= deadline => {
+                    return Err(self.older_reads_open())
+                }
+                WaitForReads::Wait => std::thread::sleep(READS_POLL),
+            }
+        }
+    }
+
+    /// The error of a reclaim that waited the whole time limit for older transactions.
+    fn older_reads_open(&self) -> Error {
+        Error::Conflict(format!(
+            "a transaction of this process that began before the latest commit of {} is still \
+             open after {}, and what it reads keeps the deleted records' bytes; end it and run \
+             moraine_reclaim again",
+            self.url,
+            seconds(self.access.io_timeout)
+        ))
+    }
+
     /// Writes a record (the format marker again, unchanged) and flushes the memtable: a new L0
     /// SST, and a manifest that says which snapshots are open now.
     async fn flush_newer_l0(&self, db: &Db) -> Result<()> {
@@ -382,9 +499,9 @@ impl Store {
         Ok(())
     }
 
-    /// Flushes until the manifest says no open snapshot is older than `target`: a compaction
-    /// keeps every version an open snapshot can see. An image a transaction still holds keeps
-    /// its snapshot, so this waits for such transactions (and fails after the time limit).
+    /// Flushes the memtable until the manifest says no open snapshot is older than `target`
+    /// (once, when [`Store::wait_for_older_reads`] has seen them closed): SlateDB's compaction
+    /// keeps what the manifest's open snapshots can see.
     async fn settle_snapshots(
         &self,
         db: &Db,
@@ -403,9 +520,9 @@ impl Store {
             tracing::debug!(
                 min_seq = manifest.recent_snapshot_min_seq(),
                 target,
-                "moraine: a transaction that began before the reclaim is still open"
+                "moraine: the manifest still names a snapshot older than the reclaim's"
             );
-            tokio::time::sleep(Duration::from_secs(1)).await;
+            tokio::time::sleep(Duration::from_millis(100)).await;
         }
     }
 }
@@ -579,6 +696,153 @@ mod tests {
         drop(open);
         store.reclaim().unwrap();
         assert_eq!(holding(&path, marker.as_bytes()), Vec::<String>::new());
+    }
+
+    /// Ends the `ducklake_table` record of table 1 at a new snapshot 3 (its ended version
+    /// goes to the history keyspace, which an image reads through its SlateDB snapshot).
+    fn end_table_1(store: &Arc<Store>) -> crate::cell::Row {
+        let mut t = store.begin();
+        let m = t.rows("main", "ducklake_table", false).unwrap();
+        let at = m
+            .rows
+            .iter()
+            .position(|r| r.contains(&crate::cell::Cell::Int(1)))
+            .unwrap();
+        t.stage_insert(
+            "main",
+            "ducklake_snapshot",
+            vec![crate::txn::tests::snap(3)],
+        )
+        .unwrap();
+        let ended = crate::txn::tests::table_row(1, 1, Some(3), "t1");
+        t.stage_update(
+            "main",
+            "ducklake_table",
+            vec![(crate::txn::rowid(m.id, at), ended.clone())],
+        )
+        .unwrap();
+        t.commit().unwrap();
+        ended
+    }
+
+    /// A transaction pinned to the head (as the statement that calls `moraine_reclaim` after
+    /// `USE lake` is) holds nothing back: the reclaim renews the head image's snapshot, at the
+    /// same state, instead of waiting for the transaction; the transaction reads its state,
+    /// ended versions included, through the renewed one.
+    #[test]
+    fn a_transaction_pinned_to_the_head_does_not_hold_a_reclaim_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("lake");
+        let url = path.to_str().unwrap().to_string();
+        // a wait for the transaction would fail the reclaim after the time limit
+        let options = [("io_timeout_ms".to_string(), "60000".to_string())];
+        let store = Store::open_with(&url, false, &options).unwrap();
+        crate::txn::tests::init_lake(&store);
+        let marker = "zz-withdrawn-8b1e4d7c2a9f43e6b0d5c8a1f7e3b2d9";
+        commit_table(&store, 1, 1, "t1");
+        commit_table(&store, 2, 2, marker);
+        delete_table_record(&store, marker);
+        let ended = end_table_1(&store);
+        let mut pinned = store.begin();
+        assert!(pinned
+            .rows("main", "ducklake_table", false)
+            .unwrap()
+            .rows
+            .is_empty());
+        for caller in [
+            Caller::default(),
+            Caller {
+                explicit: true,
+                read_lake: true,
+            },
+        ] {
+            store.reclaim_for(caller).unwrap();
+            assert_eq!(holding(&path, marker.as_bytes()), Vec::<String>::new());
+        }
+        // its ended versions, read for the first time, through the renewed snapshot
+        let with_history = pinned.rows("main", "ducklake_table", true).unwrap();
+        assert_eq!(with_history.rows, vec![ended.clone()]);
+        drop(pinned);
+        drop(store);
+        let store = Store::open(&url, false).unwrap();
+        assert_eq!(
+            crate::txn::tests::rows_of(&store, "ducklake_table", true),
+            vec![ended]
+        );
+    }
+
+    /// A reclaim asked for inside an explicit transaction that has read the lake, while a
+    /// transaction of the process reads a state older than the head, fails at once with what to
+    /// do (that transaction may be the caller's own, which a wait could never see end) and
+    /// leaves the store as it was; the same call on its own afterwards succeeds.
+    #[test]
+    fn a_caller_whose_own_transaction_may_hold_older_reads_is_told_at_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("lake");
+        let url = path.to_str().unwrap().to_string();
+        let options = [("io_timeout_ms".to_string(), "60000".to_string())];
+        let store = Store::open_with(&url, false, &options).unwrap();
+        crate::txn::tests::init_lake(&store);
+        let marker = "zz-withdrawn-5d2c8e1a7b4f49d3a6e0c9b8f1d7a2e4";
+        commit_table(&store, 1, 1, marker);
+        let mut open = store.begin();
+        let before = open
+            .rows("main", "ducklake_table", true)
+            .unwrap()
+            .rows
+            .clone();
+        delete_table_record(&store, marker);
+        let err = store
+            .reclaim_for(Caller {
+                explicit: true,
+                read_lake: true,
+            })
+            .unwrap_err();
+        assert!(
+            matches!(&err, Error::Conflict(m) if m.contains("COMMIT or ROLLBACK")),
+            "{err}"
+        );
+        assert_eq!(
+            open.rows("main", "ducklake_table", true).unwrap().rows,
+            before
+        );
+        assert!(!holding(&path, marker.as_bytes()).is_empty());
+        drop(open);
+        store
+            .reclaim_for(Caller {
+                explicit: true,
+                read_lake: false,
+            })
+            .unwrap();
+        assert_eq!(holding(&path, marker.as_bytes()), Vec::<String>::new());
+    }
+
+    #[test]
+    fn a_reclaim_waits_only_for_older_reads_and_refuses_its_callers_own() {
+        use WaitForReads::*;
+        let own = Caller {
+            explicit: true,
+            read_lake: true,
+        };
+        let statement = Caller {
+            explicit: false,
+            read_lake: true,
+        };
+        let untouched = Caller {
+            explicit: true,
+            read_lake: false,
+        };
+        for caller in [own, statement, untouched, Caller::default()] {
+            assert_eq!(wait_for_reads(caller, None, 7), Done);
+            assert_eq!(wait_for_reads(caller, Some(7), 7), Done);
+            assert_eq!(wait_for_reads(caller, Some(9), 7), Done);
+        }
+        assert_eq!(wait_for_reads(own, Some(6), 7), Refuse);
+        // an autocommit statement ends with the call; another connection's transaction ends
+        // on its own: both are waited for, within the time limit
+        assert_eq!(wait_for_reads(statement, Some(6), 7), Wait);
+        assert_eq!(wait_for_reads(untouched, Some(6), 7), Wait);
+        assert_eq!(wait_for_reads(Caller::default(), Some(6), 7), Wait);
     }
 
     #[test]
