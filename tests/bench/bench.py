@@ -599,9 +599,34 @@ def w_commit(args, out):
         if files == 0 or inlined != 0:
             out.text("note", f"unexpected data files: t10 {files}, t1 {inlined}")
         db.execute("DETACH lake")
+        if args.catalog == "moraine":
+            reclaim_figure(args, out, db)
     finally:
         lake.remove(db, files=False)
         db.close()
+
+
+def reclaim_figure(args, out, db):
+    """moraine only: `CALL moraine_reclaim` of a lake of two commits, the lake the session's
+    default database (as a withdrawal runs it, RFC 0003), and the requests it makes on S3."""
+    lake = new_lake(args, "reclaim")
+    figure = "moraine_reclaim of a 2-commit lake, after USE"
+    try:
+        db.execute(lake.attach_sql(alias="reclaim"))
+        db.execute("USE reclaim")
+        db.execute("CREATE TABLE t (id BIGINT)")
+        db.execute("INSERT INTO t VALUES (1)")
+        mark = s3_requests()
+        t0 = time.perf_counter()
+        db.execute("CALL moraine_reclaim('reclaim')").fetchall()
+        took = ms(time.perf_counter() - t0)
+        request_figures(out, figure, mark, lake, 1)
+        out.value(figure, took, "ms")
+    except Exception as e:
+        out.error(figure, e)
+    finally:
+        try_execute(db, "USE memory")
+        try_execute(db, "DETACH reclaim")
 
 
 # ---- workload: history (and expiry) -----------------------------------------------------------
