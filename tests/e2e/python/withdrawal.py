@@ -1,25 +1,34 @@
-"""Withdrawal (issue 13, RFC 0003): a value taken out of every snapshot and every byte of a lake.
+"""Withdrawal (issues 13 and 39, RFC 0003): a value taken out of every snapshot, every byte and
+every path name of a lake, touching only the tables that held it.
 
-A distinctive e-mail address (random hex, which no compressor can shorten) is written inlined, in
-a Parquet file where it is the column's maximum (so it lands in the file and table column
-statistics), by an UPDATE of a Parquet row, and inlined again after a flush; it is read at several
-snapshots. Then the procedure of docs/operating-a-lake.md ("Withdrawing data") runs, in a child
-process, exactly as that guide gives it:
+A distinctive e-mail address (random hex, which no compressor can shorten) is written into two
+tables: `people`, inlined, in a Parquet file where it is the column's maximum (so it lands in the
+file and table column statistics), by an UPDATE of a Parquet row, and inlined again after a flush;
+and `contacts`, partitioned on the e-mail column, so that a directory of the data path is named
+after it. A third table, `orders`, never holds it, and has deletes, an update and time travel of
+its own. The value is read at several snapshots. Then the procedure of docs/operating-a-lake.md
+("Withdrawing data") runs, in a child process, exactly as that guide gives it, after `USE lake`:
 
-    DELETE; ducklake_flush_inlined_data; ducklake_rewrite_data_files(delete_threshold => 0);
-    ducklake_expire_snapshots(versions => every snapshot from the first that held it);
-    ducklake_cleanup_old_files(cleanup_all => true); moraine_reclaim
+    DELETE from each table; ducklake_flush_inlined_data and
+    ducklake_rewrite_data_files(delete_threshold => 0) of those tables only;
+    ducklake_expire_snapshots(versions => every snapshot from the oldest ended file of those
+    tables); ducklake_cleanup_old_files(cleanup_all => true); ducklake_delete_orphaned_files;
+    moraine_reclaim; on a local data path, the directories left empty removed
 
 Afterwards, on a local store and on S3 (moto):
-- no surviving snapshot returns the value; the snapshots before it and the other table read as
-  before, the head as before less the withdrawn rows;
+- no surviving snapshot returns the value; every snapshot from before it survives and reads as
+  before (`orders` included), the head as before less the withdrawn rows;
 - no row of any metadata table holds it;
-- no file of the data path and no object of the metadata store holds its bytes (before the
-  withdrawal both did: the search can fail); the Parquet files still there, decoded, hold none;
+- no file of the data path and no object of the metadata store holds its bytes, and no path name
+  of either holds it (before the withdrawal all three did: the search can fail); the Parquet
+  files still there, decoded, hold none;
 - a READ_ONLY reader attached through it never returns it, and reads again after at most one
   failed query.
 On the local store the procedure is first killed (SIGKILL) once inside each of its steps, every
-time run again from the start; the last run finishes it.
+time run again from the start; the last run finishes it. Then `moraine_reclaim` is called from
+every session state: after `USE lake`, inside `BEGIN … COMMIT` (also after reading the lake), and
+from a second connection; inside a transaction that read the lake before another connection's
+commit it fails at once, saying to run it on its own.
 
 The same procedure on DuckLake's DuckDB-file catalog (without moraine_reclaim) is reported beside
 it: whether its .ducklake file still holds the bytes.
@@ -33,6 +42,7 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.error
 
 from _harness import DUCKLAKE, MORAINE, TEST_DIR, check, connect, finish
 from _s3 import Moto, s3_connect
@@ -46,15 +56,38 @@ KEEP = "keep." + secrets.token_hex(24)
 KEEP_NEEDLE = KEEP.encode()
 
 
-def steps(start_head, moraine=True):
+# the tables the value is withdrawn from (the guide names them), and one that never held it
+HELD = ["people", "contacts"]
+TABLES = HELD + ["orders"]
+# a step of the procedure that is a shell command, not SQL: on a local data path, the
+# directories cleanup left empty (a partition directory keeps the value in its name)
+REMOVE_EMPTY_DIRS = "find {data} -mindepth 1 -type d -empty -delete"
+
+
+def steps(start_head, moraine=True, local_data=None):
     """The withdrawal, statement by statement, as docs/operating-a-lake.md gives it;
-    `start_head` is the lake's head before its first run."""
-    out = [
-        f"DELETE FROM lake.people WHERE email = '{VALUE}'",
-        "CALL ducklake_flush_inlined_data('lake')",
-        "CALL ducklake_rewrite_data_files('lake', delete_threshold => 0)",
+    `start_head` is the lake's head before its first run; `local_data` the data path when it is
+    a local directory."""
+    held = ", ".join(f"'{t}'" for t in HELD)
+    out = ["USE lake"]
+    out += [f"DELETE FROM {t} WHERE email = '{VALUE}'" for t in HELD]
+    out += [f"CALL ducklake_flush_inlined_data('lake', table_name => '{t}')" for t in HELD]
+    out += [f"CALL ducklake_rewrite_data_files('lake', '{t}', delete_threshold => 0)" for t in HELD]
+    out += [
+        # a table whose DELETE ended whole files (the value's partition) had no deleted row to
+        # rewrite, and DuckLake keeps the value as its column's bound: the bound of the files left
+        "UPDATE __ducklake_metadata_lake.ducklake_table_column_stats AS s "
+        "SET min_value = f.lo, max_value = f.hi "
+        "FROM (SELECT table_id, column_id, min(min_value) AS lo, max(max_value) AS hi "
+        "FROM __ducklake_metadata_lake.ducklake_file_column_stats "
+        "JOIN __ducklake_metadata_lake.ducklake_data_file USING (data_file_id, table_id) "
+        "WHERE end_snapshot IS NULL GROUP BY ALL) AS f "
+        "WHERE s.table_id = f.table_id AND s.column_id = f.column_id "
+        f"AND (s.min_value = '{VALUE}' OR s.max_value = '{VALUE}')",
         "SET VARIABLE first_affected = (SELECT min(begin_snapshot) "
-        f"FROM __ducklake_metadata_lake.ducklake_data_file WHERE end_snapshot > {start_head})",
+        f"FROM __ducklake_metadata_lake.ducklake_data_file WHERE end_snapshot > {start_head} "
+        "AND table_id IN (SELECT table_id FROM __ducklake_metadata_lake.ducklake_table "
+        f"WHERE end_snapshot IS NULL AND table_name IN ({held})))",
         "SET VARIABLE affected = (SELECT list(snapshot_id) FROM ducklake_snapshots('lake') "
         "WHERE snapshot_id >= coalesce(getvariable('first_affected'), "
         "(SELECT max(snapshot_id) FROM ducklake_snapshots('lake'))))",
@@ -65,6 +98,8 @@ def steps(start_head, moraine=True):
     ]
     if moraine:
         out.append("CALL moraine_reclaim('lake')")
+    if local_data:
+        out.append(REMOVE_EMPTY_DIRS.format(data=local_data.rstrip("/")))
     return out
 
 
@@ -99,8 +134,14 @@ class Lake:
         """(name, bytes) of every file of the data path (`data`) or the metadata store (`meta`)."""
         if self.moto:
             bucket, prefix = self._bucket_prefix(self.data if where == "data" else self.meta)
-            return [(k, self.moto._request("GET", f"/{bucket}/{k}"))
-                    for k in self.moto.keys(bucket, prefix)]
+            out = []
+            for k in self.moto.keys(bucket, prefix):
+                try:
+                    out.append((k, self.moto._request("GET", f"/{bucket}/{k}")))
+                except urllib.error.HTTPError as e:  # collected since the listing
+                    if e.code != 404:
+                        raise
+            return out
         root = self.data if where == "data" else self.meta.split(":", 1)[-1]
         if os.path.isfile(root):
             paths = [p for p in [root, root + ".wal"] if os.path.exists(p)]
@@ -124,6 +165,25 @@ class Lake:
     def holding(self, where, needle=NEEDLE):
         return [name for name, body in self.objects(where) if needle in body]
 
+    def local_data(self):
+        """The data path when it is a local directory, else None."""
+        return None if self.moto else self.data
+
+    def names_holding(self, needle=NEEDLE.decode()):
+        """Every path name of the data path and the metadata store (files, directories, object
+        keys) that holds `needle`."""
+        if self.moto:
+            names = []
+            for url in (self.data, self.meta.split(":", 1)[-1]):
+                bucket, prefix = self._bucket_prefix(url)
+                names += self.moto.keys(bucket, prefix)
+        else:
+            names = []
+            for root in (self.data, self.meta.split(":", 1)[-1]):
+                for r, dirs, files in os.walk(root):
+                    names += [os.path.join(r, n) for n in dirs + files]
+        return [n for n in names if needle in n]
+
 
 def rows(db, sql):
     return [tuple(r) for r in db.execute(sql).fetchall()]
@@ -134,17 +194,24 @@ def snapshot_ids(db):
 
 
 def reads(db):
-    """Per snapshot: the people rows without the value, the orders rows, and whether the value
-    is there."""
+    """Per snapshot and table: the rows without the value, and whether the value is there."""
     out = {}
     for s in snapshot_ids(db):
         at = f"AT (VERSION => {s})"
-        people = rows(db, f"SELECT id, email FROM lake.people {at} ORDER BY id, email") \
-            if has_table(db, "people", s) else []
-        orders = rows(db, f"SELECT * FROM lake.orders {at} ORDER BY ALL") \
-            if has_table(db, "orders", s) else []
-        out[s] = ([r for r in people if r[1] != VALUE], orders, any(r[1] == VALUE for r in people))
+        seen = {}
+        for t in TABLES:
+            got = rows(db, f"SELECT * FROM lake.{t} {at} ORDER BY ALL") if has_table(db, t, s) else []
+            seen[t] = ([r for r in got if VALUE not in r], any(VALUE in r for r in got))
+        out[s] = seen
     return out
+
+
+def has_value(read):
+    return any(has for _, has in read.values())
+
+
+def without_value(read):
+    return {t: kept for t, (kept, _) in read.items()}
 
 
 def has_table(db, table, snapshot):
@@ -156,22 +223,33 @@ def has_table(db, table, snapshot):
 
 
 def build(lake):
-    """The lake: the value written four ways, read at several snapshots; the other table's
-    rows around it."""
+    """The lake: `orders` with deletes and an update of its own first, then `people` and
+    `contacts` (partitioned on the e-mail) before the value, then the value written five ways,
+    read at several snapshots, with `orders` changing around it."""
     db = lake.connect()
     db.execute("CREATE TABLE lake.people (id INTEGER, email VARCHAR)")
     db.execute("CREATE TABLE lake.orders (id INTEGER, note VARCHAR)")
+    db.execute("CREATE TABLE lake.contacts (email VARCHAR, n INTEGER)")
+    db.execute("ALTER TABLE lake.contacts SET PARTITIONED BY (email)")
+    db.execute("CALL lake.set_option('data_inlining_row_limit', 0, table_name => 'contacts')")
     db.execute(f"INSERT INTO lake.orders VALUES (1, '{KEEP}'), (2, 'plain')")              # inlined
+    db.execute("INSERT INTO lake.orders SELECT i, 'o' || i FROM range(10, 200) r(i)")      # Parquet
+    db.execute("DELETE FROM lake.orders WHERE id IN (11, 12)")                             # a delete file
+    db.execute("UPDATE lake.orders SET note = 'changed' WHERE id = 13")
     db.execute("INSERT INTO lake.people VALUES (1, 'ann@example.com')")
+    db.execute("CALL ducklake_flush_inlined_data('lake', table_name => 'people')")
+    db.execute("INSERT INTO lake.contacts VALUES ('c1@example.com', 1), ('c2@example.com', 2)")
     db.execute(f"INSERT INTO lake.people VALUES (2, '{VALUE}')")                           # inlined
+    db.execute(f"INSERT INTO lake.contacts VALUES ('{VALUE}', 3), ('c4@example.com', 4)")  # its directory
     db.execute("INSERT INTO lake.people SELECT i, 'p' || i || '@example.com' FROM range(10, 300) r(i)")
     db.execute("INSERT INTO lake.people SELECT i, CASE WHEN i = 350 THEN ? ELSE 'q' || i END "
                "FROM range(300, 400) r(i)", [VALUE])                                        # Parquet, the max
-    db.execute("INSERT INTO lake.orders SELECT i, 'o' || i FROM range(10, 200) r(i)")
+    db.execute("INSERT INTO lake.orders SELECT i, 'o' || i FROM range(200, 300) r(i)")
     db.execute("UPDATE lake.people SET email = ? WHERE id = 10", [VALUE])                   # update
     db.execute("CALL ducklake_flush_inlined_data('lake')")
     db.execute(f"INSERT INTO lake.people VALUES (3, '{VALUE}'), (4, 'bob@example.com')")   # inlined again
     db.execute("INSERT INTO lake.orders VALUES (3, 'late')")
+    db.execute("DELETE FROM lake.orders WHERE id = 14")
     return db
 
 
@@ -221,14 +299,19 @@ def run_procedure(lake, start_head, kill_in_step=None):
     """Runs the procedure in a child process; with `kill_in_step`, SIGKILLs it inside that step
     (after a random moment) and returns None; else returns its output."""
     body = lake.connect_code() + (
+        "import subprocess\n"
         "for i, sql in enumerate(%r):\n"
         "    print('step', i, flush=True)\n"
+        "    if sql.startswith('find '):\n"
+        "        subprocess.run(sql.split(), check=True)\n"
+        "        print('done', i, flush=True)\n"
+        "        continue\n"
         "    cur = db.execute(sql)\n"
         "    if 'moraine_reclaim' in sql:\n"
         "        print('reclaimed', dict(zip([d[0] for d in cur.description], cur.fetchone())))\n"
         "    print('done', i, flush=True)\n"
         "print('finished', flush=True)\n"
-    ) % (steps(start_head, lake.moraine),)
+    ) % (steps(start_head, lake.moraine, lake.local_data()),)
     child = subprocess.Popen([sys.executable, "-c", body], stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, text=True, env=os.environ,
                              start_new_session=True)
@@ -240,14 +323,22 @@ def run_procedure(lake, start_head, kill_in_step=None):
     deadline = time.time() + 300
     for line in child.stdout:
         if line.split() == ["step", str(kill_in_step)]:
-            time.sleep(random.uniform(0, 0.3))
+            # (short: a whole step takes milliseconds to a few hundred on a local store)
+            time.sleep(random.uniform(0, 0.05))
             break
         if time.time() > deadline:
             break
     ended_by_itself = child.poll()
-    os.killpg(child.pid, signal.SIGKILL)
+    try:
+        os.killpg(child.pid, signal.SIGKILL)
+    except ProcessLookupError:  # it ended by itself (see below)
+        pass
     child.wait(30)
     err = child.stderr.read()
+    rest = child.stdout.read().split()
+    landed = "after the end" if "finished" in rest else \
+        f"in step {max([kill_in_step] + [int(n) for w, n in zip(rest, rest[1:]) if w == 'step'])}"
+    print(f"info [{lake.name}] the kill meant for step {kill_in_step} landed {landed}")
     child.stdout.close()
     child.stderr.close()
     # a run that failed on its own before the kill would hide a broken step
@@ -281,13 +372,17 @@ def withdraw_and_check(lake, kill=False, with_reader=False):
     tag = f"[{lake.name}]"
     db = build(lake)
     before = reads(db)
-    first_seen = min(s for s, (_, _, has) in before.items() if has)
+    first_seen = min(s for s, read in before.items() if has_value(read))
     start_head = max(before)
     check(f"{tag} before: the data path holds the value's bytes", lake.holding("data") != [])
     check(f"{tag} before: the metadata holds them", lake.holding("meta") != [])
+    check(f"{tag} before: a path name holds the value (the partition's)",
+          lake.names_holding() != [])
     check(f"{tag} before: the table statistics hold the value",
-          ("ducklake_table_column_stats", 1) in metadata_rows_with_value(db),
+          ("ducklake_table_column_stats", len(HELD)) in metadata_rows_with_value(db),
           metadata_rows_with_value(db))
+    check(f"{tag} before: snapshots before the value read orders' own history",
+          len({str(without_value(r)["orders"]) for s, r in before.items() if s < first_seen}) >= 4)
     db.close()
 
     reader = start_reader(lake) if with_reader else None
@@ -296,7 +391,7 @@ def withdraw_and_check(lake, kill=False, with_reader=False):
         check(f"{tag} a READ_ONLY reader sees the value before", [3, VALUE] in first.get("rows", []),
               first)
     if kill:
-        for i in range(len(steps(start_head, lake.moraine))):
+        for i in range(len(steps(start_head, lake.moraine, lake.local_data()))):
             run_procedure(lake, start_head, kill_in_step=i)
     out = run_procedure(lake, start_head)
     check(f"{tag} the withdrawal runs to its end", "finished" in out, out)
@@ -309,19 +404,39 @@ def withdraw_and_check(lake, kill=False, with_reader=False):
     survivors = snapshot_ids(db)
     check(f"{tag} the snapshots from the first that held the value are expired",
           all(s < first_seen or s > start_head for s in survivors), survivors)
+    earlier = [s for s in before if s < first_seen]
+    check(f"{tag} every snapshot from before the value survives",
+          set(earlier) <= set(survivors), (earlier, survivors))
     check(f"{tag} no surviving snapshot returns the value",
-          not any(has for _, _, has in after.values()), after)
-    check(f"{tag} the snapshots before it read as before",
-          all(after[s] == before[s] for s in survivors if s < first_seen))
+          not any(has_value(read) for read in after.values()), after)
+    check(f"{tag} every surviving earlier snapshot reads as before, every table",
+          all(after[s] == before[s] for s in survivors if s <= start_head))
     head_before, head_after = before[max(before)], after[max(after)]
     check(f"{tag} the head reads as before, less the withdrawn rows",
-          head_after[:2] == head_before[:2], (head_after[:2], head_before[:2]))
+          without_value(head_after) == without_value(head_before),
+          (without_value(head_after), without_value(head_before)))
     check(f"{tag} no metadata row holds the value", metadata_rows_with_value(db) == [],
           metadata_rows_with_value(db))
+    # the bounds the procedure set are right: filters pruned by them find every row
+    for email in ["c1@example.com", "c4@example.com"]:
+        check(f"{tag} contacts finds {email} by its bound",
+              len(rows(db, f"SELECT * FROM lake.contacts WHERE email = '{email}'")) == 1)
+    check(f"{tag} contacts' bounds are its remaining values",
+          rows(db, "SELECT min_value, max_value FROM "
+                   "__ducklake_metadata_lake.ducklake_table_column_stats s JOIN "
+                   "__ducklake_metadata_lake.ducklake_column c USING (table_id, column_id) "
+                   "WHERE c.column_name = 'email' AND c.end_snapshot IS NULL AND table_id = "
+                   "(SELECT table_id FROM __ducklake_metadata_lake.ducklake_table "
+                   "WHERE table_name = 'contacts' AND end_snapshot IS NULL)")
+          == [("c1@example.com", "c4@example.com")])
     data_left = lake.holding("data")
     check(f"{tag} no data file holds the value's bytes", data_left == [], data_left)
-    check(f"{tag} the same search finds the other table's value",
+    names_left = lake.names_holding()
+    check(f"{tag} no path name holds the value", names_left == [], names_left)
+    check(f"{tag} the same searches find the other table's value",
           lake.holding("data", KEEP_NEEDLE) or lake.holding("meta", KEEP_NEEDLE))
+    check(f"{tag} the other partitions' directories stay",
+          lake.moto or lake.names_holding("email=c1") != [], lake.names_holding("email=c1"))
     check(f"{tag} the Parquet files left, decoded, hold no row with it",
           parquet_rows_with_value(lake, db) == 0)
     db.close()
@@ -337,10 +452,57 @@ def withdraw_and_check(lake, kill=False, with_reader=False):
               not any([3, VALUE] in a.get("rows", []) or [2, VALUE] in a.get("rows", [])
                       for a in answers), answers)
         check(f"{tag} the reader reads the head after at most one failed query",
-              answers[1].get("rows") == [list(r) for r in head_after[0]], answers)
+              answers[1].get("rows") == [list(r) for r in without_value(head_after)["people"]],
+              answers)
         reader.stdin.close()
         reader.wait(30)
     return meta_left
+
+
+def reclaim_in_sessions(lake):
+    """moraine_reclaim from every session state: after USE lake, inside BEGIN … COMMIT (before
+    and after reading the lake), from a second connection; inside a transaction that read the
+    lake before another connection's commit it fails at once, and works once that ends."""
+    tag = f"[{lake.name}]"
+    db = lake.connect()
+    other = db.cursor()
+    db.execute("USE lake")
+    other.execute("USE lake")
+    reclaim = "CALL moraine_reclaim('lake')"
+
+    def returns(what, con, sql=reclaim):
+        try:
+            con.execute(sql).fetchall()
+            check(f"{tag} moraine_reclaim returns {what}", True)
+        except Exception as e:
+            check(f"{tag} moraine_reclaim returns {what}", False, e)
+
+    returns("after USE lake", db)
+    db.execute("BEGIN")
+    returns("first in BEGIN … COMMIT", db)
+    db.execute("COMMIT")
+    db.execute("BEGIN")
+    [(n,)] = rows(db, "SELECT count(*) FROM people")
+    returns("in BEGIN … COMMIT after reading the lake", db)
+    check(f"{tag} and the transaction reads on", rows(db, "SELECT count(*) FROM people") == [(n,)])
+    db.execute("COMMIT")
+    returns("from a second connection", other)
+    db.execute("BEGIN")
+    rows(db, "SELECT count(*) FROM people")
+    other.execute("INSERT INTO orders VALUES (1000, 'after')")
+    try:
+        db.execute(reclaim).fetchall()
+        check(f"{tag} inside a transaction that holds an older read it is refused", False,
+              "it returned")
+    except Exception as e:
+        check(f"{tag} inside a transaction that holds an older read it is refused at once, "
+              "saying to run it on its own",
+              "COMMIT or ROLLBACK" in str(e) and "on its own" in str(e), e)
+    db.execute("ROLLBACK")
+    returns("once that transaction ended", db)
+    check(f"{tag} the lake reads the commit made meanwhile",
+          rows(db, "SELECT note FROM orders WHERE id = 1000") == [("after",)])
+    db.close()
 
 
 def reclaimed_by_itself(lake):
@@ -353,6 +515,7 @@ def reclaimed_by_itself(lake):
     check(f"{tag} before: the metadata holds the value's bytes", lake.holding("meta") != [])
     for sql in steps(start_head, moraine=False):
         db.execute(sql)
+    db.execute("USE memory")
     check(f"{tag} the attach runs with the interval",
           rows(db, "SELECT reclaim_interval_ms FROM moraine_status('lake')") == [(1000,)])
     deadline, left = time.time() + 120, lake.holding("meta")
@@ -369,6 +532,7 @@ def main():
     os.chdir(TEST_DIR)
     local = Lake("local", f"moraine:{TEST_DIR}/local/meta", f"{TEST_DIR}/local/data/")
     withdraw_and_check(local, kill=os.environ.get("WITHDRAWAL_KILL", "1") == "1", with_reader=True)
+    reclaim_in_sessions(local)
 
     reclaimed_by_itself(Lake("automatic", f"moraine:{TEST_DIR}/auto/meta", f"{TEST_DIR}/auto/data/",
                              settings=["SET moraine_reclaim_interval = '1 second'"]))
@@ -378,6 +542,7 @@ def main():
         moto.create_bucket("withdrawal")
         s3 = Lake("s3", "moraine:s3://withdrawal/meta", "s3://withdrawal/data/", moto=moto)
         withdraw_and_check(s3, with_reader=True)
+        reclaim_in_sessions(s3)
     finally:
         moto.stop()
 
