@@ -600,6 +600,16 @@ mod tests {
         found
     }
 
+    /// A new lake in a temporary directory (`<dir>/lake`) whose waits time out after `ms`.
+    fn lake_timing_out_after(ms: u64) -> (tempfile::TempDir, Arc<Store>) {
+        let dir = tempfile::tempdir().unwrap();
+        let url = dir.path().join("lake").to_str().unwrap().to_string();
+        let options = [("io_timeout_ms".to_string(), ms.to_string())];
+        let store = Store::open_with(&url, false, &options).unwrap();
+        crate::txn::tests::init_lake(&store);
+        (dir, store)
+    }
+
     /// A deleted record's value is in the store's WAL, SSTs, image checkpoint and commit log
     /// until a reclaim; after it no object holds a byte of it, and the lake reads as before.
     #[test]
@@ -664,12 +674,8 @@ mod tests {
     /// transaction ends, the next reclaim removes every byte.
     #[test]
     fn a_transaction_open_across_a_reclaim_keeps_what_it_reads() {
-        let dir = tempfile::tempdir().unwrap();
+        let (dir, store) = lake_timing_out_after(3000);
         let path = dir.path().join("lake");
-        let url = path.to_str().unwrap().to_string();
-        let options = [("io_timeout_ms".to_string(), "3000".to_string())];
-        let store = Store::open_with(&url, false, &options).unwrap();
-        crate::txn::tests::init_lake(&store);
         let marker = "zz-withdrawn-3c9d1f7a0b5e42c8a6f1d0e9b7c5a3f2";
         commit_table(&store, 1, 1, marker);
         commit_table(&store, 2, 2, "t2");
@@ -731,13 +737,9 @@ mod tests {
     /// ended versions included, through the renewed one.
     #[test]
     fn a_transaction_pinned_to_the_head_does_not_hold_a_reclaim_back() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("lake");
-        let url = path.to_str().unwrap().to_string();
         // a wait for the transaction would fail the reclaim after the time limit
-        let options = [("io_timeout_ms".to_string(), "60000".to_string())];
-        let store = Store::open_with(&url, false, &options).unwrap();
-        crate::txn::tests::init_lake(&store);
+        let (dir, store) = lake_timing_out_after(60000);
+        let (path, url) = (dir.path().join("lake"), store.url().to_string());
         let marker = "zz-withdrawn-8b1e4d7c2a9f43e6b0d5c8a1f7e3b2d9";
         commit_table(&store, 1, 1, "t1");
         commit_table(&store, 2, 2, marker);
@@ -777,12 +779,8 @@ mod tests {
     /// leaves the store as it was; the same call on its own afterwards succeeds.
     #[test]
     fn a_caller_whose_own_transaction_may_hold_older_reads_is_told_at_once() {
-        let dir = tempfile::tempdir().unwrap();
+        let (dir, store) = lake_timing_out_after(60000);
         let path = dir.path().join("lake");
-        let url = path.to_str().unwrap().to_string();
-        let options = [("io_timeout_ms".to_string(), "60000".to_string())];
-        let store = Store::open_with(&url, false, &options).unwrap();
-        crate::txn::tests::init_lake(&store);
         let marker = "zz-withdrawn-5d2c8e1a7b4f49d3a6e0c9b8f1d7a2e4";
         commit_table(&store, 1, 1, marker);
         let mut open = store.begin();
