@@ -116,9 +116,10 @@ typedef void (*moraine_field_cb)(void *ud, const char *name, size_t name_len, ui
 int moraine_store_status(MoraineStore *store, void *ud, moraine_field_cb cb, MoraineError *err);
 // moraine_reclaim: reclaims the store's space now (only a writer can), then one row of what went.
 // explicit: the call runs in an explicit transaction; read_lake: the caller's transaction has a
-// transaction of the lake (its DuckLake catalog or its moraine catalog) already.
-int moraine_store_reclaim(MoraineStore *store, bool explicit_transaction, bool read_lake, void *ud,
-                          moraine_field_cb cb, MoraineError *err);
+// transaction of the lake (its DuckLake catalog or its moraine catalog) already; began_micros:
+// when the caller's transaction began (DuckDB's transaction start, microseconds since the epoch).
+int moraine_store_reclaim(MoraineStore *store, bool explicit_transaction, bool read_lake, int64_t began_micros,
+                          void *ud, moraine_field_cb cb, MoraineError *err);
 // The columns moraine_reclaim returns (the values mean nothing).
 void moraine_reclaim_columns(void *ud, moraine_field_cb cb);
 // moraine_metrics: SlateDB's metrics for the store, one (name, labels, value) row per call.

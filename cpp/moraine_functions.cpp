@@ -3,6 +3,7 @@
 #include "moraine_catalog.hpp"
 
 #include "duckdb/main/extension/extension_loader.hpp"
+#include "duckdb/main/database_manager.hpp"
 #include "duckdb/transaction/meta_transaction.hpp"
 
 namespace duckdb {
@@ -129,9 +130,10 @@ static unique_ptr<FunctionData> StatusBind(ClientContext &context, TableFunction
 //! moraine_reclaim(lake): the bind knows the lake and the columns; the scan reclaims.
 struct MoraineReclaimBindData : public MoraineRowsBindData {
 	shared_ptr<MoraineStoreRef> store;
-	//! The databases of the lake: the one the argument names, and its moraine metadata catalog's.
-	AttachedDatabase *named_db = nullptr;
-	AttachedDatabase *moraine_db = nullptr;
+	//! The databases of the lake, by name (looked up at the scan, which may run after a DETACH
+	//! and ATTACH of a prepared statement): the one the argument names, and its moraine catalog.
+	string named_db;
+	string moraine_db;
 };
 
 static unique_ptr<FunctionData> ReclaimBind(ClientContext &context, TableFunctionBindInput &input,
@@ -140,8 +142,8 @@ static unique_ptr<FunctionData> ReclaimBind(ClientContext &context, TableFunctio
 	optional_ptr<Catalog> named;
 	auto &lake = MoraineLake(context, "moraine_reclaim", input.inputs[0].GetValue<string>(), &named);
 	result->store = lake.store;
-	result->named_db = &named->GetAttached();
-	result->moraine_db = &lake.GetAttached();
+	result->named_db = named->GetAttached().GetName();
+	result->moraine_db = lake.GetAttached().GetName();
 	moraine_reclaim_columns(result.get(), OnStatusField);
 	MoraineRethrow(*result);
 	names = result->names;
@@ -163,13 +165,20 @@ static void ReclaimScan(ClientContext &context, TableFunctionInput &input, DataC
 	auto &bind = input.bind_data->Cast<MoraineReclaimBindData>();
 	MoraineRowsBindData done;
 	MoraineError err {nullptr, 0, MORAINE_ERROR_NONE};
-	// the facts Rust decides on: whether the caller's transaction outlives the call, and whether
-	// it has a transaction of the lake (whose reads may keep what the reclaim removes)
+	// the facts Rust decides on: whether the caller's transaction outlives the call, whether it
+	// has a transaction of the lake (whose reads may keep what the reclaim removes), and when
+	// it began
 	auto &meta = MetaTransaction::Get(context);
+	auto &databases = DatabaseManager::Get(context);
+	bool read_lake = false;
+	for (auto &name : {bind.named_db, bind.moraine_db}) {
+		auto db = databases.GetDatabase(context, name);
+		read_lake = read_lake || (db && meta.TryGetTransaction(*db));
+	}
 	bool explicit_transaction = !context.transaction.IsAutoCommit();
-	bool read_lake = (bind.named_db && meta.TryGetTransaction(*bind.named_db)) ||
-	                 (bind.moraine_db && meta.TryGetTransaction(*bind.moraine_db));
-	if (moraine_store_reclaim(bind.store->store, explicit_transaction, read_lake, &done, OnStatusField, &err) != 0) {
+	int64_t began = meta.GetCurrentTransactionStartTimestamp().value;
+	if (moraine_store_reclaim(bind.store->store, explicit_transaction, read_lake, began, &done, OnStatusField,
+	                          &err) != 0) {
 		MoraineThrow(err);
 	}
 	MoraineRethrow(done);

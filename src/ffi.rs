@@ -493,6 +493,7 @@ pub unsafe extern "C" fn moraine_store_reclaim(
     store: *mut MoraineStore,
     explicit: bool,
     read_lake: bool,
+    began_micros: i64,
     ud: *mut c_void,
     cb: FieldCb,
     err: *mut MoraineError,
@@ -500,6 +501,7 @@ pub unsafe extern "C" fn moraine_store_reclaim(
     let caller = crate::store::Caller {
         explicit,
         read_lake,
+        began: Some(began_micros),
     };
     store_row(store, ud, cb, err, |s| Ok(s.reclaim_for(caller)?.fields()))
 }

@@ -1278,6 +1278,12 @@ impl Image {
         }
     }
 
+    /// The sequence number of the SlateDB snapshot the image reads ended versions through;
+    /// `None` on a reader's image, which holds none.
+    pub(crate) fn snapshot_seq(&self) -> Option<u64> {
+        self.history.snapshot().map(|s| s.seq())
+    }
+
     /// How many records the image holds and their key and value bytes.
     pub fn footprint(&self) -> (usize, usize) {
         let mut records = 0;

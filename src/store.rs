@@ -114,6 +114,13 @@ fn runtime() -> &'static tokio::runtime::Runtime {
     })
 }
 
+/// The wall clock now, in microseconds since the Unix epoch (DuckDB's timestamps).
+pub(crate) fn unix_micros_now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_micros() as i64)
+}
+
 /// Run a future to completion on the core's runtime. Safe to call from any thread, including
 /// one that is itself inside a tokio runtime (then a helper thread blocks instead).
 pub fn block_on<F>(f: F) -> F::Output
@@ -230,6 +237,9 @@ pub struct Store {
     /// Every SlateDB snapshot this writer took, weakly: which of them are still open, and so
     /// which committed states this process may still read (a reclaim waits for the older ones).
     snapshots: Mutex<OpenSnapshots>,
+    /// When (microseconds since the Unix epoch) an image of a new head was last installed: a
+    /// transaction that began after it reads the head (a reclaim tells its caller by it).
+    head_installed_at: std::sync::atomic::AtomicI64,
     /// Commits since this writer last flushed its memtable.
     unflushed_commits: std::sync::atomic::AtomicU64,
     /// This store's scope in the process's SST cache.
@@ -796,6 +806,7 @@ impl Store {
             commit_lock: Mutex::new(()),
             reclaiming: Mutex::new(()),
             snapshots: Default::default(),
+            head_installed_at: Default::default(),
             unflushed_commits: Default::default(),
             cache_scope,
             image_unsure: Default::default(),
@@ -821,7 +832,13 @@ impl Store {
     /// Whether this writer's compactor runs (tests).
     #[cfg(test)]
     pub(crate) fn compactor_running(&self) -> bool {
-        self.compactor.is_running()
+        self.compactor.running().is_some()
+    }
+
+    /// The pace this writer's compactor runs at, if it runs (tests).
+    #[cfg(test)]
+    pub(crate) fn compactor_pace(&self) -> Option<compactor::Pace> {
+        self.compactor.running()
     }
 
     /// Starts a writer's compactor now, if it is not running yet (`compactor.rs`).
@@ -834,22 +851,36 @@ impl Store {
         }
     }
 
-    /// Runs a writer's compactor at `pace` from now (stopping the one that runs), unless the
-    /// store was fenced or closed (`compactor.rs`); a compactor that does not stop within the
-    /// store's time limit is left running at its pace.
+    /// Runs a writer's compactor at `pace` from now (stopping the one that runs at another
+    /// pace first), unless the store was fenced or closed (`compactor.rs`). Waits for the change
+    /// within the store's time limit; past it, the change goes on in the background.
     pub(crate) fn pace_compactor(&self, pace: compactor::Pace) {
-        if let Backend::Writer(..) = &self.backend {
-            if self.close_reason().is_none() {
-                let restart = async {
-                    self.compactor
-                        .restart(&self.objects.store, &self.metrics, pace)
-                        .await;
-                    Ok(())
-                };
-                if let Err(e) = self.bounded("restarting the compactor", restart) {
-                    tracing::warn!("moraine: the compactor was not restarted at {pace:?}: {e}");
-                }
+        if let Some(change) = self.set_compactor_pace(pace) {
+            let changed = async {
+                change
+                    .await
+                    .map_err(|e| Error::Storage(format!("restarting the compactor: {e}")))?;
+                Ok(())
+            };
+            if let Err(e) = self.bounded("restarting the compactor", changed) {
+                tracing::warn!("moraine: the compactor is not at {pace:?} yet: {e}");
             }
+        }
+    }
+
+    /// [`Store::pace_compactor`] without waiting: the change is made in the background.
+    pub(crate) fn pace_compactor_later(&self, pace: compactor::Pace) {
+        drop(self.set_compactor_pace(pace));
+    }
+
+    fn set_compactor_pace(&self, pace: compactor::Pace) -> Option<tokio::task::JoinHandle<bool>> {
+        match &self.backend {
+            Backend::Writer(..) if self.close_reason().is_none() => Some(self.compactor.set_pace(
+                &self.objects.store,
+                &self.metrics,
+                pace,
+            )),
+            _ => None,
         }
     }
 
@@ -960,7 +991,22 @@ impl Store {
     }
 
     fn install_image(&self, image: Option<Arc<Image>>) {
-        *self.image.lock().unwrap_or_else(|p| p.into_inner()) = image;
+        let mut installed = self.image.lock().unwrap_or_else(|p| p.into_inner());
+        let new_head = match (&*installed, &image) {
+            (Some(old), Some(new)) => old.head() != new.head(),
+            _ => true,
+        };
+        *installed = image;
+        if new_head {
+            // after the install: a transaction that began later pins it, or a newer one
+            self.head_installed_at
+                .fetch_max(unix_micros_now(), Ordering::SeqCst);
+        }
+    }
+
+    /// When an image of a new head was last installed, in microseconds since the Unix epoch.
+    pub(crate) fn head_installed_at(&self) -> i64 {
+        self.head_installed_at.load(Ordering::SeqCst)
     }
 
     /// The image a transaction beginning now reads (RFC 0009): the current one while the store's
@@ -1160,12 +1206,8 @@ impl Store {
         // a writer that commits has work for its compactor (started at the first commit, and
         // again if it stopped on an error)
         self.start_compactor();
-        self.last_commit_micros.store(
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| d.as_micros() as i64),
-            Ordering::SeqCst,
-        );
+        self.last_commit_micros
+            .store(unix_micros_now(), Ordering::SeqCst);
         // the commit is installed: pins and commits need not wait for the flush below
         drop(_commit);
         if self

@@ -34,10 +34,43 @@ use slatedb::CompactorBuilder;
 /// How long after the open a writer with no other reason to starts its compactor.
 pub(crate) const START_AFTER: Duration = Duration::from_secs(2);
 
-/// A writer's compactor: not started yet, running, or stopped at close.
+/// A writer's compactor: not started yet, running, stopping, or stopped at close, and the pace
+/// it should run at. Shared with the tasks that change its pace, which outlive their callers.
 #[derive(Default)]
 pub(crate) struct WriterCompactor {
-    slot: Mutex<Slot>,
+    inner: Arc<Mutex<Inner>>,
+    /// How many compactor tasks of this store are alive now, and the most there ever were.
+    live: Arc<Live>,
+}
+
+#[derive(Default)]
+struct Live {
+    now: std::sync::atomic::AtomicUsize,
+    peak: std::sync::atomic::AtomicUsize,
+}
+
+/// Counts a compactor task among the live ones while it is held.
+struct LiveTask(Arc<Live>);
+
+impl LiveTask {
+    fn new(live: &Arc<Live>) -> Self {
+        let now = live.now.fetch_add(1, Ordering::SeqCst) + 1;
+        live.peak.fetch_max(now, Ordering::SeqCst);
+        LiveTask(live.clone())
+    }
+}
+
+impl Drop for LiveTask {
+    fn drop(&mut self) {
+        self.0.now.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+#[derive(Default)]
+struct Inner {
+    slot: Slot,
+    /// The pace the compactor runs at from its next start: the latest [`WriterCompactor::set_pace`].
+    pace: Pace,
 }
 
 #[derive(Default)]
@@ -47,20 +80,39 @@ enum Slot {
     Waiting,
     /// Not started; the timer that will start it.
     Timer(tokio::task::JoinHandle<()>),
-    /// Started: what tells its task to stop it, and the task (finished if the compactor
-    /// stopped by itself, on an error).
+    /// Started at `pace`: what tells its task to stop it, and when the task has ended (at once
+    /// if the compactor stopped by itself, on an error).
     Running {
         stop: tokio::sync::oneshot::Sender<()>,
-        task: tokio::task::JoinHandle<()>,
+        ended: Ended,
+        pace: Pace,
     },
+    /// Told to stop, and not ended yet: nothing starts another until it has (two compactors
+    /// of one store would take each other's compactions).
+    Stopping(Ended),
     Stopped,
 }
 
+/// Whether a compactor's task has ended: its sender is dropped when it does (or panics).
+#[derive(Clone)]
+struct Ended(tokio::sync::watch::Receiver<()>);
+
+impl Ended {
+    fn now(&self) -> bool {
+        self.0.has_changed().is_err()
+    }
+
+    async fn wait(mut self) {
+        while self.0.changed().await.is_ok() {}
+    }
+}
+
 /// How often a compactor looks for work.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub(crate) enum Pace {
     /// SlateDB's defaults: it reads the manifest and its compactions every 5 s, which is what
     /// an idle writer pays on object storage.
+    #[default]
     Routine,
     /// While a reclaim waits for its compaction: every 20 ms, so that the compaction it submits
     /// is scheduled, run and committed at once instead of over three 5 s ticks; and a
@@ -94,91 +146,83 @@ impl Pace {
 }
 
 impl WriterCompactor {
-    /// Starts the compactor at its routine pace unless it runs already or the store has closed;
-    /// one that stopped on an error is started again.
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Starts the compactor at its pace unless it runs or stops already (a pace change under
+    /// way starts it) or the store has closed; one that stopped on an error is started again.
     pub(crate) fn start(
         &self,
         object_store: &Arc<dyn ObjectStore>,
         metrics: &Arc<slatedb_common::metrics::DefaultMetricsRecorder>,
     ) {
-        let mut slot = self.slot.lock().unwrap_or_else(|p| p.into_inner());
-        match &*slot {
-            Slot::Running { task, .. } if !task.is_finished() => return,
+        let mut inner = self.lock();
+        match &inner.slot {
+            Slot::Running { ended, .. } | Slot::Stopping(ended) if !ended.now() => return,
             Slot::Stopped => return,
             Slot::Timer(timer) => timer.abort(),
-            Slot::Running { .. } | Slot::Waiting => {}
+            Slot::Running { .. } | Slot::Stopping(_) | Slot::Waiting => {}
         }
-        *slot = Self::spawn(object_store, metrics, Pace::Routine);
+        let pace = inner.pace;
+        inner.slot = spawn(object_store, metrics, pace, &self.live);
     }
 
-    /// Stops the compactor that runs (abandoning a compaction under way, which the next one
-    /// takes over) and starts one at `pace`; false once the store has closed.
-    pub(crate) async fn restart(
+    /// Runs the compactor at `pace` from now: the one that runs at another pace is stopped
+    /// (abandoning a compaction under way, which the next one takes over) and, once it has
+    /// ended, one at `pace` started. The change is made by a task of the store's runtime, which
+    /// goes on if the caller stops waiting for it; it answers false once the store has closed.
+    /// The latest call's pace wins.
+    pub(crate) fn set_pace(
         &self,
         object_store: &Arc<dyn ObjectStore>,
         metrics: &Arc<slatedb_common::metrics::DefaultMetricsRecorder>,
         pace: Pace,
-    ) -> bool {
-        loop {
-            // one compactor at a time: the running one is stopped, and waited for, first
-            let (stop, task) = {
-                let mut slot = self.slot.lock().unwrap_or_else(|p| p.into_inner());
-                match std::mem::take(&mut *slot) {
-                    Slot::Stopped => {
-                        *slot = Slot::Stopped;
-                        return false;
-                    }
-                    Slot::Running { stop, task } if !task.is_finished() => (stop, task),
-                    Slot::Timer(timer) => {
-                        timer.abort();
-                        *slot = Self::spawn(object_store, metrics, pace);
-                        return true;
-                    }
-                    Slot::Running { .. } | Slot::Waiting => {
-                        *slot = Self::spawn(object_store, metrics, pace);
-                        return true;
-                    }
-                }
-            };
-            let _ = stop.send(());
-            let _ = task.await;
-        }
-    }
-
-    fn spawn(
-        object_store: &Arc<dyn ObjectStore>,
-        metrics: &Arc<slatedb_common::metrics::DefaultMetricsRecorder>,
-        pace: Pace,
-    ) -> Slot {
-        let _enter = runtime().enter();
-        let compactor = CompactorBuilder::new("", object_store.clone())
-            .with_options(pace.options())
-            .with_metrics_recorder(metrics.clone())
-            .build();
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let task = runtime().spawn(
-            async move {
-                let run = Box::pin(compactor.run());
-                match futures::future::select(run, stopped).await {
-                    futures::future::Either::Left((Ok(()), _)) => {}
-                    futures::future::Either::Left((Err(e), _)) => {
-                        tracing::warn!("moraine: the compactor stopped: {e}");
-                    }
-                    // told to stop (or its store is gone): the run is dropped where it waits,
-                    // before its tasks are registered or while it joins them, and the tasks it
-                    // registered are shut down (a stop that came before them would find none
-                    // and leave the run to register them unstopped)
-                    futures::future::Either::Right((_, run)) => {
-                        drop(run);
-                        if let Err(e) = compactor.stop().await {
-                            tracing::debug!("moraine: stopping the compactor: {e}");
+    ) -> tokio::task::JoinHandle<bool> {
+        self.lock().pace = pace;
+        let (inner, live) = (self.inner.clone(), self.live.clone());
+        let (object_store, metrics) = (object_store.clone(), metrics.clone());
+        runtime().spawn(async move {
+            loop {
+                let ended = {
+                    let mut inner = inner.lock().unwrap_or_else(|p| p.into_inner());
+                    let pace = inner.pace;
+                    match std::mem::take(&mut inner.slot) {
+                        Slot::Stopped => {
+                            inner.slot = Slot::Stopped;
+                            return false;
+                        }
+                        Slot::Running {
+                            stop,
+                            ended,
+                            pace: running,
+                        } if !ended.now() => {
+                            if running == pace {
+                                inner.slot = Slot::Running { stop, ended, pace };
+                                return true;
+                            }
+                            let _ = stop.send(());
+                            inner.slot = Slot::Stopping(ended.clone());
+                            ended
+                        }
+                        Slot::Stopping(ended) if !ended.now() => {
+                            inner.slot = Slot::Stopping(ended.clone());
+                            ended
+                        }
+                        Slot::Timer(timer) => {
+                            timer.abort();
+                            inner.slot = spawn(&object_store, &metrics, pace, &live);
+                            return true;
+                        }
+                        Slot::Running { .. } | Slot::Stopping(_) | Slot::Waiting => {
+                            inner.slot = spawn(&object_store, &metrics, pace, &live);
+                            return true;
                         }
                     }
-                }
+                };
+                ended.wait().await;
             }
-            .instrument(tracing::debug_span!(parent: None, "moraine.compactor", ?pace)),
-        );
-        Slot::Running { stop, task }
+        })
     }
 
     /// Starts the compactor [`START_AFTER`] from now unless something starts it sooner.
@@ -190,37 +234,92 @@ impl WriterCompactor {
                 store.start_compactor();
             }
         });
-        let mut slot = self.slot.lock().unwrap_or_else(|p| p.into_inner());
-        match &*slot {
-            Slot::Waiting => *slot = Slot::Timer(timer),
+        let mut inner = self.lock();
+        match &inner.slot {
+            Slot::Waiting => inner.slot = Slot::Timer(timer),
             _ => timer.abort(),
         }
     }
 
-    /// Whether the compactor was started and has not stopped.
+    /// Whether the compactor was started and has not stopped, and at which pace.
     #[cfg(test)]
-    pub(crate) fn is_running(&self) -> bool {
-        matches!(
-            &*self.slot.lock().unwrap_or_else(|p| p.into_inner()),
-            Slot::Running { task, .. } if !task.is_finished()
+    pub(crate) fn running(&self) -> Option<Pace> {
+        match &self.lock().slot {
+            Slot::Running { ended, pace, .. } if !ended.now() => Some(*pace),
+            _ => None,
+        }
+    }
+
+    /// How many compactor tasks are alive now, and the most that ever were at once.
+    #[cfg(test)]
+    pub(crate) fn live(&self) -> (usize, usize) {
+        (
+            self.live.now.load(Ordering::SeqCst),
+            self.live.peak.load(Ordering::SeqCst),
         )
     }
 
-    /// Stops the compactor (a compaction under way is abandoned, as SlateDB's close does); it
-    /// is not started again. A compactor that failed is logged, never a reason not to close.
+    /// Stops the compactor, and waits for one that is stopping (a compaction under way is
+    /// abandoned, as SlateDB's close does); it is not started again. A compactor that failed is
+    /// logged, never a reason not to close.
     pub(crate) async fn stop(&self) {
-        let slot = std::mem::replace(
-            &mut *self.slot.lock().unwrap_or_else(|p| p.into_inner()),
-            Slot::Stopped,
-        );
+        let slot = std::mem::replace(&mut self.lock().slot, Slot::Stopped);
         match slot {
             Slot::Timer(timer) => timer.abort(),
-            Slot::Running { stop, task } => {
+            Slot::Running { stop, ended, .. } => {
                 let _ = stop.send(());
-                let _ = task.await;
+                ended.wait().await;
             }
+            Slot::Stopping(ended) => ended.wait().await,
             Slot::Waiting | Slot::Stopped => {}
         }
+    }
+}
+
+/// A compactor at `pace`, running in a task of the store's runtime.
+fn spawn(
+    object_store: &Arc<dyn ObjectStore>,
+    metrics: &Arc<slatedb_common::metrics::DefaultMetricsRecorder>,
+    pace: Pace,
+    live: &Arc<Live>,
+) -> Slot {
+    let _enter = runtime().enter();
+    let compactor = CompactorBuilder::new("", object_store.clone())
+        .with_options(pace.options())
+        .with_metrics_recorder(metrics.clone())
+        .build();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let (ended_tx, ended) = tokio::sync::watch::channel(());
+    let live = LiveTask::new(live);
+    runtime().spawn(
+        async move {
+            // dropped when the task ends, however it ends: first the count, then the signal
+            let _ended = ended_tx;
+            let _live = live;
+            let run = Box::pin(compactor.run());
+            match futures::future::select(run, stopped).await {
+                futures::future::Either::Left((Ok(()), _)) => {}
+                futures::future::Either::Left((Err(e), _)) => {
+                    tracing::warn!("moraine: the compactor stopped: {e}");
+                }
+                // told to stop (or its store is gone): the run is dropped where it waits,
+                // before its tasks are registered or while it joins them, and the tasks it
+                // registered are shut down (a stop that came before them would find none
+                // and leave the run to register them unstopped)
+                futures::future::Either::Right((_, run)) => {
+                    drop(run);
+                    if let Err(e) = compactor.stop().await {
+                        tracing::debug!("moraine: stopping the compactor: {e}");
+                    }
+                }
+            }
+        }
+        .instrument(tracing::debug_span!(parent: None, "moraine.compactor", ?pace)),
+    );
+    Slot::Running {
+        stop,
+        ended: Ended(ended),
+        pace,
     }
 }
 
@@ -229,4 +328,39 @@ impl WriterCompactor {
 /// commits runs its compactor anyway).
 pub(crate) fn l0_is_full(db: &Db) -> bool {
     db.manifest().l0().len() >= writer_settings().l0_max_ssts
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::txn::tests::init_lake;
+
+    /// Pace changes in a row, not waited for, and a start while one is under way leave one
+    /// compactor at a time, at the latest pace; a close while one is stopping waits for it,
+    /// and nothing starts one after the close.
+    #[test]
+    fn pace_changes_run_one_compactor_at_a_time_at_the_latest_pace() {
+        let dir = tempfile::tempdir().unwrap();
+        let url = dir.path().join("lake").to_str().unwrap().to_string();
+        let store = Store::open(&url, false).unwrap();
+        init_lake(&store);
+        assert_eq!(store.compactor_pace(), Some(Pace::Routine));
+        store.pace_compactor_later(Pace::Reclaim);
+        store.start_compactor();
+        store.pace_compactor_later(Pace::Routine);
+        store.start_compactor();
+        store.pace_compactor(Pace::Reclaim);
+        assert_eq!(store.compactor_pace(), Some(Pace::Reclaim));
+        let (_, peak) = store.compactor.live();
+        assert_eq!(peak, 1, "never two compactors at once");
+
+        // a change to the routine pace, not waited for, and the close at once
+        store.pace_compactor_later(Pace::Routine);
+        store.close().unwrap();
+        assert_eq!(store.compactor.live(), (0, 1), "none left running");
+        store.start_compactor();
+        store.pace_compactor(Pace::Reclaim);
+        assert_eq!(store.compactor_pace(), None, "none after the close");
+        assert_eq!(store.compactor.live().0, 0);
+    }
 }

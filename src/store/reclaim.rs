@@ -18,7 +18,8 @@
 //! 5. waits until no snapshot this process took before step 3's is open (a transaction pinned
 //!    to an image older than the head still reads the deleted records: one that stays open
 //!    fails the reclaim with a conflict after `moraine_io_timeout`, and one the caller's own
-//!    explicit transaction may hold fails it at once, [`WaitForReads`]), then flushes the
+//!    transaction may hold fails it at once, before step 1 when it can be told then,
+//!    [`WaitForReads`]), then flushes the
 //!    memtable (the tombstones reach an L0 SST) and checks that the manifest says so too;
 //! 6. compacts every L0 SST and every sorted run into one sorted run, the last one, where
 //!    SlateDB drops the tombstones and every value they delete;
@@ -235,9 +236,21 @@ async fn footprint(object_store: &Arc<dyn ObjectStore>) -> Result<(u64, u64)> {
 pub struct Caller {
     /// The call runs in an explicit transaction (`BEGIN … COMMIT`), which stays open after it.
     pub explicit: bool,
-    /// That transaction has a transaction of the lake already (it has read the lake, and may
-    /// hold an image older than the head).
+    /// The caller's transaction has a transaction of the lake already (it has read the lake:
+    /// through it, the caller holds an image until its transaction ends, after the call).
     pub read_lake: bool,
+    /// When the caller's transaction began, in microseconds since the Unix epoch (DuckDB's
+    /// transaction start); `None` if not known.
+    pub began: Option<i64>,
+}
+
+impl Caller {
+    /// Whether the image the caller holds may be older than the head: it has read the lake,
+    /// and its transaction began before the image of the head was installed (or when is not
+    /// known). One that began after it pinned the head, which a reclaim renews.
+    pub(crate) fn may_hold_older(self, head_installed_at: i64) -> bool {
+        self.read_lake && self.began.map_or(true, |began| began <= head_installed_at)
+    }
 }
 
 /// What a reclaim does about the snapshots this process took before its own.
@@ -247,21 +260,24 @@ pub(crate) enum WaitForReads {
     Done,
     /// Some are open, held by transactions that will end: wait for them, within the time limit.
     Wait,
-    /// Some are open, and the caller's own transaction, which stays open until the caller ends
-    /// it after the call, may be what holds one: waiting could only time out.
+    /// Some are open, and the caller's own transaction, which stays open until the call has
+    /// returned (an autocommit statement) or after it (an explicit transaction), may be what
+    /// holds one: waiting could only time out.
     Refuse,
 }
 
 /// [`WaitForReads`] for a reclaim whose own snapshot is `target`, when the oldest snapshot of
-/// the process still open is `oldest_open`.
+/// the process still open is `oldest_open` and the image of the head was installed at
+/// `head_installed_at`.
 pub(crate) fn wait_for_reads(
     caller: Caller,
     oldest_open: Option<u64>,
     target: u64,
+    head_installed_at: i64,
 ) -> WaitForReads {
     match oldest_open {
         Some(seq) if seq < target => {
-            if caller.explicit && caller.read_lake {
+            if caller.may_hold_older(head_installed_at) {
                 WaitForReads::Refuse
             } else {
                 WaitForReads::Wait
@@ -274,12 +290,13 @@ pub(crate) fn wait_for_reads(
 /// How often a reclaim looks whether the older transactions of the process have ended.
 const READS_POLL: Duration = Duration::from_millis(10);
 
-/// Runs a writer's compactor at its routine pace again when dropped.
+/// Runs a writer's compactor at its routine pace again when dropped, without waiting for it
+/// (the reclaim returns, or fails, at once).
 struct RoutinePace<'a>(&'a Store);
 
 impl Drop for RoutinePace<'_> {
     fn drop(&mut self) {
-        self.0.pace_compactor(Pace::Routine);
+        self.0.pace_compactor_later(Pace::Routine);
     }
 }
 
@@ -306,6 +323,16 @@ impl Store {
                 self.url
             )));
         };
+        // a caller that may itself hold what the reclaim would wait for is told before anything
+        // is done (and again at step 5, if a commit made its image older meanwhile)
+        if let Some(head_seq) = self.current_image().and_then(|i| i.snapshot_seq()) {
+            let open = self.oldest_open_snapshot();
+            if wait_for_reads(caller, open, head_seq, self.head_installed_at())
+                == WaitForReads::Refuse
+            {
+                return Err(self.caller_holds_older_reads(caller));
+            }
+        }
         // its compaction (step 6) is run by this writer's compactor, which runs from here on
         // (before the memtable flush of step 5 adds to L0)
         self.start_compactor();
@@ -453,24 +480,36 @@ impl Store {
     fn wait_for_older_reads(&self, caller: Caller, target: u64) -> Result<()> {
         let deadline = std::time::Instant::now() + self.access.io_timeout;
         loop {
-            match wait_for_reads(caller, self.oldest_open_snapshot(), target) {
+            let open = self.oldest_open_snapshot();
+            match wait_for_reads(caller, open, target, self.head_installed_at()) {
                 WaitForReads::Done => return Ok(()),
-                WaitForReads::Refuse => {
-                    return Err(Error::Conflict(format!(
-                        "moraine_reclaim cannot run inside this transaction: it has read {} \
-                         already, and a transaction of this process that began before the \
-                         lake's latest commit (this one, or one of another connection) still \
-                         reads what the reclaim would remove; COMMIT or ROLLBACK, then run \
-                         CALL moraine_reclaim on its own",
-                        self.url
-                    )))
-                }
+                WaitForReads::Refuse => return Err(self.caller_holds_older_reads(caller)),
                 WaitForReads::Wait if std::time::Instant::now() >= deadline => {
                     return Err(self.older_reads_open())
                 }
                 WaitForReads::Wait => std::thread::sleep(READS_POLL),
             }
         }
+    }
+
+    /// The error of a reclaim refused because its caller may hold older reads.
+    fn caller_holds_older_reads(&self, caller: Caller) -> Error {
+        let what = "a transaction of this process that began before the lake's latest commit \
+                    (the caller's own, or one of another connection) still reads what the \
+                    reclaim would remove";
+        Error::Conflict(if caller.explicit {
+            format!(
+                "moraine_reclaim cannot run inside this transaction: it has read {} already, \
+                 and {what}; COMMIT or ROLLBACK, then run CALL moraine_reclaim on its own",
+                self.url
+            )
+        } else {
+            format!(
+                "moraine_reclaim of {} cannot run now: this statement began before the lake's \
+                 latest commit, and {what}; run CALL moraine_reclaim again",
+                self.url
+            )
+        })
     }
 
     /// The error of a reclaim that waited the whole time limit for older transactions.
@@ -581,23 +620,15 @@ mod tests {
 
     /// Every file under `dir` whose bytes hold `needle`.
     fn holding(dir: &Path, needle: &[u8]) -> Vec<String> {
-        let mut found = Vec::new();
-        let mut dirs = vec![dir.to_path_buf()];
-        while let Some(d) = dirs.pop() {
-            for e in std::fs::read_dir(&d).unwrap().flatten() {
-                let p = e.path();
-                if p.is_dir() {
-                    dirs.push(p);
-                } else if std::fs::read(&p)
+        walk(dir)
+            .into_iter()
+            .filter(|p| {
+                std::fs::read(p)
                     .unwrap_or_default()
                     .windows(needle.len())
                     .any(|w| w == needle)
-                {
-                    found.push(p.display().to_string());
-                }
-            }
-        }
-        found
+            })
+            .collect()
     }
 
     /// A new lake in a temporary directory (`<dir>/lake`) whose waits time out after `ms`.
@@ -751,38 +782,86 @@ mod tests {
             .unwrap()
             .rows
             .is_empty());
+        // (an explicit transaction that began after the head's commit pinned the head)
+        let began = Some(crate::store::unix_micros_now());
         for caller in [
             Caller::default(),
             Caller {
                 explicit: true,
                 read_lake: true,
+                began,
+            },
+            Caller {
+                explicit: false,
+                read_lake: true,
+                began,
             },
         ] {
             store.reclaim_for(caller).unwrap();
             assert_eq!(holding(&path, marker.as_bytes()), Vec::<String>::new());
         }
-        // its ended versions, read for the first time, through the renewed snapshot
+        // a commit after the renewal: the pinned transaction still reads its own state, its
+        // ended versions (read for the first time) through the renewed snapshot
+        commit_table(&store, 5, 5, "t5");
+        assert!(pinned
+            .rows("main", "ducklake_table", false)
+            .unwrap()
+            .rows
+            .is_empty());
         let with_history = pinned.rows("main", "ducklake_table", true).unwrap();
         assert_eq!(with_history.rows, vec![ended.clone()]);
+        let names = crate::txn::tests::column_of(&store, "ducklake_table", false, "table_name");
+        assert_eq!(names, vec![crate::cell::Cell::Text("t5".into())]);
         drop(pinned);
         drop(store);
         let store = Store::open(&url, false).unwrap();
         assert_eq!(
             crate::txn::tests::rows_of(&store, "ducklake_table", true),
-            vec![ended]
+            vec![ended, crate::txn::tests::table_row(5, 5, None, "t5")]
         );
     }
 
-    /// A reclaim asked for inside an explicit transaction that has read the lake, while a
-    /// transaction of the process reads a state older than the head, fails at once with what to
-    /// do (that transaction may be the caller's own, which a wait could never see end) and
-    /// leaves the store as it was; the same call on its own afterwards succeeds.
+    /// The commit-log records and image checkpoint objects of the store: what a reclaim's
+    /// first steps delete.
+    fn log_and_checkpoints(store: &Arc<Store>, path: &Path) -> (usize, Vec<String>) {
+        let log = crate::txn::tests::raw(store, &keys::image_log_prefix()).len();
+        let mut objects: Vec<String> = walk(path)
+            .into_iter()
+            .filter(|p| p.contains("checkpoint"))
+            .collect();
+        objects.sort();
+        (log, objects)
+    }
+
+    /// Every file under `dir`.
+    fn walk(dir: &Path) -> Vec<String> {
+        let mut found = Vec::new();
+        let mut dirs = vec![dir.to_path_buf()];
+        while let Some(d) = dirs.pop() {
+            for e in std::fs::read_dir(&d).unwrap().flatten() {
+                if e.path().is_dir() {
+                    dirs.push(e.path());
+                } else {
+                    found.push(e.path().display().to_string());
+                }
+            }
+        }
+        found
+    }
+
+    /// A reclaim asked for by a caller that has read the lake in a transaction that began
+    /// before the head's commit, while a transaction of the process reads a state older than
+    /// the head, fails at once with what to do (that transaction may be the caller's own,
+    /// which a wait could never see end) before it has done anything: inside an explicit
+    /// transaction, and as an autocommit statement that began before another connection's
+    /// commit. The same call on its own afterwards succeeds.
     #[test]
     fn a_caller_whose_own_transaction_may_hold_older_reads_is_told_at_once() {
         let (dir, store) = lake_timing_out_after(60000);
         let path = dir.path().join("lake");
         let marker = "zz-withdrawn-5d2c8e1a7b4f49d3a6e0c9b8f1d7a2e4";
         commit_table(&store, 1, 1, marker);
+        let began = Some(crate::store::unix_micros_now());
         let mut open = store.begin();
         let before = open
             .rows("main", "ducklake_table", true)
@@ -790,16 +869,24 @@ mod tests {
             .rows
             .clone();
         delete_table_record(&store, marker);
-        let err = store
-            .reclaim_for(Caller {
-                explicit: true,
-                read_lake: true,
-            })
-            .unwrap_err();
-        assert!(
-            matches!(&err, Error::Conflict(m) if m.contains("COMMIT or ROLLBACK")),
-            "{err}"
-        );
+        let untouched = log_and_checkpoints(&store, &path);
+        for (explicit, says) in [
+            (true, "COMMIT or ROLLBACK"),
+            (false, "run CALL moraine_reclaim again"),
+        ] {
+            let err = store
+                .reclaim_for(Caller {
+                    explicit,
+                    read_lake: true,
+                    began,
+                })
+                .unwrap_err();
+            assert!(
+                matches!(&err, Error::Conflict(m) if m.contains(says)),
+                "{err}"
+            );
+            assert_eq!(log_and_checkpoints(&store, &path), untouched);
+        }
         assert_eq!(
             open.rows("main", "ducklake_table", true).unwrap().rows,
             before
@@ -810,37 +897,80 @@ mod tests {
             .reclaim_for(Caller {
                 explicit: true,
                 read_lake: false,
+                began,
             })
             .unwrap();
         assert_eq!(holding(&path, marker.as_bytes()), Vec::<String>::new());
     }
 
+    /// A caller whose transaction began after the head's commit holds the head, so an older
+    /// transaction of another connection is waited for (within the time limit), not refused.
+    #[test]
+    fn a_caller_that_began_after_the_head_waits_for_another_connections_reads() {
+        let (_dir, store) = lake_timing_out_after(300);
+        let marker = "zz-withdrawn-2f6a9d3c8e1b47a5d0c4f7e2b9a6d1c3";
+        commit_table(&store, 1, 1, marker);
+        let mut other = store.begin();
+        other.rows("main", "ducklake_table", true).unwrap();
+        delete_table_record(&store, marker);
+        let began = Some(crate::store::unix_micros_now());
+        for explicit in [true, false] {
+            let err = store
+                .reclaim_for(Caller {
+                    explicit,
+                    read_lake: true,
+                    began,
+                })
+                .unwrap_err();
+            assert!(
+                matches!(&err, Error::Conflict(m) if m.contains("still open after")),
+                "{err}"
+            );
+        }
+        drop(other);
+        store
+            .reclaim_for(Caller {
+                explicit: true,
+                read_lake: true,
+                began,
+            })
+            .unwrap();
+    }
+
     #[test]
     fn a_reclaim_waits_only_for_older_reads_and_refuses_its_callers_own() {
         use WaitForReads::*;
-        let own = Caller {
-            explicit: true,
-            read_lake: true,
+        // the head's image was installed at 100
+        let installed = 100;
+        let caller = |explicit, read_lake, began| Caller {
+            explicit,
+            read_lake,
+            began,
         };
-        let statement = Caller {
-            explicit: false,
-            read_lake: true,
-        };
-        let untouched = Caller {
-            explicit: true,
-            read_lake: false,
-        };
-        for caller in [own, statement, untouched, Caller::default()] {
-            assert_eq!(wait_for_reads(caller, None, 7), Done);
-            assert_eq!(wait_for_reads(caller, Some(7), 7), Done);
-            assert_eq!(wait_for_reads(caller, Some(9), 7), Done);
+        let cases = [
+            // (caller, what it gets when a snapshot older than the reclaim's is open)
+            (caller(true, true, Some(50)), Refuse),
+            (caller(false, true, Some(50)), Refuse),
+            (caller(true, true, None), Refuse),
+            (caller(false, true, Some(100)), Refuse),
+            // began after the head's install: it holds the head; the older one is another's
+            (caller(true, true, Some(150)), Wait),
+            (caller(false, true, Some(150)), Wait),
+            // has not read the lake: holds nothing
+            (caller(true, false, Some(50)), Wait),
+            (caller(false, false, None), Wait),
+            (Caller::default(), Wait),
+        ];
+        for (caller, older_open) in cases {
+            assert_eq!(wait_for_reads(caller, None, 7, installed), Done);
+            assert_eq!(wait_for_reads(caller, Some(7), 7, installed), Done);
+            assert_eq!(wait_for_reads(caller, Some(9), 7, installed), Done);
+            assert_eq!(
+                wait_for_reads(caller, Some(6), 7, installed),
+                older_open,
+                "{caller:?}"
+            );
         }
-        assert_eq!(wait_for_reads(own, Some(6), 7), Refuse);
-        // an autocommit statement ends with the call; another connection's transaction ends
-        // on its own: both are waited for, within the time limit
-        assert_eq!(wait_for_reads(statement, Some(6), 7), Wait);
-        assert_eq!(wait_for_reads(untouched, Some(6), 7), Wait);
-        assert_eq!(wait_for_reads(Caller::default(), Some(6), 7), Wait);
     }
 
     #[test]

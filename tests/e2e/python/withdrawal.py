@@ -27,8 +27,9 @@ Afterwards, on a local store and on S3 (moto):
 On the local store the procedure is first killed (SIGKILL) once inside each of its steps, every
 time run again from the start; the last run finishes it. Then `moraine_reclaim` is called from
 every session state: after `USE lake`, inside `BEGIN … COMMIT` (also after reading the lake), and
-from a second connection; inside a transaction that read the lake before another connection's
-commit it fails at once, saying to run it on its own.
+from a second connection, and while another connection's transaction that read the lake before
+a commit is open (it waits for that one to end); inside a transaction that read the lake before
+another connection's commit it fails at once, saying to run it on its own.
 
 The same procedure on DuckLake's DuckDB-file catalog (without moraine_reclaim) is reported beside
 it: whether its .ducklake file still holds the bytes.
@@ -41,6 +42,7 @@ import secrets
 import signal
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 
@@ -481,12 +483,32 @@ def reclaim_in_sessions(lake):
     db.execute("BEGIN")
     returns("first in BEGIN … COMMIT", db)
     db.execute("COMMIT")
+    everyone = "SELECT * FROM people ORDER BY ALL"
     db.execute("BEGIN")
-    [(n,)] = rows(db, "SELECT count(*) FROM people")
+    seen = rows(db, everyone)
     returns("in BEGIN … COMMIT after reading the lake", db)
-    check(f"{tag} and the transaction reads on", rows(db, "SELECT count(*) FROM people") == [(n,)])
+    check(f"{tag} and the transaction reads on", rows(db, everyone) == seen)
     db.execute("COMMIT")
     returns("from a second connection", other)
+    # another connection's transaction that read before a commit is waited for, not refused
+    other.execute("BEGIN")
+    seen = rows(other, everyone)
+    db.execute("INSERT INTO orders VALUES (999, 'meanwhile')")
+    ended = threading.Event()
+
+    def end_other():
+        time.sleep(0.5)
+        check(f"{tag} the older transaction reads on while the reclaim waits for it",
+              rows(other, everyone) == seen)
+        other.execute("COMMIT")
+        ended.set()
+
+    ender = threading.Thread(target=end_other)
+    ender.start()
+    returns("once another connection's older transaction ended", db)
+    waited = ended.is_set()
+    ender.join()
+    check(f"{tag} it returned only once that transaction had ended", waited)
     db.execute("BEGIN")
     rows(db, "SELECT count(*) FROM people")
     other.execute("INSERT INTO orders VALUES (1000, 'after')")
