@@ -1,16 +1,18 @@
 """Withdrawal (issues 13 and 39, RFC 0003): a value taken out of every snapshot, every byte and
 every path name of a lake, touching only the tables that held it.
 
-A distinctive e-mail address (random hex, which no compressor can shorten) is written into two
+A distinctive e-mail address (random hex, which no compressor can shorten) is written into three
 tables: `people`, inlined, in a Parquet file where it is the column's maximum (so it lands in the
 file and table column statistics), by an UPDATE of a Parquet row, and inlined again after a flush;
 and `contacts`, partitioned on the e-mail column, so that a directory of the data path is named
-after it. A third table, `orders`, never holds it, and has deletes, an update and time travel of
+after it; and `notes`, whose only file holds nothing else, so that its DELETE ends every file and
+leaves the table no bounds. A fourth table, `orders`, never holds it, and has deletes, an update and time travel of
 its own. The value is read at several snapshots. Then the procedure of docs/operating-a-lake.md
 ("Withdrawing data") runs, in a child process, exactly as that guide gives it, after `USE lake`:
 
     DELETE from each table; ducklake_flush_inlined_data and
-    ducklake_rewrite_data_files(delete_threshold => 0) of those tables only;
+    ducklake_rewrite_data_files(delete_threshold => 0) of those tables only; the column bounds
+    that name the value set to those of the files left (none for `notes`);
     ducklake_expire_snapshots(versions => every snapshot from the oldest ended file of those
     tables); ducklake_cleanup_old_files(cleanup_all => true); ducklake_delete_orphaned_files;
     moraine_reclaim; on a local data path, the directories left empty removed
@@ -18,7 +20,8 @@ its own. The value is read at several snapshots. Then the procedure of docs/oper
 Afterwards, on a local store and on S3 (moto):
 - no surviving snapshot returns the value; every snapshot from before it survives and reads as
   before (`orders` included), the head as before less the withdrawn rows;
-- no row of any metadata table holds it;
+- no row of any metadata table holds it; `notes` has no bounds, and after later inserts takes
+  theirs and finds its rows by them;
 - no file of the data path and no object of the metadata store holds its bytes, and no path name
   of either holds it (before the withdrawal all three did: the search can fail); the Parquet
   files still there, decoded, hold none;
@@ -59,7 +62,7 @@ KEEP_NEEDLE = KEEP.encode()
 
 
 # the tables the value is withdrawn from (the guide names them), and one that never held it
-HELD = ["people", "contacts"]
+HELD = ["people", "contacts", "notes"]
 TABLES = HELD + ["orders"]
 # a step of the procedure that is a shell command, not SQL: on a local data path, the
 # directories cleanup left empty (a partition directory keeps the value in its name)
@@ -75,17 +78,18 @@ def steps(start_head, moraine=True, local_data=None):
     out += [f"DELETE FROM {t} WHERE email = '{VALUE}'" for t in HELD]
     out += [f"CALL ducklake_flush_inlined_data('lake', table_name => '{t}')" for t in HELD]
     out += [f"CALL ducklake_rewrite_data_files('lake', '{t}', delete_threshold => 0)" for t in HELD]
+    live_bound = (
+        "(SELECT {agg}(f.{col}) FROM __ducklake_metadata_lake.ducklake_file_column_stats AS f "
+        "JOIN __ducklake_metadata_lake.ducklake_data_file AS d USING (data_file_id, table_id) "
+        "WHERE d.end_snapshot IS NULL AND f.table_id = s.table_id AND f.column_id = s.column_id)")
     out += [
-        # a table whose DELETE ended whole files (the value's partition) had no deleted row to
-        # rewrite, and DuckLake keeps the value as its column's bound: the bound of the files left
+        # a table whose DELETE ended whole files (the value's partition, or every file) had no
+        # deleted row to rewrite, and DuckLake keeps the value as its column's bound: the bounds
+        # of the files left, or none when no file is left
         "UPDATE __ducklake_metadata_lake.ducklake_table_column_stats AS s "
-        "SET min_value = f.lo, max_value = f.hi "
-        "FROM (SELECT table_id, column_id, min(min_value) AS lo, max(max_value) AS hi "
-        "FROM __ducklake_metadata_lake.ducklake_file_column_stats "
-        "JOIN __ducklake_metadata_lake.ducklake_data_file USING (data_file_id, table_id) "
-        "WHERE end_snapshot IS NULL GROUP BY ALL) AS f "
-        "WHERE s.table_id = f.table_id AND s.column_id = f.column_id "
-        f"AND (s.min_value = '{VALUE}' OR s.max_value = '{VALUE}')",
+        f"SET min_value = {live_bound.format(agg='min', col='min_value')}, "
+        f"max_value = {live_bound.format(agg='max', col='max_value')} "
+        f"WHERE s.min_value = '{VALUE}' OR s.max_value = '{VALUE}'",
         "SET VARIABLE first_affected = (SELECT min(begin_snapshot) "
         f"FROM __ducklake_metadata_lake.ducklake_data_file WHERE end_snapshot > {start_head} "
         "AND table_id IN (SELECT table_id FROM __ducklake_metadata_lake.ducklake_table "
@@ -234,6 +238,8 @@ def build(lake):
     db.execute("CREATE TABLE lake.contacts (email VARCHAR, n INTEGER)")
     db.execute("ALTER TABLE lake.contacts SET PARTITIONED BY (email)")
     db.execute("CALL lake.set_option('data_inlining_row_limit', 0, table_name => 'contacts')")
+    db.execute("CREATE TABLE lake.notes (id INTEGER, email VARCHAR)")
+    db.execute("CALL lake.set_option('data_inlining_row_limit', 0, table_name => 'notes')")
     db.execute(f"INSERT INTO lake.orders VALUES (1, '{KEEP}'), (2, 'plain')")              # inlined
     db.execute("INSERT INTO lake.orders SELECT i, 'o' || i FROM range(10, 200) r(i)")      # Parquet
     db.execute("DELETE FROM lake.orders WHERE id IN (11, 12)")                             # a delete file
@@ -243,6 +249,7 @@ def build(lake):
     db.execute("INSERT INTO lake.contacts VALUES ('c1@example.com', 1), ('c2@example.com', 2)")
     db.execute(f"INSERT INTO lake.people VALUES (2, '{VALUE}')")                           # inlined
     db.execute(f"INSERT INTO lake.contacts VALUES ('{VALUE}', 3), ('c4@example.com', 4)")  # its directory
+    db.execute(f"INSERT INTO lake.notes VALUES (1, '{VALUE}'), (2, '{VALUE}')")           # its only file
     db.execute("INSERT INTO lake.people SELECT i, 'p' || i || '@example.com' FROM range(10, 300) r(i)")
     db.execute("INSERT INTO lake.people SELECT i, CASE WHEN i = 350 THEN ? ELSE 'q' || i END "
                "FROM range(300, 400) r(i)", [VALUE])                                        # Parquet, the max
@@ -423,6 +430,15 @@ def withdraw_and_check(lake, kill=False, with_reader=False):
     for email in ["c1@example.com", "c4@example.com"]:
         check(f"{tag} contacts finds {email} by its bound",
               len(rows(db, f"SELECT * FROM lake.contacts WHERE email = '{email}'")) == 1)
+    notes_bounds = ("SELECT min_value, max_value FROM "
+                    "__ducklake_metadata_lake.ducklake_table_column_stats s JOIN "
+                    "__ducklake_metadata_lake.ducklake_column c USING (table_id, column_id) "
+                    "WHERE c.column_name = 'email' AND c.end_snapshot IS NULL AND table_id = "
+                    "(SELECT table_id FROM __ducklake_metadata_lake.ducklake_table "
+                    "WHERE table_name = 'notes' AND end_snapshot IS NULL)")
+    check(f"{tag} notes, with no file left, has no bounds (as DuckLake's own recompute leaves a "
+          "column with no live data)", rows(db, notes_bounds) == [(None, None)],
+          rows(db, notes_bounds))
     check(f"{tag} contacts' bounds are its remaining values",
           rows(db, "SELECT min_value, max_value FROM "
                    "__ducklake_metadata_lake.ducklake_table_column_stats s JOIN "
@@ -458,6 +474,16 @@ def withdraw_and_check(lake, kill=False, with_reader=False):
               answers)
         reader.stdin.close()
         reader.wait(30)
+    # the table left without bounds takes the next insert's, and filters find its rows
+    db = lake.connect()
+    db.execute("INSERT INTO lake.notes VALUES (3, 'n3@example.com'), (4, 'n4@example.com')")
+    db.execute("INSERT INTO lake.notes VALUES (5, 'a5@example.com')")
+    for email in ["n3@example.com", "n4@example.com", "a5@example.com"]:
+        check(f"{tag} notes finds {email} by its bounds after later inserts",
+              len(rows(db, f"SELECT * FROM lake.notes WHERE email = '{email}'")) == 1)
+    check(f"{tag} notes' bounds are those of its new rows", rows(db, notes_bounds) ==
+          [("a5@example.com", "n4@example.com")], rows(db, notes_bounds))
+    db.close()
     return meta_left
 
 
