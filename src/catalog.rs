@@ -101,8 +101,9 @@ impl TableDef {
         if cells.len() < 4 || cells[0] != Cell::Int(TABLE_DEF_VERSION) {
             return Err(bad());
         }
-        let n = cells[3].as_int().ok_or_else(bad)? as usize;
-        if cells.len() != 4 + 3 * n {
+        // (a corrupt count must not overflow: 4 + 3n is checked, never wrapped)
+        let n = usize::try_from(cells[3].as_int().ok_or_else(bad)?).map_err(|_| bad())?;
+        if n.checked_mul(3).and_then(|c| c.checked_add(4)) != Some(cells.len()) {
             return Err(bad());
         }
         let mut columns = Vec::with_capacity(n);
