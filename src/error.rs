@@ -89,7 +89,7 @@ pub enum Error {
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// What kind of failure an error is: the code that crosses the C surface
-/// (`MoraineErrorKind` in cpp/moraine_ffi.h; the numbers are that enum's).
+/// (`MoraineErrorKind` in extension/cpp/moraine_ffi.h; the numbers are that enum's).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(u32)]
 pub enum Kind {

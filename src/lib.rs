@@ -1,7 +1,6 @@
-//! moraine: DuckLake's metadata catalog on SlateDB, as a DuckDB loadable extension.
-//!
-//! The core (no DuckDB dependency in its logic): data flows store -> catalog kinds -> overlay ->
-//! translation -> one SlateDB write. See notes/core-api.md and rfcs/.
+//! moraine-core: DuckLake's metadata catalog on SlateDB, without DuckDB. Data flows store ->
+//! catalog kinds -> overlay -> translation -> one SlateDB write. The DuckDB extension built on it
+//! is the crate in extension/. See notes/core-api.md and rfcs/.
 
 pub mod catalog;
 pub mod cell;
@@ -29,11 +28,7 @@ pub mod txn;
 pub mod url;
 pub(crate) mod write_set;
 
-// The C surface for the C++ catalog glue, and the extension entry point.
-mod ffi;
 #[cfg(test)]
 mod fuzz_tests;
-
-// DuckDB v1.5.5, compiled from libduckdb-sys's bundled sources and linked statically: the
-// C++ layer subclasses its catalog classes (DESIGN.md section 2).
-use libduckdb_sys as _;
+#[cfg(any(test, feature = "testing"))]
+pub mod testing;

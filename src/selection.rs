@@ -40,7 +40,7 @@ impl Selection {
     /// The bounds of integer `column` of `rows` over the selected rows; `None` when a cell
     /// there is not an integer. `rows` must be the set this selection was made from: the
     /// bounds are kept, for every transaction reading the selection.
-    pub(crate) fn int_bounds(&self, rows: &RowSet, column: usize) -> Option<IntBounds> {
+    pub fn int_bounds(&self, rows: &RowSet, column: usize) -> Option<IntBounds> {
         let mut kept = self.bounds.lock().unwrap_or_else(|p| p.into_inner());
         *kept
             .entry(column)

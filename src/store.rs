@@ -31,7 +31,7 @@ mod compactor;
 pub(crate) use compactor::START_AFTER as COMPACTOR_START_AFTER;
 mod local;
 mod reclaim;
-pub(crate) use reclaim::DEFAULT_RECLAIM_INTERVAL;
+pub use reclaim::DEFAULT_RECLAIM_INTERVAL;
 pub use reclaim::{Caller, Reclaimed};
 
 /// Every commit flushes one small WAL object, and an open (a writer's, or a reader's) replays
@@ -326,7 +326,7 @@ fn writer_settings() -> Settings {
 /// How long one store operation may take unless the attach says otherwise (DuckDB's
 /// `moraine_io_timeout` setting): opening SlateDB (its manifest, fencing, WAL replay), a
 /// commit's durable write, a close.
-pub(crate) const DEFAULT_IO_TIMEOUT: Duration = Duration::from_secs(30);
+pub const DEFAULT_IO_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// How an attach reaches its store: the credentials of an s3:// store and the time limit of
 /// each operation. An attach that would share an open store must bring the same.
@@ -539,7 +539,7 @@ const MANIFEST_AGE_WITHOUT_BOUNDARY: Duration = Duration::from_secs(3600);
 
 /// How often a reader polls the writer's manifest and WAL unless the attach says otherwise
 /// (DuckDB's `moraine_reader_poll_interval` setting): its freshness (RFC 0009).
-pub(crate) const DEFAULT_READER_POLL: Duration = Duration::from_millis(200);
+pub const DEFAULT_READER_POLL: Duration = Duration::from_millis(200);
 
 /// The `reader_poll_ms` option (from `moraine_reader_poll_interval`), else
 /// [`DEFAULT_READER_POLL`].
@@ -1398,7 +1398,7 @@ impl Store {
 
     /// A commit whose outcome is unknown (`why`): this handle serves nothing more (a re-attach
     /// reads what the store holds), and the error says so.
-    pub(crate) fn outcome_unknown(&self, why: &str) -> Error {
+    pub fn outcome_unknown(&self, why: &str) -> Error {
         self.broken.store(true, Ordering::SeqCst);
         Error::OutcomeUnknown(format!(
             "{why}: the commit to {} may or may not have reached the store; this attach accepts \

@@ -37,7 +37,7 @@ pub struct Materialized {
 
 /// A materialization's rows: a `Vec<Row>` to read, shared by `Arc`.
 #[derive(Clone)]
-pub struct Rows(pub(crate) Arc<RowSet>);
+pub struct Rows(pub Arc<RowSet>);
 
 impl std::ops::Deref for Rows {
     type Target = Vec<Row>;
@@ -817,7 +817,7 @@ impl Transaction {
     /// Commit: translate the staged operations and write them as ONE SlateDB write batch.
     /// Nothing is written on error. A transaction without writes commits trivially.
     /// The store this transaction reads and commits to.
-    pub(crate) fn store(&self) -> &Arc<Store> {
+    pub fn store(&self) -> &Arc<Store> {
         &self.store
     }
 

@@ -1,4 +1,4 @@
-// The C surface between moraine's C++ catalog glue and its Rust core (src/ffi.rs).
+// The C surface between moraine's C++ catalog glue and its Rust core (extension/src/ffi.rs, over moraine-core in src/).
 // The C++ side only marshals DuckDB objects into these shapes; every decision is made in Rust.
 #pragma once
 

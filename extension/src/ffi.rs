@@ -1,4 +1,4 @@
-//! The C surface the C++ layer calls (cpp/moraine_ffi.h) and the extension entry point.
+//! The C surface the C++ layer calls (extension/cpp/moraine_ffi.h) and the extension entry point.
 //!
 //! Everything here only converts between C shapes and the core's types; no catalog logic.
 //! No Rust panic and no C++ exception crosses this boundary: every export catches panics (an
@@ -13,12 +13,12 @@ use std::ffi::{c_char, c_void};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{Arc, Mutex, OnceLock};
 
-use crate::catalog::{ColumnDef, TableDef};
-use crate::cell::{Cell, Row};
-use crate::error::{Error, Kind, Result};
-use crate::selection::{Narrowing, Selection};
-use crate::store::Store;
-use crate::txn::{Materialized, Transaction};
+use moraine::catalog::{ColumnDef, TableDef};
+use moraine::cell::{Cell, Row};
+use moraine::error::{Error, Kind, Result};
+use moraine::selection::{Narrowing, Selection};
+use moraine::store::Store;
+use moraine::txn::{Materialized, Transaction};
 
 #[repr(C)]
 pub struct MoraineError {
@@ -61,7 +61,7 @@ pub struct MoraineTxn(Mutex<Transaction>);
 pub struct MoraineMat {
     mat: Arc<Materialized>,
     /// Shared by the copies of a narrowed scan ([`moraine_mat_clone`]), and with the later
-    /// scans of the same rows that ask the same ([`crate::image::RowSet::select`]).
+    /// scans of the same rows that ask the same ([`moraine::image::RowSet::select`]).
     selection: Option<Arc<Selection>>,
 }
 
@@ -405,7 +405,7 @@ pub unsafe extern "C" fn moraine_store_keyspace(
 }
 
 /// Calls `cb` with what the store at `url` would touch outside the process
-/// ([`crate::url::StoreUrl::access_path`]), for DuckDB's file-access check before the open;
+/// ([`moraine::url::StoreUrl::access_path`]), for DuckDB's file-access check before the open;
 /// nothing for a memory store, or a URL that does not parse (the open says why).
 #[no_mangle]
 pub unsafe extern "C" fn moraine_url_access_path(
@@ -417,7 +417,7 @@ pub unsafe extern "C" fn moraine_url_access_path(
     let path = quiet("moraine_url_access_path", None, || {
         text(url, url_len)
             .ok()
-            .and_then(|u| crate::url::parse(u).ok())
+            .and_then(|u| moraine::url::parse(u).ok())
             .and_then(|u| u.access_path())
     });
     if let Some(path) = path {
@@ -437,8 +437,8 @@ type FieldCb = extern "C" fn(
 );
 
 /// Hands a row's `fields` to `cb`, one call per column, in order.
-fn emit_fields(fields: Vec<(&'static str, crate::status::Field)>, ud: *mut c_void, cb: FieldCb) {
-    use crate::status::Field;
+fn emit_fields(fields: Vec<(&'static str, moraine::status::Field)>, ud: *mut c_void, cb: FieldCb) {
+    use moraine::status::Field;
     for (name, field) in fields {
         let (kind, i, text, null) = match &field {
             Field::Text(t) => (0, 0, t.as_deref().unwrap_or(""), t.is_none()),
@@ -465,7 +465,7 @@ unsafe fn store_row(
     ud: *mut c_void,
     cb: FieldCb,
     err: *mut MoraineError,
-    row: impl FnOnce(&Store) -> Result<Vec<(&'static str, crate::status::Field)>>,
+    row: impl FnOnce(&Store) -> Result<Vec<(&'static str, moraine::status::Field)>>,
 ) -> i32 {
     let store = &*store;
     let Some(fields) = guard(err, || row(&store.0)) else {
@@ -487,7 +487,7 @@ pub unsafe extern "C" fn moraine_store_status(
 
 /// `moraine_reclaim`: reclaims the store's space now and hands over the one row saying what
 /// went. `explicit`: the call runs in an explicit transaction; `read_lake`: the caller's
-/// transaction has a transaction of the lake already ([`crate::store::Caller`]).
+/// transaction has a transaction of the lake already ([`moraine::store::Caller`]).
 #[no_mangle]
 pub unsafe extern "C" fn moraine_store_reclaim(
     store: *mut MoraineStore,
@@ -498,7 +498,7 @@ pub unsafe extern "C" fn moraine_store_reclaim(
     cb: FieldCb,
     err: *mut MoraineError,
 ) -> i32 {
-    let caller = crate::store::Caller {
+    let caller = moraine::store::Caller {
         explicit,
         read_lake,
         began: Some(began_micros),
@@ -509,7 +509,7 @@ pub unsafe extern "C" fn moraine_store_reclaim(
 /// The columns of `moraine_reclaim`'s row (their values mean nothing), for its bind.
 #[no_mangle]
 pub unsafe extern "C" fn moraine_reclaim_columns(ud: *mut c_void, cb: FieldCb) {
-    emit_fields(crate::store::Reclaimed::default().fields(), ud, cb);
+    emit_fields(moraine::store::Reclaimed::default().fields(), ud, cb);
 }
 
 #[no_mangle]
@@ -732,7 +732,7 @@ pub unsafe extern "C" fn moraine_txn_definitions(
     }
 }
 
-/// What a transaction's reads depend on ([`crate::txn::Stamp`]): rows read under equal stamps
+/// What a transaction's reads depend on ([`moraine::txn::Stamp`]): rows read under equal stamps
 /// are equal, so the C++ layer keeps a scan's rows until the stamp changes.
 #[repr(C)]
 pub struct MoraineStamp {
@@ -866,7 +866,7 @@ pub unsafe extern "C" fn moraine_mat_len(mat: *const MoraineMat) -> usize {
 pub unsafe extern "C" fn moraine_mat_rowid(mat: *const MoraineMat, index: usize) -> i64 {
     let mat = &*mat;
     quiet("moraine_mat_rowid", -1, || {
-        crate::txn::rowid(mat.mat.id, mat.position(index))
+        moraine::txn::rowid(mat.mat.id, mat.position(index))
     })
 }
 
@@ -1201,7 +1201,7 @@ extern "C-unwind" {
 /// DuckDB v1.5.5 calls `<name>_duckdb_cpp_init(duckdb::ExtensionLoader &)` for a C++-ABI extension.
 #[no_mangle]
 pub unsafe extern "C-unwind" fn moraine_duckdb_cpp_init(loader: *mut c_void) {
-    crate::telemetry::install();
+    moraine::telemetry::install();
     moraine_cpp_register(loader);
 }
 
@@ -1227,16 +1227,16 @@ pub unsafe extern "C" fn moraine_setting_default(name: *const c_char) -> *const 
     };
     let millis = |d: std::time::Duration| format!("{} milliseconds", d.as_millis());
     match std::ffi::CStr::from_ptr(name).to_bytes() {
-        b"moraine_log_level" => c(&LOG, &|| crate::telemetry::DEFAULT_FILTER.into()),
+        b"moraine_log_level" => c(&LOG, &|| moraine::telemetry::DEFAULT_FILTER.into()),
         b"moraine_max_commit_size" => c(&MAX_COMMIT, &|| {
-            crate::limits::DEFAULT_MAX_COMMIT_SIZE.into()
+            moraine::limits::DEFAULT_MAX_COMMIT_SIZE.into()
         }),
-        b"moraine_io_timeout" => c(&IO_TIMEOUT, &|| millis(crate::store::DEFAULT_IO_TIMEOUT)),
+        b"moraine_io_timeout" => c(&IO_TIMEOUT, &|| millis(moraine::store::DEFAULT_IO_TIMEOUT)),
         b"moraine_reader_poll_interval" => {
-            c(&READER_POLL, &|| millis(crate::store::DEFAULT_READER_POLL))
+            c(&READER_POLL, &|| millis(moraine::store::DEFAULT_READER_POLL))
         }
         b"moraine_reclaim_interval" => {
-            c(&RECLAIM, &|| millis(crate::store::DEFAULT_RECLAIM_INTERVAL))
+            c(&RECLAIM, &|| millis(moraine::store::DEFAULT_RECLAIM_INTERVAL))
         }
         _ => std::ptr::null(),
     }
@@ -1249,20 +1249,20 @@ pub unsafe extern "C" fn moraine_check_max_commit_size(
     len: usize,
     err: *mut MoraineError,
 ) -> i32 {
-    match guard(err, || crate::limits::parse_size(text(text_ptr, len)?)) {
+    match guard(err, || moraine::limits::parse_size(text(text_ptr, len)?)) {
         Some(_) => 0,
         None => 1,
     }
 }
 
-/// `SET moraine_log_level = spec` (see [`crate::telemetry::Filter::parse`]); 0 on success.
+/// `SET moraine_log_level = spec` (see [`moraine::telemetry::Filter::parse`]); 0 on success.
 #[no_mangle]
 pub unsafe extern "C" fn moraine_set_log_level(
     spec: *const c_char,
     len: usize,
     err: *mut MoraineError,
 ) -> i32 {
-    match guard(err, || crate::telemetry::set_filter(text(spec, len)?)) {
+    match guard(err, || moraine::telemetry::set_filter(text(spec, len)?)) {
         Some(()) => 0,
         None => 1,
     }
@@ -1271,7 +1271,7 @@ pub unsafe extern "C" fn moraine_set_log_level(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::txn::tests::{mem_url, new_lake};
+    use moraine::testing::{mem_url, new_lake};
 
     const M: &str = "main";
 
@@ -1393,7 +1393,7 @@ mod tests {
         let store = new_lake(&mem_url("ffi-ints"));
         let handle = Box::into_raw(Box::new(MoraineStore(store)));
         let table = "ducklake_data_file";
-        let def = crate::catalog::fixed_table_def(M, table).unwrap();
+        let def = moraine::catalog::fixed_table_def(M, table).unwrap();
         let col = |name: &str| def.columns.iter().position(|c| c.name == name).unwrap();
         let (id, end, partition) = (
             col("data_file_id"),
@@ -1500,7 +1500,7 @@ mod tests {
         let head = store.head().unwrap();
         let handle = Box::into_raw(Box::new(MoraineStore(store.clone())));
         let table = "ducklake_metadata";
-        let def = crate::catalog::fixed_table_def(M, table).unwrap();
+        let def = moraine::catalog::fixed_table_def(M, table).unwrap();
         let ncols = def.columns.len();
         // (kept alive while cells point into it)
         let good = Cell::Text("k".into());

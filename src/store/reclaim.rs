@@ -40,7 +40,7 @@ use slatedb::compactor::{CompactionSpec, CompactionStatus, SourceId};
 
 /// Default of `moraine_reclaim_interval`: the longest a writer leaves an SST unrewritten, and
 /// so the longest the bytes of a deleted record stay in the store while a writer is attached.
-pub(crate) const DEFAULT_RECLAIM_INTERVAL: Duration = Duration::from_secs(24 * 3600);
+pub const DEFAULT_RECLAIM_INTERVAL: Duration = Duration::from_secs(24 * 3600);
 
 /// Every how many collector passes (each `pass` long) a writer checks whether a reclaim is due:
 /// about once a minute, or every pass for an interval shorter than that.

@@ -50,11 +50,11 @@ pub fn cargo_build() -> Result<PathBuf, String> {
     Ok(target.join("release"))
 }
 
-/// Wrap `<dir>/libmoraine.so` as `<dir>/moraine.duckdb_extension`. The file
+/// Wrap `<dir>/libmoraine_extension.so` as `<dir>/moraine.duckdb_extension`. The file
 /// name matters: DuckDB derives the init symbol (`moraine_duckdb_cpp_init`)
 /// from it.
 pub fn package(release_dir: &Path, version: &str) -> Result<PathBuf, String> {
-    let so = release_dir.join("libmoraine.so");
+    let so = release_dir.join("libmoraine_extension.so");
     let lib = std::fs::read(&so).map_err(|e| format!("{}: {e}", so.display()))?;
     let meta = footer::Metadata::moraine(&format!("v{version}"));
     let bytes = footer::append_footer(&lib, &meta)?;
@@ -107,7 +107,7 @@ mod tests {
     #[test]
     fn packages_a_library_with_the_footer() {
         let dir = paths::fresh_temp_dir("moraine-xtask-package").unwrap();
-        std::fs::write(dir.join("libmoraine.so"), b"\x7fELFfake").unwrap();
+        std::fs::write(dir.join("libmoraine_extension.so"), b"\x7fELFfake").unwrap();
         let out = package(&dir, "0.1.0").unwrap();
         assert_eq!(out.file_name().unwrap(), "moraine.duckdb_extension");
         let bytes = std::fs::read(&out).unwrap();

@@ -31,7 +31,7 @@ commands:
                         prints that path last
   package --repo DIR    build, then write DIR/v1.5.5/linux_amd64/moraine.duckdb_extension.gz
                         (a DuckDB extension repository: INSTALL moraine FROM 'DIR')
-  package DIR           wrap an existing DIR/libmoraine.so as DIR/moraine.duckdb_extension
+  package DIR           wrap an existing DIR/libmoraine_extension.so as DIR/moraine.duckdb_extension
   wheel --out DIR       build, then write DIR/duckdb_extension_moraine-<version>-
                         py3-none-manylinux_2_28_x86_64.whl (pip install it next to duckdb==1.5.5)
   deps                  install the pinned DuckDB CLI, DuckLake and sqlite_scanner
@@ -143,7 +143,7 @@ fn ensure_deps() -> Result<deps::Deps, String> {
 }
 
 /// `--repo DIR`: build and write DuckDB's extension repository layout into DIR. `DIR`: wrap an
-/// already built `DIR/libmoraine.so` (e.g. a development build) as an extension.
+/// already built `DIR/libmoraine_extension.so` (e.g. a development build) as an extension.
 fn cmd_package(args: &[String]) -> Result<bool, String> {
     if let [flag, repo] = args {
         if flag == "--repo" {
@@ -154,7 +154,7 @@ fn cmd_package(args: &[String]) -> Result<bool, String> {
     }
     let [dir] = args else {
         return Err(
-            "usage: cargo xtask package --repo <DIR> | cargo xtask package <dir holding libmoraine.so>"
+            "usage: cargo xtask package --repo <DIR> | cargo xtask package <dir holding libmoraine_extension.so>"
                 .into(),
         );
     };
@@ -325,7 +325,7 @@ fn cmd_fuzz(args: &[String]) -> Result<bool, String> {
         seed.as_deref().unwrap_or("default")
     );
     let mut cmd = paths::cargo_command();
-    cmd.args(["test", "--release", "-p", "moraine", "--lib", "fuzz_tests"])
+    cmd.args(["test", "--release", "-p", "moraine-core", "--lib", "fuzz_tests"])
         .env("CARGO_TARGET_DIR", paths::target_dir())
         .env("MORAINE_FUZZ_CASES", &cases)
         .current_dir(paths::workspace_root());
