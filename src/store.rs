@@ -255,7 +255,7 @@ pub struct Store {
     /// Set when a write of this writer failed because another writer fenced it. SlateDB also
     /// records the fence in its status, but from a background task that may run after the
     /// failed write has returned: the flag makes the very next pin refuse, as every later one.
-    fenced: std::sync::atomic::AtomicBool,
+    fenced: Arc<std::sync::atomic::AtomicBool>,
     /// SlateDB's metrics for this store (`moraine_metrics`).
     metrics: Arc<slatedb_common::metrics::DefaultMetricsRecorder>,
     /// Commits made through this handle, and when the last was acknowledged (microseconds
@@ -875,11 +875,18 @@ impl Store {
 
     fn set_compactor_pace(&self, pace: compactor::Pace) -> Option<tokio::task::JoinHandle<bool>> {
         match &self.backend {
-            Backend::Writer(..) if self.close_reason().is_none() => Some(self.compactor.set_pace(
-                &self.objects.store,
-                &self.metrics,
-                pace,
-            )),
+            Backend::Writer(_, status) if self.close_reason().is_none() => {
+                // asked again before the change starts a compactor: a writer fenced or closed
+                // meanwhile starts none
+                let (status, fenced) = (status.clone(), self.fenced.clone());
+                let open = move || {
+                    status.borrow().close_reason.is_none() && !fenced.load(Ordering::SeqCst)
+                };
+                Some(
+                    self.compactor
+                        .set_pace(&self.objects.store, &self.metrics, pace, open),
+                )
+            }
             _ => None,
         }
     }

@@ -175,6 +175,13 @@ static void ReclaimScan(ClientContext &context, TableFunctionInput &input, DataC
 		auto db = databases.GetDatabase(context, name);
 		read_lake = read_lake || (db && meta.TryGetTransaction(*db));
 	}
+	// a lake detached and attached again under its name since the bind is another store's:
+	// whether the caller read the bound one is not known, so it counts as read
+	auto moraine_db = databases.GetDatabase(context, bind.moraine_db);
+	if (!moraine_db || moraine_db->GetCatalog().GetCatalogType() != "moraine" ||
+	    moraine_db->GetCatalog().Cast<MoraineCatalog>().store != bind.store) {
+		read_lake = true;
+	}
 	bool explicit_transaction = !context.transaction.IsAutoCommit();
 	int64_t began = meta.GetCurrentTransactionStartTimestamp().value;
 	if (moraine_store_reclaim(bind.store->store, explicit_transaction, read_lake, began, &done, OnStatusField,

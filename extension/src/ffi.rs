@@ -1232,12 +1232,12 @@ pub unsafe extern "C" fn moraine_setting_default(name: *const c_char) -> *const 
             moraine::limits::DEFAULT_MAX_COMMIT_SIZE.into()
         }),
         b"moraine_io_timeout" => c(&IO_TIMEOUT, &|| millis(moraine::store::DEFAULT_IO_TIMEOUT)),
-        b"moraine_reader_poll_interval" => {
-            c(&READER_POLL, &|| millis(moraine::store::DEFAULT_READER_POLL))
-        }
-        b"moraine_reclaim_interval" => {
-            c(&RECLAIM, &|| millis(moraine::store::DEFAULT_RECLAIM_INTERVAL))
-        }
+        b"moraine_reader_poll_interval" => c(&READER_POLL, &|| {
+            millis(moraine::store::DEFAULT_READER_POLL)
+        }),
+        b"moraine_reclaim_interval" => c(&RECLAIM, &|| {
+            millis(moraine::store::DEFAULT_RECLAIM_INTERVAL)
+        }),
         _ => std::ptr::null(),
     }
 }

@@ -171,13 +171,15 @@ impl WriterCompactor {
     /// Runs the compactor at `pace` from now: the one that runs at another pace is stopped
     /// (abandoning a compaction under way, which the next one takes over) and, once it has
     /// ended, one at `pace` started. The change is made by a task of the store's runtime, which
-    /// goes on if the caller stops waiting for it; it answers false once the store has closed.
+    /// goes on if the caller stops waiting for it; it answers false once the store has closed,
+    /// or when `open` says no before it starts one (a writer fenced meanwhile).
     /// The latest call's pace wins.
     pub(crate) fn set_pace(
         &self,
         object_store: &Arc<dyn ObjectStore>,
         metrics: &Arc<slatedb_common::metrics::DefaultMetricsRecorder>,
         pace: Pace,
+        open: impl Fn() -> bool + Send + 'static,
     ) -> tokio::task::JoinHandle<bool> {
         self.lock().pace = pace;
         let (inner, live) = (self.inner.clone(), self.live.clone());
@@ -208,6 +210,10 @@ impl WriterCompactor {
                         Slot::Stopping(ended) if !ended.now() => {
                             inner.slot = Slot::Stopping(ended.clone());
                             ended
+                        }
+                        slot if !open() => {
+                            inner.slot = slot;
+                            return false;
                         }
                         Slot::Timer(timer) => {
                             timer.abort();
@@ -362,5 +368,37 @@ mod tests {
         store.pace_compactor(Pace::Reclaim);
         assert_eq!(store.compactor_pace(), None, "none after the close");
         assert_eq!(store.compactor.live().0, 0);
+    }
+
+    /// A start while a compactor is stopping starts none; a pace change waits for it to end and
+    /// then starts one, unless the writer was fenced meanwhile; after the stop, nothing starts one.
+    #[test]
+    fn nothing_starts_a_compactor_while_one_stops_or_after_the_stop() {
+        let dir = tempfile::tempdir().unwrap();
+        let url = dir.path().join("lake").to_str().unwrap().to_string();
+        let store = Store::open(&url, false).unwrap();
+        init_lake(&store);
+        // the store's own compactor stops first: one compactor per store
+        block_on(store.compactor.stop());
+        let (os, m) = (&store.objects.store, &store.metrics);
+        let c = WriterCompactor::default();
+        let (stopping, ended) = tokio::sync::watch::channel(());
+        c.lock().slot = Slot::Stopping(Ended(ended));
+        c.start(os, m);
+        assert!(matches!(c.lock().slot, Slot::Stopping(_)));
+        assert_eq!(c.live(), (0, 0), "a start while one stops starts none");
+        let change = c.set_pace(os, m, Pace::Reclaim, || true);
+        drop(stopping);
+        assert!(block_on(change).unwrap());
+        assert_eq!((c.running(), c.live()), (Some(Pace::Reclaim), (1, 1)));
+        // a change that finds the writer fenced stops the one that runs and starts none
+        assert!(!block_on(c.set_pace(os, m, Pace::Routine, || false)).unwrap());
+        assert_eq!((c.running(), c.live().0), (None, 0));
+        c.start(os, m);
+        assert_eq!(c.running(), Some(Pace::Routine));
+        block_on(c.stop());
+        c.start(os, m);
+        assert!(!block_on(c.set_pace(os, m, Pace::Reclaim, || true)).unwrap());
+        assert_eq!((c.running(), c.live()), (None, (0, 1)));
     }
 }

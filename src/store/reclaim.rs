@@ -393,7 +393,10 @@ impl Store {
         // same committed state (the commit lock keeps commits out), so the transactions pinned
         // to it read on unchanged, and every record deleted before `target` is one no snapshot
         // of this process needs once the transactions pinned to older images end
-        let target = {
+        // (and when the head's image was installed: an image installed later, by a commit
+        // after this one, holds a snapshot newer than `target`, so a caller that began after
+        // this install holds nothing older, however many commits land while it waits)
+        let (target, installed_at) = {
             let _commit = self.commit_lock.lock().unwrap_or_else(|p| p.into_inner());
             let snapshot = self.take_snapshot(db)?;
             let target = snapshot.seq();
@@ -402,7 +405,7 @@ impl Store {
                     image.renew_snapshot(snapshot);
                 }
             }
-            target
+            (target, self.head_installed_at())
         };
 
         // 4. every other image checkpoint
@@ -415,7 +418,7 @@ impl Store {
 
         // 5. no snapshot older than the deletions left open, and the tombstones in L0
         let step = tracing::debug_span!("moraine.reclaim.reads").entered();
-        self.wait_for_older_reads(caller, target)?;
+        self.wait_for_older_reads(caller, target, installed_at)?;
         let settle = async {
             let limit = self.access.io_timeout;
             tokio::time::timeout(limit, self.settle_snapshots(db, &admin, target)).await
@@ -476,12 +479,13 @@ impl Store {
     /// Waits until no SlateDB snapshot this process took before `target` is open: a
     /// transaction pinned to an image older than the head holds one, and a compaction keeps
     /// every version an open snapshot can see. Fails at once when the caller's own transaction
-    /// may be what holds one ([`wait_for_reads`]), and after the store's time limit otherwise.
-    fn wait_for_older_reads(&self, caller: Caller, target: u64) -> Result<()> {
+    /// may be what holds one ([`wait_for_reads`], with `installed_at` the install of the image
+    /// whose snapshot `target` renewed), and after the store's time limit otherwise.
+    fn wait_for_older_reads(&self, caller: Caller, target: u64, installed_at: i64) -> Result<()> {
         let deadline = std::time::Instant::now() + self.access.io_timeout;
         loop {
             let open = self.oldest_open_snapshot();
-            match wait_for_reads(caller, open, target, self.head_installed_at()) {
+            match wait_for_reads(caller, open, target, installed_at) {
                 WaitForReads::Done => return Ok(()),
                 WaitForReads::Refuse => return Err(self.caller_holds_older_reads(caller)),
                 WaitForReads::Wait if std::time::Instant::now() >= deadline => {
@@ -904,37 +908,48 @@ mod tests {
     }
 
     /// A caller whose transaction began after the head's commit holds the head, so an older
-    /// transaction of another connection is waited for (within the time limit), not refused.
+    /// transaction of another connection is waited for, not refused, and commits that land
+    /// while it waits (after its step 3) do not turn the wait into a refusal: the reclaim
+    /// returns once that transaction has ended.
     #[test]
     fn a_caller_that_began_after_the_head_waits_for_another_connections_reads() {
-        let (_dir, store) = lake_timing_out_after(300);
-        let marker = "zz-withdrawn-2f6a9d3c8e1b47a5d0c4f7e2b9a6d1c3";
-        commit_table(&store, 1, 1, marker);
-        let mut other = store.begin();
-        other.rows("main", "ducklake_table", true).unwrap();
-        delete_table_record(&store, marker);
-        let began = Some(crate::store::unix_micros_now());
-        for explicit in [true, false] {
-            let err = store
-                .reclaim_for(Caller {
+        use std::sync::atomic::AtomicBool;
+        let (_dir, store) = lake_timing_out_after(60000);
+        for (round, explicit) in [(0, true), (1, false)] {
+            let marker = format!("zz-withdrawn-2f6a9d3c8e1b47a5d0c4f7e2b9a6d1c{round}");
+            commit_table(&store, 10 * round + 1, 10 * round + 1, &marker);
+            let mut other = store.begin();
+            other.rows("main", "ducklake_table", true).unwrap();
+            delete_table_record(&store, &marker);
+            let began = Some(crate::store::unix_micros_now());
+            let renewed_from = store.current_image().unwrap().snapshot_seq();
+            let ended = AtomicBool::new(false);
+            std::thread::scope(|s| {
+                s.spawn(|| {
+                    // once step 3 has renewed the head's snapshot, two commits land, and then
+                    // the older transaction ends
+                    while store.current_image().unwrap().snapshot_seq() == renewed_from {
+                        std::thread::sleep(Duration::from_millis(5));
+                    }
+                    commit_table(&store, 10 * round + 2, 10 * round + 2, "during-1");
+                    commit_table(&store, 10 * round + 3, 10 * round + 3, "during-2");
+                    // (long enough for the reclaim to look again after those commits)
+                    std::thread::sleep(Duration::from_millis(200));
+                    ended.store(true, Ordering::SeqCst);
+                    drop(other);
+                });
+                let done = store.reclaim_for(Caller {
                     explicit,
                     read_lake: true,
                     began,
-                })
-                .unwrap_err();
-            assert!(
-                matches!(&err, Error::Conflict(m) if m.contains("still open after")),
-                "{err}"
-            );
+                });
+                assert!(done.is_ok(), "{done:?}");
+                assert!(
+                    ended.load(Ordering::SeqCst),
+                    "it returned only once the older transaction had ended"
+                );
+            });
         }
-        drop(other);
-        store
-            .reclaim_for(Caller {
-                explicit: true,
-                read_lake: true,
-                began,
-            })
-            .unwrap();
     }
 
     #[test]

@@ -325,10 +325,17 @@ fn cmd_fuzz(args: &[String]) -> Result<bool, String> {
         seed.as_deref().unwrap_or("default")
     );
     let mut cmd = paths::cargo_command();
-    cmd.args(["test", "--release", "-p", "moraine-core", "--lib", "fuzz_tests"])
-        .env("CARGO_TARGET_DIR", paths::target_dir())
-        .env("MORAINE_FUZZ_CASES", &cases)
-        .current_dir(paths::workspace_root());
+    cmd.args([
+        "test",
+        "--release",
+        "-p",
+        "moraine-core",
+        "--lib",
+        "fuzz_tests",
+    ])
+    .env("CARGO_TARGET_DIR", paths::target_dir())
+    .env("MORAINE_FUZZ_CASES", &cases)
+    .current_dir(paths::workspace_root());
     if let Some(seed) = &seed {
         cmd.env("MORAINE_FUZZ_SEED", seed);
     }
