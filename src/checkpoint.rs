@@ -17,7 +17,7 @@
 
 use crate::cell::{decode_row, encode_row, Cell};
 use crate::error::{Error, Result};
-use crate::store::Head;
+use crate::head::Head;
 use bytes::Bytes;
 use std::collections::BTreeMap;
 use std::time::Duration;

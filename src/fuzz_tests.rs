@@ -19,8 +19,8 @@ use crate::catalog::{ColumnDef, SnapshotRecord, TableDef};
 use crate::cell::{self, Cell, Row};
 use crate::checkpoint;
 use crate::chunk;
+use crate::head::Head;
 use crate::keys;
-use crate::store::Head;
 
 /// xorshift64*: small, fast and reproducible; no dependency.
 struct Rng(u64);

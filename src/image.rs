@@ -15,372 +15,22 @@
 //! with the image on a writer, or from the reader's state on a read-only store (filtered to the
 //! versions that had ended by the image's head).
 
+use crate::backend::{bulk_scan, Backend};
 use crate::catalog::{CommittedCatalog, Kind, TableDef};
-use crate::cell::{cell_at, decode_row, decode_row_at, Cell, CellRef, Row};
+use crate::cell::{decode_row, decode_row_at, Cell, Row};
 use crate::checkpoint::{self, Writes};
 use crate::chunk::decode_chunk;
 use crate::error::{Error, Result};
+use crate::head::Head;
 use crate::keys;
 use crate::kinds;
 use crate::records::Records;
-use crate::selection::{Narrowing, Selection};
-use crate::store::{Backend, Head, Store};
+use crate::rowset::RowSet;
 use bytes::Bytes;
 use slatedb::DbSnapshot;
 use std::collections::{BTreeMap, HashMap};
-use std::ops::Deref;
 use std::sync::{Arc, Mutex, OnceLock};
 use tracing::Instrument;
-
-/// Rows in the order a scan serves them, with integer indexes built on demand.
-///
-/// A row set served from the image's records keeps them encoded (sharing the records' bytes)
-/// and decodes a row when it is first read: a scan narrowed by an index decodes only the rows
-/// it emits, and the indexes are built from the one column they need. Every record was checked
-/// whole when the set was built, so a later decode cannot fail.
-pub struct RowSet {
-    /// Every row decoded: given at construction, or built when something needs them all.
-    decoded: OnceLock<Vec<Row>>,
-    /// The rows as records, each decoded on first read; empty for a set built from rows.
-    encoded: Vec<(Bytes, OnceLock<Row>)>,
-    /// column -> (value -> positions in `rows`, ascending), built from `ints`;
-    /// `None` for a column with cells that are not integers.
-    index: Mutex<HashMap<usize, Option<Arc<HashMap<i64, Vec<u32>>>>>>,
-    /// column -> (value, position) sorted by value, for ranges; `None` as above.
-    sorted: Mutex<HashMap<usize, Option<Arc<Vec<(i64, u32)>>>>>,
-    /// column -> its cells as integers, in row order: what the indexes are built from, and
-    /// what scans emit whole vectors from; `None` as above.
-    ints: Mutex<HashMap<usize, Option<Arc<IntColumn>>>>,
-    /// column -> the bounds of every row's cell; `None` as above.
-    bounds: Mutex<HashMap<usize, Option<IntBounds>>>,
-    /// The selections pushed-down filters made of these rows, kept for the next scan asking
-    /// the same (bounded, see [`crate::selection::Kept`]).
-    selections: Mutex<crate::selection::Kept>,
-}
-
-/// What the rows of an integer column hold: the least and greatest value (`None` when every
-/// row holds NULL, or there is no row) and whether a row holds NULL.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct IntBounds {
-    pub range: Option<(i64, i64)>,
-    pub has_null: bool,
-}
-
-impl IntBounds {
-    const NONE: IntBounds = IntBounds {
-        range: None,
-        has_null: false,
-    };
-
-    fn add(&mut self, value: i64, valid: u8) {
-        if valid == 0 {
-            self.has_null = true;
-            return;
-        }
-        self.range = Some(match self.range {
-            None => (value, value),
-            Some((lo, hi)) => (lo.min(value), hi.max(value)),
-        });
-    }
-}
-
-/// One integer column of a [`RowSet`]: `valid[i]` is 0 where row `i` holds NULL. The indexes
-/// are built from it.
-pub struct IntColumn {
-    pub values: Vec<i64>,
-    pub valid: Vec<u8>,
-    /// How many of `valid`'s flags are 0 (NULL cells): a scan of a column with none, or with
-    /// nothing else, need not count its vectors' NULLs.
-    pub nulls: usize,
-}
-
-impl IntColumn {
-    /// The bounds of the rows at `rows`; a position past the end counts as NULL.
-    fn bounds(&self, rows: impl Iterator<Item = usize>) -> IntBounds {
-        let mut b = IntBounds::NONE;
-        for r in rows {
-            match (self.values.get(r), self.valid.get(r)) {
-                (Some(v), Some(ok)) => b.add(*v, *ok),
-                _ => b.add(0, 0),
-            }
-        }
-        b
-    }
-
-    /// (position, value) of every row that is not NULL, in row order.
-    fn present(&self) -> impl Iterator<Item = (u32, i64)> + '_ {
-        self.values
-            .iter()
-            .zip(&self.valid)
-            .enumerate()
-            .filter(|(_, (_, valid))| **valid != 0)
-            .map(|(i, (v, _))| (i as u32, *v))
-    }
-}
-
-/// Every row, decoded (for the callers that read them all: overlays, tests).
-impl Deref for RowSet {
-    type Target = Vec<Row>;
-    fn deref(&self) -> &Vec<Row> {
-        self.decoded.get_or_init(|| {
-            // (rows already read are copied; the others are decoded here, not cached twice)
-            self.encoded
-                .iter()
-                .map(|(record, row)| match row.get() {
-                    Some(r) => r.clone(),
-                    None => decode_row(record).unwrap_or_default(),
-                })
-                .collect()
-        })
-    }
-}
-
-impl std::fmt::Debug for RowSet {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        (**self).fmt(f)
-    }
-}
-
-impl RowSet {
-    pub fn new(rows: Vec<Row>) -> RowSet {
-        RowSet::with(OnceLock::from(rows), Vec::new())
-    }
-
-    /// Rows kept as the records that hold them, in this order. Each record must have passed
-    /// [`crate::cell::walk_row`].
-    pub(crate) fn encoded(records: Vec<Bytes>) -> RowSet {
-        RowSet::with(
-            OnceLock::new(),
-            records.into_iter().map(|r| (r, OnceLock::new())).collect(),
-        )
-    }
-
-    fn with(decoded: OnceLock<Vec<Row>>, encoded: Vec<(Bytes, OnceLock<Row>)>) -> RowSet {
-        RowSet {
-            decoded,
-            encoded,
-            index: Mutex::new(HashMap::new()),
-            sorted: Mutex::new(HashMap::new()),
-            ints: Mutex::new(HashMap::new()),
-            bounds: Mutex::new(HashMap::new()),
-            selections: Mutex::new(Default::default()),
-        }
-    }
-
-    pub fn len(&self) -> usize {
-        match self.decoded.get() {
-            Some(rows) => rows.len(),
-            None => self.encoded.len(),
-        }
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
-    /// Row `i`, decoded on first read.
-    pub fn get(&self, i: usize) -> Option<&Row> {
-        if let Some(rows) = self.decoded.get() {
-            return rows.get(i);
-        }
-        let (record, row) = self.encoded.get(i)?;
-        // checked when the set was built: a record that fails now is a bug, served as no row
-        Some(row.get_or_init(|| decode_row(record).unwrap_or_default()))
-    }
-
-    /// The positions of the rows whose `column` holds one of `values`, ascending: exactly the
-    /// rows `column = v` / `column IN (values)` admits (a NULL cell is in none). The first call
-    /// for a column walks the rows once and keeps the index; later calls are lookups.
-    pub fn positions(&self, column: usize, values: &[i64]) -> Vec<u32> {
-        let index = {
-            let mut cache = self.index.lock().unwrap_or_else(|p| p.into_inner());
-            cache
-                .entry(column)
-                .or_insert_with(|| {
-                    let mut idx: HashMap<i64, Vec<u32>> = HashMap::new();
-                    for (i, v) in self.int_column(column)?.present() {
-                        idx.entry(v).or_default().push(i);
-                    }
-                    Some(Arc::new(idx))
-                })
-                .clone()
-        };
-        let Some(index) = index else {
-            // a column holding cells other than integers: only its integer cells can be equal
-            return self.positions_where(column, |v| values.contains(&v));
-        };
-        let mut out: Vec<u32> = Vec::new();
-        for v in values {
-            if let Some(p) = index.get(v) {
-                out.extend_from_slice(p);
-            }
-        }
-        out.sort_unstable();
-        out.dedup();
-        out
-    }
-
-    /// The rows every one of `narrowings` admits (`None`: every row), computed on the first ask
-    /// and kept for the next scan of this set that asks the same.
-    pub fn select(&self, narrowings: &[Narrowing]) -> Option<Arc<Selection>> {
-        if narrowings.is_empty() {
-            return None;
-        }
-        let kept = || self.selections.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(selection) = kept().get(narrowings) {
-            return selection;
-        }
-        let selection = crate::selection::compute(self, narrowings);
-        kept().insert(self.len(), narrowings.to_vec(), selection.clone());
-        selection
-    }
-
-    #[cfg(test)]
-    pub(crate) fn selections_kept(&self) -> usize {
-        self.selections
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .len()
-    }
-
-    /// The positions of the rows whose `column` holds an integer `keep` admits, by walking them
-    /// (for a column that holds other cells too, which no index covers).
-    fn positions_where(&self, column: usize, keep: impl Fn(i64) -> bool) -> Vec<u32> {
-        (0..self.len())
-            .filter(|&i| matches!(self.get(i).and_then(|r| r.get(column)), Some(Cell::Int(v)) if keep(*v)))
-            .map(|i| i as u32)
-            .collect()
-    }
-}
-
-impl RowSet {
-    /// The bounds of integer column `column` over the rows at `positions` (every row when
-    /// `None`; computed once per column then); `None` when a cell there is not an integer.
-    pub fn int_bounds(&self, column: usize, positions: Option<&[u32]>) -> Option<IntBounds> {
-        let Some(positions) = positions else {
-            if let Some(b) = self
-                .bounds
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .get(&column)
-            {
-                return *b;
-            }
-            let bounds = self.int_column(column).map(|c| c.bounds(0..c.values.len()));
-            self.bounds
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .insert(column, bounds);
-            return bounds;
-        };
-        let built = self
-            .ints
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(&column)
-            .cloned()
-            .flatten();
-        if built.is_none() && self.few(positions.len()) {
-            // a few rows and no integer column built yet (by an earlier scan of this image):
-            // read their cells rather than build the whole column
-            let mut b = IntBounds::NONE;
-            for &p in positions {
-                match self.get(p as usize).and_then(|r| r.get(column)) {
-                    Some(Cell::Int(v)) => b.add(*v, 1),
-                    Some(Cell::Null) | None => b.add(0, 0),
-                    Some(_) => return None,
-                }
-            }
-            return Some(b);
-        }
-        let c = match built {
-            Some(c) => c,
-            None => self.int_column(column)?,
-        };
-        Some(c.bounds(positions.iter().map(|&p| p as usize)))
-    }
-
-    /// Whether `selected` of this set's rows are few enough that reading their cells one by
-    /// one beats building (or reading) the whole integer column.
-    pub fn few(&self, selected: usize) -> bool {
-        selected.saturating_mul(4) < self.len()
-    }
-
-    /// `column` as integers in row order, built on first use; `None` when it holds cells other
-    /// than integers and NULLs.
-    pub fn int_column(&self, column: usize) -> Option<Arc<IntColumn>> {
-        let mut cache = self.ints.lock().unwrap_or_else(|p| p.into_inner());
-        cache
-            .entry(column)
-            .or_insert_with(|| {
-                let mut col = IntColumn {
-                    values: Vec::with_capacity(self.len()),
-                    valid: Vec::with_capacity(self.len()),
-                    nulls: 0,
-                };
-                let mut push = |cell: Option<CellRef<'_>>| match cell {
-                    Some(CellRef::Int(v)) => {
-                        col.values.push(v);
-                        col.valid.push(1);
-                        true
-                    }
-                    Some(CellRef::Null) | None => {
-                        col.values.push(0);
-                        col.valid.push(0);
-                        col.nulls += 1;
-                        true
-                    }
-                    Some(_) => false,
-                };
-                let all_ints = match self.decoded.get() {
-                    Some(rows) => rows.iter().all(|r| push(r.get(column).map(Cell::as_ref))),
-                    // only the column's cell of each record (checked whole when served)
-                    None => self
-                        .encoded
-                        .iter()
-                        .all(|(record, _)| cell_at(record, column).is_ok_and(&mut push)),
-                };
-                all_ints.then(|| Arc::new(col))
-            })
-            .clone()
-    }
-
-    /// The positions of the rows whose `column` holds a value in `lo..=hi`, ascending: exactly
-    /// the rows the range admits (NULLs are in no range); `None` when that is every row.
-    pub fn positions_between(&self, column: usize, lo: i64, hi: i64) -> Option<Vec<u32>> {
-        let sorted = {
-            let mut cache = self.sorted.lock().unwrap_or_else(|p| p.into_inner());
-            cache
-                .entry(column)
-                .or_insert_with(|| {
-                    let mut values: Vec<(i64, u32)> = self
-                        .int_column(column)?
-                        .present()
-                        .map(|(i, v)| (v, i))
-                        .collect();
-                    values.sort_unstable();
-                    Some(Arc::new(values))
-                })
-                .clone()
-        };
-        let Some(sorted) = sorted else {
-            // a column holding cells other than integers: only its integer cells are in range
-            let out = self.positions_where(column, |v| (lo..=hi).contains(&v));
-            return (out.len() < self.len()).then_some(out);
-        };
-        if lo > hi {
-            return Some(Vec::new());
-        }
-        let start = sorted.partition_point(|(v, _)| *v < lo);
-        let end = sorted.partition_point(|(v, _)| *v <= hi);
-        if end - start == self.len() {
-            return None;
-        }
-        let mut out: Vec<u32> = sorted[start..end].iter().map(|(_, p)| *p).collect();
-        out.sort_unstable();
-        Some(out)
-    }
-}
 
 /// A value computed once, by whichever caller asks first; a caller asking meanwhile waits for
 /// it instead of computing it again (the image's background warm-up and a query's first read
@@ -691,19 +341,9 @@ fn lakes_of(sys: &[(Bytes, Bytes)]) -> Result<Vec<String>> {
     Ok(lakes)
 }
 
-/// How a whole-keyspace read fetches: large reads, several at once (the defaults fetch one block
-/// per request, one request at a time).
-pub(crate) fn bulk_scan() -> slatedb::config::ScanOptions {
-    slatedb::config::ScanOptions {
-        read_ahead_bytes: 1 << 20,
-        max_fetch_tasks: 4,
-        ..Default::default()
-    }
-}
-
 /// The records of one iterator over the whole keyspace, less the history ranges, which it seeks
 /// past (`[lake/<l>/]history/` are contiguous key ranges).
-async fn read_live(mut it: slatedb::DbIterator) -> Result<Vec<(Bytes, Bytes)>> {
+pub(crate) async fn read_live(mut it: slatedb::DbIterator) -> Result<Vec<(Bytes, Bytes)>> {
     let mut out = Vec::new();
     while let Some(kv) = it.next().await? {
         match place_of(&kv.key)? {
@@ -729,33 +369,6 @@ fn history_range_end(key: &[u8]) -> Result<Vec<u8>> {
     Ok(end)
 }
 
-/// The commit log from batch `from` on, as far as it runs without a gap, read through `snap`
-/// (a writer's) or the reader's state in one iterator.
-async fn read_log(
-    store: &Store,
-    snap: Option<&Arc<DbSnapshot>>,
-    from: u64,
-) -> Result<Vec<(Head, Writes)>> {
-    let range = keys::image_log(from)..keys::image_log(i64::MAX as u64);
-    let mut it = match (snap, &store.backend) {
-        (Some(s), _) => s.scan_with_options(range, &bulk_scan()).await?,
-        (None, Backend::Reader(r)) => r.scan_with_options(range, &bulk_scan()).await?,
-        (None, Backend::Writer(db, _)) => db.scan_with_options(range, &bulk_scan()).await?,
-    };
-    let mut out = Vec::new();
-    let mut next = from;
-    while let Some(kv) = it.next().await? {
-        match keys::decode_key(&kv.key)?.as_slice() {
-            [_, _, Cell::Int(b)] if *b as u64 == next => {
-                out.push(checkpoint::decode_log(&kv.value, next)?);
-                next += 1;
-            }
-            _ => break,
-        }
-    }
-    Ok(out)
-}
-
 async fn scan_snapshot(snap: &DbSnapshot, prefix: &[u8]) -> Result<Vec<(Bytes, Bytes)>> {
     let mut it = snap
         .scan_prefix_with_options(prefix, .., &bulk_scan())
@@ -768,152 +381,12 @@ async fn scan_snapshot(snap: &DbSnapshot, prefix: &[u8]) -> Result<Vec<(Bytes, B
 }
 
 impl Image {
-    /// Read the image of `store` afresh, of one committed state.
-    ///
-    /// A writer reads through one SlateDB snapshot. A reader has none: SlateDB 0.18's `DbReader`
-    /// scans each see the reader's state of the moment they start, and a background poll may
-    /// install a newer state between two scans. One iterator is one state, so a reader reads
-    /// the whole keyspace with one iterator, seeking past each history range instead of
-    /// reading it.
-    ///
-    /// Both start from the newest image checkpoint when there is one (the checkpoint and the
-    /// commit log after it; see `checkpoint.rs`), and a reader that holds an image follows the
-    /// log from it. A reader's image is at least at `at_least`, the head it read before.
-    pub(crate) async fn load(
-        store: &Store,
-        previous: Option<&Image>,
-        at_least: Head,
-    ) -> Result<Image> {
-        let span = tracing::debug_span!("moraine.image.load", store = store.url());
-        // the checkpoint read ahead at open serves only the first load's from_checkpoint
-        let loaded = Self::load_from(store, previous, at_least)
-            .instrument(span)
-            .await;
-        store.drop_prefetched();
-        loaded
-    }
-
-    async fn load_from(store: &Store, previous: Option<&Image>, at_least: Head) -> Result<Image> {
-        let unusable = |e: Error| {
-            tracing::warn!("moraine: the image checkpoint cannot be used ({e}); reading records");
-        };
-        match &store.backend {
-            Backend::Writer(db, _) => {
-                let snap = store.take_snapshot(db)?;
-                let checkpointed = match Self::from_checkpoint(store, Some(&snap))
-                    .instrument(tracing::debug_span!("moraine.image.checkpoint"))
-                    .await
-                {
-                    Ok(Some(image)) => image.with_held(&snap).await.map(Some),
-                    other => other,
-                };
-                match checkpointed {
-                    Ok(Some(image)) => return Ok(image),
-                    Ok(None) => {}
-                    Err(e) => unusable(e),
-                }
-                // no checkpoint to start from: every record, at the snapshot's state
-                Self::from_records(store, Some(snap), previous).await
-            }
-            Backend::Reader(_) => {
-                let reaches = |i: &Image| i.head.batch_count >= at_least.batch_count;
-                if let Some(prev) = previous {
-                    let followed = match read_log(store, None, prev.head.batch_count + 1).await {
-                        Ok(log) => prev.follow(log, None),
-                        Err(e) => Err(e),
-                    };
-                    match followed {
-                        Ok(image) if reaches(&image) => return Ok(image),
-                        Ok(_) => {}
-                        Err(e) => unusable(e),
-                    }
-                }
-                match Self::from_checkpoint(store, None)
-                    .instrument(tracing::debug_span!("moraine.image.checkpoint"))
-                    .await
-                {
-                    Ok(Some(image)) if reaches(&image) => return Ok(image),
-                    Ok(_) => {}
-                    Err(e) => unusable(e),
-                }
-                Self::from_records(store, None, previous).await
-            }
-        }
-    }
-
-    /// The image read from every live record (one iterator: one state), at `snap` (a
-    /// writer's; a writer without one takes one now) or the reader's state.
-    pub(crate) async fn from_records(
-        store: &Store,
-        snap: Option<Arc<DbSnapshot>>,
-        previous: Option<&Image>,
-    ) -> Result<Image> {
-        let snap = match (snap, &store.backend) {
-            (Some(s), _) => Some(s),
-            (None, Backend::Writer(db, _)) => Some(store.take_snapshot(db)?),
-            (None, Backend::Reader(_)) => None,
-        };
-        let it = match (&snap, &store.backend) {
-            (Some(s), _) => s.scan_with_options(.., &bulk_scan()).await?,
-            (None, Backend::Reader(r)) => r.scan_with_options(.., &bulk_scan()).await?,
-            (None, Backend::Writer(..)) => unreachable!("a writer reads through a snapshot"),
-        };
-        let records = read_live(it).await?;
-        Self::assemble(records, History::of(snap), previous)
-    }
-
-    /// The image of the newest checkpoint brought up to the end of the commit log, read through
-    /// `snap` (a writer's) or the reader's state; `None` when the store has no checkpoint.
-    async fn from_checkpoint(
-        store: &Store,
-        snap: Option<&Arc<DbSnapshot>>,
-    ) -> Result<Option<Image>> {
-        let pointer = match snap {
-            Some(s) => s.get(keys::image_checkpoint()).await?,
-            None => store.backend.get(&keys::image_checkpoint()).await?,
-        };
-        let Some(pointer) = pointer else {
-            return Ok(None);
-        };
-        let (batch, path) = checkpoint::decode_pointer(&pointer)?;
-        let cp = checkpoint::decode_checkpoint(store.read_checkpoint_object(&path).await?, &path)?;
-        if cp.head.batch_count != batch {
-            return Err(Error::Corrupt(format!(
-                "image checkpoint {path} holds batch {}, image/checkpoint says {batch}",
-                cp.head.batch_count
-            )));
-        }
-        let image = Image {
-            head: cp.head,
-            spaces: Mutex::new(BTreeMap::new()),
-            history: History::of(snap.cloned()),
-            catalog: OnceLock::new(),
-            sections: Arc::new(
-                cp.sections
-                    .into_iter()
-                    .map(|(p, bytes)| {
-                        let section = Section {
-                            bytes,
-                            decoded: Mutex::new(std::sync::Weak::new()),
-                        };
-                        (p, section)
-                    })
-                    .collect(),
-            ),
-            checkpoint: Some(batch),
-            stand_ins: Default::default(),
-            no_rows: Arc::new(RowSet::new(Vec::new())),
-            history_held: OnceLock::new(),
-        };
-        let log = read_log(store, snap, batch + 1)
-            .instrument(tracing::trace_span!("moraine.image.log"))
-            .await?;
-        let _span = tracing::trace_span!("moraine.image.follow", commits = log.len()).entered();
-        Ok(Some(image.follow(log, snap.cloned())?))
-    }
-
     /// This image advanced by each commit of `log` (consecutive, from the one after its head).
-    fn follow(&self, log: Vec<(Head, Writes)>, snap: Option<Arc<DbSnapshot>>) -> Result<Image> {
+    pub(crate) fn follow(
+        &self,
+        log: Vec<(Head, Writes)>,
+        snap: Option<Arc<DbSnapshot>>,
+    ) -> Result<Image> {
         let mut image: Option<Image> = None;
         for (head, writes) in log {
             let base = image.as_ref().unwrap_or(self);
@@ -938,7 +411,7 @@ impl Image {
     /// This image with its `sys` and lake-head spaces replaced by those read through `snap`,
     /// the snapshot it was loaded through: they must name the same head (the log reached the
     /// store's head).
-    async fn with_held(self, snap: &DbSnapshot) -> Result<Image> {
+    pub(crate) async fn with_held(self, snap: &DbSnapshot) -> Result<Image> {
         let mut held = scan_snapshot(snap, &place_space(&keys::sys_head())?).await?;
         for l in lakes_of(&held)? {
             if l != keys::DEFAULT_LAKE {
@@ -992,6 +465,47 @@ impl Image {
             }
         }
         out.into_iter().collect()
+    }
+
+    /// The image of an image checkpoint's sections at `head` (checkpoint batch `checkpoint`),
+    /// reading ended versions through `snap` (a writer's) or the reader's state.
+    pub(crate) fn from_sections(
+        head: Head,
+        sections: impl IntoIterator<Item = (Vec<u8>, Bytes)>,
+        checkpoint: u64,
+        snap: Option<Arc<DbSnapshot>>,
+    ) -> Image {
+        Image {
+            head,
+            spaces: Mutex::new(BTreeMap::new()),
+            history: History::of(snap),
+            catalog: OnceLock::new(),
+            sections: Arc::new(
+                sections
+                    .into_iter()
+                    .map(|(p, bytes)| {
+                        let section = Section {
+                            bytes,
+                            decoded: Mutex::new(std::sync::Weak::new()),
+                        };
+                        (p, section)
+                    })
+                    .collect(),
+            ),
+            checkpoint: Some(checkpoint),
+            stand_ins: Default::default(),
+            no_rows: Arc::new(RowSet::new(Vec::new())),
+            history_held: OnceLock::new(),
+        }
+    }
+
+    /// The image of every live record, read at `snap` (a writer's) or the reader's state.
+    pub(crate) fn from_live_records(
+        records: Vec<(Bytes, Bytes)>,
+        snap: Option<Arc<DbSnapshot>>,
+        previous: Option<&Image>,
+    ) -> Result<Image> {
+        Self::assemble(records, History::of(snap), previous)
     }
 
     fn assemble(
@@ -1337,7 +851,7 @@ impl Image {
     }
 
     /// A point read at this image (history keys read on demand).
-    pub(crate) async fn get(&self, store: &Store, key: &[u8]) -> Result<Option<Bytes>> {
+    pub(crate) async fn get(&self, backend: &Backend, key: &[u8]) -> Result<Option<Bytes>> {
         match place_of(key)? {
             Place::Space(space) => Ok(match self.space(&space)? {
                 Some(s) => s.entries.get(key).map(|e| e.value.clone()),
@@ -1349,7 +863,7 @@ impl Image {
             Place::History(_) => match self.history.snapshot() {
                 Some(s) => Ok(s.get(key).await?),
                 None => {
-                    let v = store.backend.get(key).await?;
+                    let v = backend.get(key).await?;
                     Ok(v.filter(|v| self.ended_by_head(key, v)))
                 }
             },
@@ -1358,7 +872,11 @@ impl Image {
 
     /// Every record under `prefix` at this image, in key order. The prefix lies within one
     /// space, spans whole spaces, or lies within the history keyspace.
-    pub(crate) async fn scan(&self, store: &Store, prefix: &[u8]) -> Result<Vec<(Bytes, Bytes)>> {
+    pub(crate) async fn scan(
+        &self,
+        backend: &Backend,
+        prefix: &[u8],
+    ) -> Result<Vec<(Bytes, Bytes)>> {
         if is_history_prefix(prefix)? {
             let records = match self.history.snapshot() {
                 Some(s) => {
@@ -1367,7 +885,7 @@ impl Image {
                     }
                     scan_snapshot(&s, prefix).await?
                 }
-                None => store.backend.scan(prefix).await?,
+                None => backend.scan(prefix).await?,
             };
             return Ok(match self.history {
                 History::Snapshot(_) => records,
@@ -1482,7 +1000,7 @@ impl Image {
     /// versions too (versioned kinds only; other kinds have none). Built once per image.
     pub(crate) async fn rows(
         &self,
-        store: &Store,
+        backend: &Backend,
         def: &TableDef,
         kind: &Kind,
         need_history: bool,
@@ -1516,7 +1034,7 @@ impl Image {
                 rows.push(decode_row_at(&e.value).map_err(|err| err.at_key(k))?);
             }
             let prefix = keys::history_prefix(&def.schema, &def.name);
-            for (k, v) in self.scan(store, &prefix).await? {
+            for (k, v) in self.scan(backend, &prefix).await? {
                 rows.push(decode_row_at(&v).map_err(|err| err.at_key(&k))?);
             }
             Ok::<_, Error>(kinds::fixed::serve(rows, kind, false))
@@ -1656,6 +1174,63 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_row_set_kept_encoded_reads_as_its_rows_and_decodes_only_what_is_read() {
+        use crate::cell::encode_row_at;
+        let kind = Kind::Versioned {
+            key: vec![0],
+            begin: 1,
+            end: 2,
+        };
+        // first-write sequences out of key order, ties broken by begin, then by key; a record
+        // without a sequence sorts first
+        let stored: Vec<(Row, Option<(u64, u64)>)> = (0..40i64)
+            .map(|i| {
+                let row = vec![
+                    Cell::Int(i),
+                    Cell::Int(100 - i % 5),
+                    if i % 7 == 0 {
+                        Cell::Null
+                    } else {
+                        Cell::Int(i % 4)
+                    },
+                    Cell::Text(format!("file-{i} é")),
+                ];
+                let seq = (i != 13).then_some(((i % 6) as u64, (i % 2) as u64));
+                (row, seq)
+            })
+            .collect();
+        let records: Vec<Bytes> = stored
+            .iter()
+            .map(|(row, seq)| match seq {
+                Some(seq) => Bytes::from(encode_row_at(row, *seq)),
+                None => Bytes::from(crate::cell::encode_row(row)),
+            })
+            .collect();
+        let eager = RowSet::new(kinds::fixed::serve(stored, &kind, true));
+        let lazy = RowSet::encoded(
+            kinds::fixed::serve_encoded(records.iter().map(|r| (&b"k"[..], r)), &kind).unwrap(),
+        );
+        assert_eq!(lazy.len(), eager.len());
+        assert_eq!(lazy.get(3), eager.get(3));
+        assert_eq!(lazy.positions(2, &[1, 3]), eager.positions(2, &[1, 3]));
+        assert_eq!(
+            lazy.positions_between(0, 5, 17),
+            eager.positions_between(0, 5, 17)
+        );
+        // the count, one row and the indexes decoded nothing else
+        assert_eq!(lazy.decoded_for_test(), (false, 1));
+        assert_eq!(*lazy, *eager);
+        assert_eq!(lazy.get(39), eager.get(39));
+        // a column with text cells has no index in either: no integer is equal to a text cell
+        assert_eq!(lazy.positions(3, &[1]), Vec::<u32>::new());
+        assert_eq!(eager.positions(3, &[1]), Vec::<u32>::new());
+        // a damaged record is refused when the set is built, not served as a short row later
+        let mut bad = records.clone();
+        bad[5] = bad[5].slice(..bad[5].len() - 1);
+        assert!(kinds::fixed::serve_encoded(bad.iter().map(|r| (&b"k"[..], r)), &kind).is_err());
+    }
+
+    #[test]
     fn a_value_asked_for_at_once_is_computed_once_and_a_failure_is_not_kept() {
         use std::sync::atomic::{AtomicUsize, Ordering};
         let once = Arc::new(Once::new());
@@ -1762,133 +1337,6 @@ mod tests {
     }
 
     #[test]
-    fn int_bounds_hold_exactly_the_selected_rows_values() {
-        // column 0: i; column 1: NULL on every third row; column 2: all NULL; column 3: text
-        let rows: Vec<Row> = (0..40i64)
-            .map(|i| {
-                vec![
-                    Cell::Int(i * 10 - 100),
-                    if i % 3 == 0 { Cell::Null } else { Cell::Int(i) },
-                    Cell::Null,
-                    Cell::Text(format!("r{i}")),
-                ]
-            })
-            .collect();
-        let records: Vec<Bytes> = rows
-            .iter()
-            .map(|r| Bytes::from(crate::cell::encode_row(r)))
-            .collect();
-        let sets = [RowSet::new(rows.clone()), RowSet::encoded(records)];
-        let bounds = |range, has_null| IntBounds { range, has_null };
-        let sparse = |set: &RowSet| {
-            assert_eq!(
-                set.int_bounds(0, Some(&[5, 7])),
-                Some(bounds(Some((-50, -30)), false))
-            );
-            assert_eq!(set.int_bounds(1, Some(&[3, 6])), Some(bounds(None, true)));
-            // a position past the last row holds no value: it counts as NULL
-            assert_eq!(
-                set.int_bounds(0, Some(&[5, 99])),
-                Some(bounds(Some((-50, -50)), true))
-            );
-        };
-        for set in &sets {
-            // a sparse selection before any column is built: read row by row
-            sparse(set);
-            assert!(set.ints.lock().unwrap().is_empty());
-            // every row (twice: the second from the cache)
-            for _ in 0..2 {
-                assert_eq!(
-                    set.int_bounds(0, None),
-                    Some(bounds(Some((-100, 290)), false))
-                );
-                assert_eq!(set.int_bounds(1, None), Some(bounds(Some((1, 38)), true)));
-                assert_eq!(set.int_bounds(2, None), Some(bounds(None, true)));
-                assert_eq!(set.int_bounds(3, None), None);
-            }
-            // the same sparse selection from the columns built meanwhile, and a dense one
-            sparse(set);
-            let dense: Vec<u32> = (10..35).collect();
-            assert_eq!(
-                set.int_bounds(0, Some(&dense)),
-                Some(bounds(Some((0, 240)), false))
-            );
-            assert_eq!(
-                set.int_bounds(1, Some(&dense)),
-                Some(bounds(Some((10, 34)), true))
-            );
-            assert_eq!(set.int_bounds(3, Some(&dense)), None);
-            assert_eq!(set.int_bounds(3, Some(&[1])), None);
-            // no row selected: no value, no NULL
-            assert_eq!(set.int_bounds(0, Some(&[])), Some(IntBounds::NONE));
-        }
-    }
-
-    #[test]
-    fn a_row_set_kept_encoded_reads_as_its_rows_and_decodes_only_what_is_read() {
-        use crate::cell::encode_row_at;
-        let kind = Kind::Versioned {
-            key: vec![0],
-            begin: 1,
-            end: 2,
-        };
-        // first-write sequences out of key order, ties broken by begin, then by key; a record
-        // without a sequence sorts first
-        let stored: Vec<(Row, Option<(u64, u64)>)> = (0..40i64)
-            .map(|i| {
-                let row = vec![
-                    Cell::Int(i),
-                    Cell::Int(100 - i % 5),
-                    if i % 7 == 0 {
-                        Cell::Null
-                    } else {
-                        Cell::Int(i % 4)
-                    },
-                    Cell::Text(format!("file-{i} é")),
-                ];
-                let seq = (i != 13).then_some(((i % 6) as u64, (i % 2) as u64));
-                (row, seq)
-            })
-            .collect();
-        let records: Vec<Bytes> = stored
-            .iter()
-            .map(|(row, seq)| match seq {
-                Some(seq) => Bytes::from(encode_row_at(row, *seq)),
-                None => Bytes::from(crate::cell::encode_row(row)),
-            })
-            .collect();
-        let eager = RowSet::new(kinds::fixed::serve(stored, &kind, true));
-        let lazy = RowSet::encoded(
-            kinds::fixed::serve_encoded(records.iter().map(|r| (&b"k"[..], r)), &kind).unwrap(),
-        );
-        assert_eq!(lazy.len(), eager.len());
-        assert_eq!(lazy.get(3), eager.get(3));
-        assert_eq!(lazy.positions(2, &[1, 3]), eager.positions(2, &[1, 3]));
-        assert_eq!(
-            lazy.positions_between(0, 5, 17),
-            eager.positions_between(0, 5, 17)
-        );
-        // the count, one row and the indexes decoded nothing else
-        assert!(lazy.decoded.get().is_none());
-        assert_eq!(
-            lazy.encoded
-                .iter()
-                .filter(|(_, r)| r.get().is_some())
-                .count(),
-            1
-        );
-        assert_eq!(*lazy, *eager);
-        assert_eq!(lazy.get(39), eager.get(39));
-        // a column with text cells has no index in either: no integer is equal to a text cell
-        assert_eq!(lazy.positions(3, &[1]), Vec::<u32>::new());
-        assert_eq!(eager.positions(3, &[1]), Vec::<u32>::new());
-        // a damaged record is refused when the set is built, not served as a short row later
-        let mut bad = records.clone();
-        bad[5] = bad[5].slice(..bad[5].len() - 1);
-        assert!(kinds::fixed::serve_encoded(bad.iter().map(|r| (&b"k"[..], r)), &kind).is_err());
-    }
-
-    #[test]
     fn a_snapshot_half_is_served_as_the_row_record_it_holds() {
         use crate::catalog::{SnapshotHalf, SnapshotRecord};
         let full = SnapshotRecord {
@@ -1914,45 +1362,5 @@ mod tests {
                 assert!(SnapshotRecord::half_record(&cut, half).is_err());
             }
         }
-    }
-
-    #[test]
-    fn positions_come_from_an_index() {
-        let rows: Vec<Row> = (0..10)
-            .map(|i| vec![Cell::Int(i % 3), Cell::Int(i)])
-            .collect();
-        let set = RowSet::new(rows);
-        assert_eq!(set.positions(0, &[1]), vec![1, 4, 7]);
-        assert_eq!(set.positions(0, &[2, 0, 2]), vec![0, 2, 3, 5, 6, 8, 9]);
-        assert_eq!(set.positions(0, &[7]), Vec::<u32>::new());
-        // a column that is not all integers has no index, and is still narrowed exactly (the
-        // scan applies the filter in DuckDB's stead): only its integer cells can pass
-        let mixed = RowSet::new(vec![
-            vec![Cell::Int(1)],
-            vec![Cell::Text("1".into())],
-            vec![Cell::Null],
-            vec![Cell::Int(6)],
-        ]);
-        assert_eq!(mixed.positions(0, &[1]), vec![0]);
-        assert_eq!(mixed.positions(0, &[1, 6]), vec![0, 3]);
-        assert_eq!(mixed.positions_between(0, 5, 9), Some(vec![3]));
-        assert_eq!(
-            mixed.positions_between(0, i64::MIN, i64::MAX),
-            Some(vec![0, 3])
-        );
-        let ints = RowSet::new(vec![vec![Cell::Int(1)], vec![Cell::Int(2)]]);
-        assert_eq!(ints.positions_between(0, 1, 2), None);
-        // ranges: inclusive bounds, NULLs in none, positions ascending
-        let mut rows: Vec<Row> = (0..10).rev().map(|i| vec![Cell::Int(i)]).collect();
-        rows.push(vec![Cell::Null]);
-        let set = RowSet::new(rows);
-        assert_eq!(set.positions_between(0, 7, i64::MAX), Some(vec![0, 1, 2]));
-        assert_eq!(set.positions_between(0, i64::MIN, 1), Some(vec![8, 9]));
-        assert_eq!(set.positions_between(0, 3, 3), Some(vec![6]));
-        assert_eq!(set.positions_between(0, 4, 3), Some(vec![]));
-        // a range holding every row narrows nothing; one NULL row keeps it a narrowing
-        let all = RowSet::new((0..4).map(|i| vec![Cell::Int(i)]).collect());
-        assert_eq!(all.positions_between(0, 0, 3), None);
-        assert_eq!(set.positions_between(0, 0, 9), Some((0..10).collect()));
     }
 }

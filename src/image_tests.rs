@@ -27,7 +27,7 @@ impl Rng {
 }
 
 fn fresh_image(store: &Arc<Store>) -> Image {
-    block_on(Image::from_records(store, None, None)).unwrap()
+    block_on(crate::store::image_from_records(store, None, None)).unwrap()
 }
 
 /// The rowids of the rows of `table` that `keep` picks, as a transaction sees them.
@@ -203,7 +203,7 @@ fn an_image_from_a_checkpoint_and_the_log_is_the_image_read_afresh() {
             }
             let head = store.head().unwrap();
             let fresh = fresh_image(&store).all_records();
-            let loaded = block_on(Image::load(&store, None, head)).unwrap();
+            let loaded = block_on(crate::store::load_image(&store, None, head)).unwrap();
             assert_eq!(loaded.head(), head, "seed {seed} step {step}");
             assert!(
                 loaded.checkpoint_batch().is_some(),
@@ -260,7 +260,7 @@ fn a_damaged_checkpoint_is_refused_and_the_records_are_read() {
         os.put(&object_path, bytes.into()).await.unwrap()
     });
     let head = store.head().unwrap();
-    let loaded = block_on(Image::load(&store, None, head)).unwrap();
+    let loaded = block_on(crate::store::load_image(&store, None, head)).unwrap();
     assert!(loaded.checkpoint_batch().is_none());
     assert!(loaded.all_records() == fresh_image(&store).all_records());
     drop(store);
@@ -273,7 +273,7 @@ fn a_damaged_checkpoint_is_refused_and_the_records_are_read() {
     commit_table(&store, 3, 3, "t3");
     store.write_checkpoint_for_test();
     let head = store.head().unwrap();
-    let loaded = block_on(Image::load(&store, None, head)).unwrap();
+    let loaded = block_on(crate::store::load_image(&store, None, head)).unwrap();
     assert!(loaded.checkpoint_batch().is_some());
     assert!(loaded.all_records() == fresh_image(&store).all_records());
 }
@@ -610,14 +610,14 @@ fn an_attach_serves_the_planning_tables_in_the_background_as_a_cold_read_would()
         );
     }
     let head = store.head().unwrap();
-    let cold = block_on(Image::load(&store, None, head)).unwrap();
+    let cold = block_on(crate::store::load_image(&store, None, head)).unwrap();
     assert!(cold.checkpoint_batch().is_some());
     assert!(cold.served_live_for_test().is_empty());
     let catalog = cold.catalog().unwrap();
     for name in planned {
         let def = &catalog.tables[&(M.to_string(), name.to_string())];
         let kind = crate::catalog::kind_of(def).unwrap();
-        let rows = block_on(cold.rows(&store, def, &kind, false)).unwrap();
+        let rows = block_on(cold.rows(store.backend(), def, &kind, false)).unwrap();
         assert!(!rows.is_empty(), "{name}");
         assert_eq!(**rows, **served[name], "{name}");
         let m = store.begin().rows(M, name, false).unwrap();

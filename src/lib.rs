@@ -2,12 +2,14 @@
 //! catalog kinds -> overlay -> translation -> one SlateDB write. The DuckDB extension built on it
 //! is the crate in extension/. See notes/core-api.md and rfcs/.
 
+pub(crate) mod backend;
 pub mod catalog;
 pub mod cell;
 pub(crate) mod checkpoint;
 pub mod chunk;
 pub mod error;
 pub mod floor;
+pub mod head;
 pub mod image;
 pub mod keys;
 pub(crate) mod kinds;
@@ -16,8 +18,9 @@ pub mod op;
 pub mod overlay;
 mod records;
 mod row_locks;
+pub mod rowset;
+pub mod runtime;
 pub mod s3;
-pub mod selection;
 mod sst_cache;
 pub mod status;
 pub mod store;

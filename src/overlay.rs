@@ -15,7 +15,7 @@
 
 use crate::catalog::{identity_columns, is_ended, Kind};
 use crate::cell::{CellRef, Row};
-use crate::image::{IntColumn, RowSet};
+use crate::rowset::{IntColumn, RowSet};
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;

@@ -362,7 +362,7 @@ pub async fn probe(
             }),
         }
     };
-    crate::store::within(io_timeout, url, "listing the prefix", listing).await
+    crate::runtime::within(io_timeout, url, "listing the prefix", listing).await
 }
 
 #[cfg(test)]

@@ -5,11 +5,15 @@
 //! SlateDB calls are async; the FFI calls in from DuckDB's own threads, so the core drives them
 //! on one process-wide tokio runtime with [`block_on`].
 
-use crate::cell::{decode_row, encode_row, Cell};
+pub(crate) use crate::backend::{bulk_scan, Backend};
+use crate::cell::Cell;
 use crate::checkpoint;
 use crate::error::{Error, Result};
+pub use crate::head::Head;
 use crate::image::Image;
 use crate::keys;
+use crate::runtime::block_on;
+use crate::runtime::{runtime, seconds, unix_micros_now, within};
 use crate::url::{self, StoreUrl};
 use bytes::Bytes;
 use object_store::{ObjectStore, ObjectStoreExt};
@@ -29,7 +33,10 @@ use tracing::Instrument;
 mod compactor;
 #[cfg(test)]
 pub(crate) use compactor::START_AFTER as COMPACTOR_START_AFTER;
+mod load;
 mod local;
+#[cfg(test)]
+pub(crate) use load::{image_from_records, load_image};
 mod reclaim;
 pub use reclaim::DEFAULT_RECLAIM_INTERVAL;
 pub use reclaim::{Caller, Reclaimed};
@@ -53,151 +60,7 @@ const FORMAT_WITHOUT_IMAGE: &str = "moraine-store-2";
 /// all its lakes are in schema `main`, where the two layouts coincide.
 const PREVIOUS_FORMAT: &str = "moraine-store-1";
 
-/// The committed head of the lake (`sys/head`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct Head {
-    /// The latest committed DuckLake snapshot id; `None` for a lake with no snapshot yet.
-    pub snapshot_id: Option<i64>,
-    /// How many batches have been committed. Every commit advances it, maintenance commits
-    /// (which mint no snapshot) included, so it names a committed state exactly.
-    pub batch_count: u64,
-}
-
-impl Head {
-    pub fn encode(&self) -> Vec<u8> {
-        encode_row(&[
-            self.snapshot_id.map(Cell::Int).unwrap_or(Cell::Null),
-            Cell::Int(self.batch_count as i64),
-        ])
-    }
-
-    pub fn decode(bytes: &[u8]) -> Result<Head> {
-        let row = decode_row(bytes)?;
-        match row.as_slice() {
-            [snap, Cell::Int(count)] if *count >= 0 => Ok(Head {
-                snapshot_id: match snap {
-                    Cell::Null => None,
-                    Cell::Int(v) => Some(*v),
-                    _ => {
-                        return Err(Error::Corrupt(
-                            "sys/head holds a non-integer snapshot id".into(),
-                        ))
-                    }
-                },
-                batch_count: *count as u64,
-            }),
-            _ => Err(Error::Corrupt("sys/head is malformed".into())),
-        }
-    }
-}
-
-// ---- runtime ---------------------------------------------------------------------------------
-
-/// Drop `garbage` on a thread of its own, off the caller's; on this thread if none can be
-/// started (never a panic: the caller may already have committed).
-pub(crate) fn free_aside<T: Send + 'static>(garbage: T) {
-    // a failed spawn drops the closure, and with it `garbage`, here
-    let _ = std::thread::Builder::new()
-        .name("moraine-free".into())
-        .spawn(move || drop(garbage));
-}
-
-fn runtime() -> &'static tokio::runtime::Runtime {
-    static RT: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
-    RT.get_or_init(|| {
-        tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .thread_name("moraine-io")
-            .enable_all()
-            .build()
-            .expect("moraine: cannot start the tokio runtime")
-    })
-}
-
-/// The wall clock now, in microseconds since the Unix epoch (DuckDB's timestamps).
-pub(crate) fn unix_micros_now() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_micros() as i64)
-}
-
-/// Run a future to completion on the core's runtime. Safe to call from any thread, including
-/// one that is itself inside a tokio runtime (then a helper thread blocks instead).
-pub fn block_on<F>(f: F) -> F::Output
-where
-    F: Future + Send,
-    F::Output: Send,
-{
-    if tokio::runtime::Handle::try_current().is_ok() {
-        std::thread::scope(|s| {
-            s.spawn(|| runtime().block_on(f))
-                .join()
-                .unwrap_or_else(|p| std::panic::resume_unwind(p))
-        })
-    } else {
-        runtime().block_on(f)
-    }
-}
-
 // ---- the store -------------------------------------------------------------------------------
-
-pub(crate) enum Backend {
-    /// A writer, and its status (open, or why it closed), which a pin reads without I/O.
-    Writer(Db, tokio::sync::watch::Receiver<slatedb::DbStatus>),
-    Reader(Box<DbReader>),
-}
-
-impl Backend {
-    fn writer(db: Db) -> Backend {
-        let status = db.subscribe();
-        Backend::Writer(db, status)
-    }
-
-    /// A point read of the committed state this handle sees.
-    pub(crate) async fn get(&self, key: &[u8]) -> Result<Option<Bytes>> {
-        let span = tracing::trace_span!("moraine.get", key = %keys::show(key));
-        async {
-            Ok(match self {
-                Backend::Writer(db, _) => db.get(key).await?,
-                Backend::Reader(r) => r.get(key).await?,
-            })
-        }
-        .instrument(span)
-        .await
-    }
-
-    /// Every (key, value) under `prefix` in the committed state this handle sees.
-    pub(crate) async fn scan(&self, prefix: &[u8]) -> Result<Vec<(Bytes, Bytes)>> {
-        let span = tracing::trace_span!(
-            "moraine.scan_prefix",
-            prefix = %keys::show(prefix),
-            records = tracing::field::Empty
-        );
-        async {
-            let options = crate::image::bulk_scan();
-            let mut it = match self {
-                Backend::Writer(db, _) => db.scan_prefix_with_options(prefix, .., &options).await?,
-                Backend::Reader(r) => r.scan_prefix_with_options(prefix, .., &options).await?,
-            };
-            let mut out = Vec::new();
-            while let Some(kv) = it.next().await? {
-                out.push((kv.key, kv.value));
-            }
-            tracing::Span::current().record("records", out.len());
-            Ok(out)
-        }
-        .instrument(span)
-        .await
-    }
-
-    async fn close(&self) -> Result<()> {
-        match self {
-            Backend::Writer(db, _) => db.close().await?,
-            Backend::Reader(r) => r.close().await?,
-        }
-        Ok(())
-    }
-}
 
 /// An open lake.
 pub struct Store {
@@ -368,36 +231,6 @@ fn io_timeout_option(options: &[(String, String)]) -> Result<Duration> {
         "moraine_io_timeout",
         DEFAULT_IO_TIMEOUT,
     )
-}
-
-/// `d` in seconds, for messages.
-fn seconds(d: Duration) -> String {
-    format!("{:.3} s", d.as_secs_f64())
-}
-
-/// `f`, or [`Error::Unreachable`] naming `location` and `what` when it takes longer than
-/// `limit` (the store's `moraine_io_timeout`). Runs in a `moraine.io` span (trace level) (`what`), opened
-/// here, in the caller's span, and closed when `f` ends.
-pub(crate) fn within<'a, T>(
-    limit: Duration,
-    location: &'a str,
-    what: &'a str,
-    f: impl Future<Output = Result<T>> + 'a,
-) -> impl Future<Output = Result<T>> + 'a {
-    let span = tracing::trace_span!("moraine.io", what, store = location);
-    async move {
-        match tokio::time::timeout(limit, f).await {
-            Ok(done) => done.inspect_err(|e| tracing::debug!(error = %e, "moraine: {what} failed")),
-            Err(_) => Err(Error::Unreachable {
-                location: location.to_string(),
-                reason: format!(
-                    "{what} did not finish within {} (moraine_io_timeout)",
-                    seconds(limit)
-                ),
-            }),
-        }
-    }
-    .instrument(span)
 }
 
 /// How many times a garbage-collection pass retries a failed object-store call.
@@ -891,6 +724,12 @@ impl Store {
         }
     }
 
+    /// The handle the committed state is read through (what an image is given to read a
+    /// reader's latest state).
+    pub(crate) fn backend(&self) -> &Backend {
+        &self.backend
+    }
+
     /// The URL this store was opened with.
     pub fn url(&self) -> &str {
         &self.url
@@ -1073,7 +912,7 @@ impl Store {
         .entered();
         let image = Arc::new(self.bounded(
             "reading the image",
-            Image::load(self, previous.as_deref(), now),
+            load::load_image(self, previous.as_deref(), now),
         )?);
         if let (Some(batch), Backend::Writer(..)) = (image.checkpoint_batch(), &self.backend) {
             // the newest checkpoint is known: the next one is due 64 commits after it
@@ -1789,9 +1628,7 @@ async fn check_format(location: &str, backend: &Backend, value: &[u8]) -> Result
 /// there were. A reader that needed one follows from the newest image checkpoint instead.
 async fn delete_log_upto(db: &Db, batch: u64) -> Result<u64> {
     let range = keys::image_log(0)..=keys::image_log(batch);
-    let mut it = db
-        .scan_with_options(range, &crate::image::bulk_scan())
-        .await?;
+    let mut it = db.scan_with_options(range, &bulk_scan()).await?;
     let mut doomed = Vec::new();
     while let Some(kv) = it.next().await? {
         doomed.push(kv.key);

@@ -9,13 +9,15 @@ use crate::catalog::{self, CommittedCatalog, Kind, TableDef};
 use crate::cell::Row;
 use crate::error::{Error, Result};
 use crate::floor;
-use crate::image::{Image, RowSet};
+use crate::head::Head;
+use crate::image::Image;
 use crate::keys;
 pub use crate::op::Op;
 use crate::overlay::{self, RowOp};
+use crate::rowset::RowSet;
 #[cfg(test)]
-use crate::store::block_on;
-use crate::store::{Head, Store};
+use crate::runtime::block_on;
+use crate::store::Store;
 use crate::translate;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
@@ -408,7 +410,7 @@ impl Transaction {
         }
         self.store.bounded(
             "reading rows",
-            image.rows(&self.store, def, kind, need_history),
+            image.rows(self.store.backend(), def, kind, need_history),
         )
     }
 
@@ -858,7 +860,7 @@ impl Transaction {
                 std::mem::take(&mut self.touched),
                 std::mem::take(&mut self.deleted),
             );
-            crate::store::free_aside(staged);
+            crate::runtime::free_aside(staged);
         }
         committed
     }

@@ -460,7 +460,7 @@ fn empty_tables_share_one_row_set_and_its_kept_selections() {
     // every table with no live row reads the image's one empty set, so a selection a scan made
     // of it is kept for the next scan (of any such table, in any transaction on the image)
     let store = new_lake(&mem_url("empty-sets"));
-    let narrowing = [crate::selection::Narrowing::In {
+    let narrowing = [crate::rowset::Narrowing::In {
         column: 0,
         values: vec![1],
     }];

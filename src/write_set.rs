@@ -1,25 +1,25 @@
 //! A commit's write set (RFC 0006): the final value of every key the commit touches, over the
 //! committed image it began on.
 
+use crate::backend::Backend;
 use crate::catalog::SnapshotRecord;
 use crate::error::Result;
 use crate::image::Image;
 use crate::keys;
-use crate::store::Store;
 use std::collections::BTreeMap;
 
 /// The keys a commit writes, laid over the image it began on: reads see the commit's own
 /// earlier writes first.
 pub(crate) struct WriteSet<'a> {
-    store: &'a Store,
+    backend: &'a Backend,
     image: &'a Image,
     pending: BTreeMap<Vec<u8>, Option<Vec<u8>>>,
 }
 
 impl<'a> WriteSet<'a> {
-    pub(crate) fn new(store: &'a Store, image: &'a Image) -> Self {
+    pub(crate) fn new(backend: &'a Backend, image: &'a Image) -> Self {
         WriteSet {
-            store,
+            backend,
             image,
             pending: BTreeMap::new(),
         }
@@ -35,7 +35,7 @@ impl<'a> WriteSet<'a> {
         &self,
         prefix: &[u8],
     ) -> Result<Vec<(bytes::Bytes, bytes::Bytes)>> {
-        self.image.scan(self.store, prefix).await
+        self.image.scan(self.backend, prefix).await
     }
 
     pub(crate) async fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
@@ -48,7 +48,7 @@ impl<'a> WriteSet<'a> {
         if let Some(v) = self.pending.get(key) {
             return Ok(v.as_ref().map(|v| bytes::Bytes::copy_from_slice(v)));
         }
-        self.image.get(self.store, key).await
+        self.image.get(self.backend, key).await
     }
 
     pub(crate) async fn exists(&self, key: &[u8]) -> Result<bool> {
@@ -67,7 +67,7 @@ impl<'a> WriteSet<'a> {
     pub(crate) async fn scan(&self, prefix: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
         let mut merged: BTreeMap<Vec<u8>, Option<Vec<u8>>> = self
             .image
-            .scan(self.store, prefix)
+            .scan(self.backend, prefix)
             .await?
             .into_iter()
             .map(|(k, v)| (k.to_vec(), Some(v.to_vec())))

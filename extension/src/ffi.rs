@@ -16,7 +16,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use moraine::catalog::{ColumnDef, TableDef};
 use moraine::cell::{Cell, Row};
 use moraine::error::{Error, Kind, Result};
-use moraine::selection::{Narrowing, Selection};
+use moraine::rowset::{Narrowing, Selection};
 use moraine::store::Store;
 use moraine::txn::{Materialized, Transaction};
 
@@ -61,7 +61,7 @@ pub struct MoraineTxn(Mutex<Transaction>);
 pub struct MoraineMat {
     mat: Arc<Materialized>,
     /// Shared by the copies of a narrowed scan ([`moraine_mat_clone`]), and with the later
-    /// scans of the same rows that ask the same ([`moraine::image::RowSet::select`]).
+    /// scans of the same rows that ask the same ([`moraine::rowset::RowSet::select`]).
     selection: Option<Arc<Selection>>,
 }
 

@@ -787,7 +787,7 @@ mod tests {
             .rows
             .is_empty());
         // (an explicit transaction that began after the head's commit pinned the head)
-        let began = Some(crate::store::unix_micros_now());
+        let began = Some(crate::runtime::unix_micros_now());
         for caller in [
             Caller::default(),
             Caller {
@@ -865,7 +865,7 @@ mod tests {
         let path = dir.path().join("lake");
         let marker = "zz-withdrawn-5d2c8e1a7b4f49d3a6e0c9b8f1d7a2e4";
         commit_table(&store, 1, 1, marker);
-        let began = Some(crate::store::unix_micros_now());
+        let began = Some(crate::runtime::unix_micros_now());
         let mut open = store.begin();
         let before = open
             .rows("main", "ducklake_table", true)
@@ -921,7 +921,7 @@ mod tests {
             let mut other = store.begin();
             other.rows("main", "ducklake_table", true).unwrap();
             delete_table_record(&store, &marker);
-            let began = Some(crate::store::unix_micros_now());
+            let began = Some(crate::runtime::unix_micros_now());
             let renewed_from = store.current_image().unwrap().snapshot_seq();
             let ended = AtomicBool::new(false);
             std::thread::scope(|s| {

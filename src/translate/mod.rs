@@ -25,11 +25,12 @@ mod maintenance;
 use crate::catalog::{self, Kind, TableDef};
 use crate::cell::{encode_row, Cell, Row};
 use crate::error::{Error, Result};
+use crate::head::Head;
 use crate::image::Image;
 use crate::keys;
 use crate::kinds::{self, fixed, inline::InlineModel, snapshot};
 use crate::op::Op;
-use crate::store::{Head, Store};
+use crate::store::Store;
 use crate::write_set::WriteSet;
 use embedded::{parent_absent, ChildDelete, EmbeddedDeletes};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -351,7 +352,7 @@ pub(crate) async fn translate(
     use tracing::Instrument;
     maintenance::check(ops, committed_tables)?;
     let mut heads = Heads::plan(image, ops)?;
-    let mut ws = WriteSet::new(store, image);
+    let mut ws = WriteSet::new(store.backend(), image);
     let mut walk = Walk {
         tables: committed_tables.clone(),
         recreated: Default::default(),
