@@ -143,17 +143,6 @@ impl Error {
         }
     }
 
-    /// A corrupt-record error with the key of the record it was read from; any other error
-    /// as it is.
-    pub fn at_key(self, key: &[u8]) -> Error {
-        match self {
-            Error::Corrupt(what) => {
-                Error::Corrupt(format!("{what} (record {})", crate::keys::show(key)))
-            }
-            other => other,
-        }
-    }
-
     /// Whether a retry of the whole DuckLake commit can cure it.
     pub fn retryable(&self) -> bool {
         matches!(self.kind(), Kind::Conflict | Kind::Duplicate)

@@ -1031,11 +1031,11 @@ impl Image {
         let rows = async {
             let mut rows = Vec::new();
             for (k, e) in space.range(&live_prefix) {
-                rows.push(decode_row_at(&e.value).map_err(|err| err.at_key(k))?);
+                rows.push(decode_row_at(&e.value).map_err(|err| keys::at_key(err, k))?);
             }
             let prefix = keys::history_prefix(&def.schema, &def.name);
             for (k, v) in self.scan(backend, &prefix).await? {
-                rows.push(decode_row_at(&v).map_err(|err| err.at_key(&k))?);
+                rows.push(decode_row_at(&v).map_err(|err| keys::at_key(err, &k))?);
             }
             Ok::<_, Error>(kinds::fixed::serve(rows, kind, false))
         }
@@ -1121,7 +1121,7 @@ fn serve_live<'a>(
         )?),
         Kind::Inline => {
             let chunks = live
-                .map(|(k, e)| e.chunk_rows().map_err(|err| err.at_key(k)))
+                .map(|(k, e)| e.chunk_rows().map_err(|err| keys::at_key(err, k)))
                 .collect::<Result<Vec<_>>>()?;
             RowSet::new(kinds::inline::rows(chunks.iter().map(|c| c.as_slice())))
         }
@@ -1167,6 +1167,26 @@ fn is_history_prefix(prefix: &[u8]) -> Result<bool> {
         )));
     }
     Ok(matches!(segments.get(at), Some(Cell::Text(s)) if s == "history"))
+}
+
+/// An image read through the store's handle: the committed state a commit's write set lies
+/// over.
+pub(crate) struct ImageAt<'a> {
+    pub image: &'a Image,
+    pub backend: &'a Backend,
+}
+
+impl crate::write_set::Committed for ImageAt<'_> {
+    fn get<'a>(&'a self, key: &'a [u8]) -> futures::future::BoxFuture<'a, Result<Option<Bytes>>> {
+        Box::pin(self.image.get(self.backend, key))
+    }
+
+    fn scan<'a>(
+        &'a self,
+        prefix: &'a [u8],
+    ) -> futures::future::BoxFuture<'a, Result<Vec<(Bytes, Bytes)>>> {
+        Box::pin(self.image.scan(self.backend, prefix))
+    }
 }
 
 #[cfg(test)]

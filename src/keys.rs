@@ -430,6 +430,15 @@ pub fn inline_locator_prefix(schema: &str, table: &str) -> Vec<u8> {
         .into_bytes()
 }
 
+/// `e` with the key of the record it was read from, when it says the record is corrupt; any
+/// other error as it is.
+pub fn at_key(e: Error, key: &[u8]) -> Error {
+    match e {
+        Error::Corrupt(what) => Error::Corrupt(format!("{what} (record {})", show(key))),
+        other => other,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,26 +1,34 @@
 //! A commit's write set (RFC 0006): the final value of every key the commit touches, over the
 //! committed image it began on.
 
-use crate::backend::Backend;
 use crate::catalog::SnapshotRecord;
 use crate::error::Result;
-use crate::image::Image;
 use crate::keys;
+use bytes::Bytes;
+use futures::future::BoxFuture;
 use std::collections::BTreeMap;
+
+/// The committed state a write set lies over: the image the commit began on, read through the
+/// store's handle (`image.rs` implements it). A trait, so that the write rules of each kind,
+/// which the image's serving rules sit beside, need not know the image.
+pub(crate) trait Committed: Sync {
+    /// The committed value of `key`.
+    fn get<'a>(&'a self, key: &'a [u8]) -> BoxFuture<'a, Result<Option<Bytes>>>;
+    /// Every committed (key, value) under `prefix`, in key order.
+    fn scan<'a>(&'a self, prefix: &'a [u8]) -> BoxFuture<'a, Result<Vec<(Bytes, Bytes)>>>;
+}
 
 /// The keys a commit writes, laid over the image it began on: reads see the commit's own
 /// earlier writes first.
 pub(crate) struct WriteSet<'a> {
-    backend: &'a Backend,
-    image: &'a Image,
+    committed: &'a dyn Committed,
     pending: BTreeMap<Vec<u8>, Option<Vec<u8>>>,
 }
 
 impl<'a> WriteSet<'a> {
-    pub(crate) fn new(backend: &'a Backend, image: &'a Image) -> Self {
+    pub(crate) fn new(committed: &'a dyn Committed) -> Self {
         WriteSet {
-            backend,
-            image,
+            committed,
             pending: BTreeMap::new(),
         }
     }
@@ -35,7 +43,7 @@ impl<'a> WriteSet<'a> {
         &self,
         prefix: &[u8],
     ) -> Result<Vec<(bytes::Bytes, bytes::Bytes)>> {
-        self.image.scan(self.backend, prefix).await
+        self.committed.scan(prefix).await
     }
 
     pub(crate) async fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
@@ -48,7 +56,7 @@ impl<'a> WriteSet<'a> {
         if let Some(v) = self.pending.get(key) {
             return Ok(v.as_ref().map(|v| bytes::Bytes::copy_from_slice(v)));
         }
-        self.image.get(self.backend, key).await
+        self.committed.get(key).await
     }
 
     pub(crate) async fn exists(&self, key: &[u8]) -> Result<bool> {
@@ -66,8 +74,8 @@ impl<'a> WriteSet<'a> {
     /// Every live (key, value) under `prefix`, committed and pending merged.
     pub(crate) async fn scan(&self, prefix: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
         let mut merged: BTreeMap<Vec<u8>, Option<Vec<u8>>> = self
-            .image
-            .scan(self.backend, prefix)
+            .committed
+            .scan(prefix)
             .await?
             .into_iter()
             .map(|(k, v)| (k.to_vec(), Some(v.to_vec())))

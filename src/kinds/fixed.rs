@@ -75,7 +75,7 @@ pub(crate) fn serve_encoded<'r>(
                 }
             }
         })
-        .map_err(|e| e.at_key(key))?;
+        .map_err(|e| keys::at_key(e, key))?;
         keyed.push(((seq, began), record.clone()));
     }
     // the same order as `serve`'s, stable: ties keep key order

@@ -21,7 +21,7 @@ pub(crate) fn records<'r>(
 ) -> Result<Vec<bytes::Bytes>> {
     let mut out = Vec::new();
     for (k, v) in records {
-        if let Some(r) = SnapshotRecord::half_record(v, half).map_err(|e| e.at_key(k))? {
+        if let Some(r) = SnapshotRecord::half_record(v, half).map_err(|e| keys::at_key(e, k))? {
             out.push(r);
         }
     }

@@ -352,7 +352,11 @@ pub(crate) async fn translate(
     use tracing::Instrument;
     maintenance::check(ops, committed_tables)?;
     let mut heads = Heads::plan(image, ops)?;
-    let mut ws = WriteSet::new(store.backend(), image);
+    let committed = crate::image::ImageAt {
+        image,
+        backend: store.backend(),
+    };
+    let mut ws = WriteSet::new(&committed);
     let mut walk = Walk {
         tables: committed_tables.clone(),
         recreated: Default::default(),

@@ -10,56 +10,12 @@
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::ExitStatus;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use crate::cli_host::{self, CliConfig, CliHost, Outcome, Reply};
-use crate::deps::{self, Deps};
+use crate::deps;
 use crate::slt::{self, Expect, Kind, SortMode};
-
-/// What the scenarios run against.
-#[derive(Debug, Clone)]
-pub struct Env {
-    pub deps: Deps,
-    /// The built `moraine.duckdb_extension`, or `None` to run without it.
-    pub moraine_ext: Option<PathBuf>,
-    /// Per-statement timeout.
-    pub timeout: Duration,
-}
-
-impl Env {
-    pub fn timeout_from_env() -> Duration {
-        let secs = std::env::var("MORAINE_E2E_TIMEOUT")
-            .ok()
-            .and_then(|v| v.parse::<u64>().ok())
-            .unwrap_or(120);
-        Duration::from_secs(secs)
-    }
-
-    /// Extensions a `require` line may name.
-    fn available(&self, name: &str) -> bool {
-        match name {
-            "ducklake" | "sqlite_scanner" | "sqlite" | "parquet" | "json" | "icu"
-            | "core_functions" => true,
-            "moraine" => self.moraine_ext.is_some(),
-            _ => false,
-        }
-    }
-}
-
-/// One failing record.
-#[derive(Debug, Clone)]
-pub struct Failure {
-    pub line: usize,
-    pub sql: String,
-    pub message: String,
-}
-
-#[derive(Debug)]
-pub enum FileOutcome {
-    Passed,
-    Failed(Vec<Failure>),
-    Skipped(String),
-}
+pub use crate::scenario::{Env, Failure, FileOutcome};
 
 fn substitute(s: &str, test_dir: &Path, env: &Env) -> String {
     let td = test_dir.display().to_string();
@@ -534,6 +490,7 @@ pub fn run_all(files: &[PathBuf], env: &Env, label: &str) -> Tally {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
 
     fn s(v: &str) -> Option<String> {
         Some(v.to_string())

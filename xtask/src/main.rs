@@ -17,6 +17,7 @@ mod ext;
 mod footer;
 mod paths;
 mod python_host;
+mod scenario;
 mod slt;
 
 use std::path::PathBuf;

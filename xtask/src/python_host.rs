@@ -5,7 +5,7 @@
 use std::path::Path;
 use std::process::Command;
 
-use crate::e2e::{Env, Failure, FileOutcome};
+use crate::scenario::{Env, Failure, FileOutcome};
 
 pub fn run_script(path: &Path, env: &Env) -> FileOutcome {
     let fail = |message: String| {
