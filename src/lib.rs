@@ -33,5 +33,7 @@ pub(crate) mod write_set;
 
 #[cfg(test)]
 mod fuzz_tests;
+#[cfg(test)]
+mod layers;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;

@@ -14,8 +14,8 @@ use std::time::Instant;
 
 use crate::cli_host::{self, CliConfig, CliHost, Outcome, Reply};
 use crate::deps;
-use crate::slt::{self, Expect, Kind, SortMode};
 pub use crate::scenario::{Env, Failure, FileOutcome};
+use crate::slt::{self, Expect, Kind, SortMode};
 
 fn substitute(s: &str, test_dir: &Path, env: &Env) -> String {
     let td = test_dir.display().to_string();
