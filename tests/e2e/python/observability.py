@@ -58,6 +58,12 @@ def lines(stderr, pattern):
     return [l for l in stderr.splitlines() if re.search(pattern, l)]
 
 
+# a span's own line when it closes (tracing-subscriber's fmt layer): its target, then how long it
+# was entered (busy) and not (idle), which add up to how long it was open
+def closed(target):
+    return rf": {target}: close time\.busy=[0-9.]+[nµm]?s time\.idle=[0-9.]+[nµm]?s$"
+
+
 # ---- the setting -----------------------------------------------------------------------------
 db = connect()
 rows = db.execute("SELECT value, description FROM duckdb_settings() "
@@ -99,22 +105,24 @@ rc, out, err = child(
     "db.execute(\"CALL ducklake_expire_snapshots('lake', versions => [1])\")\n"
     "db.execute('DETACH lake')\n", level="debug")
 check("a debug session runs", rc == 0, err[-2000:])
-attach = lines(err, r"DEBUG moraine::store moraine\.attach\{url=\S+ mode=writer\}: closed after [0-9.]+ ms")
+attach = lines(err, r"DEBUG moraine\.attach\{url=\S+ mode=\"writer\"\}" + closed("moraine::store"))
 check("the attach is logged with its time", len(attach) == 1, err[-3000:])
-refresh = lines(err, r"moraine\.refresh\{store=\S+ to=\d+\}: closed after")
+refresh = lines(err, r"moraine\.refresh\{store=\S+ to=\d+\}" + closed("moraine::store"))
 check("the attach's image read is logged", len(refresh) >= 1, err[-3000:])
-commits = lines(err, r"moraine\.commit\{store=\S+ batch=\d+ keys=\d+ bytes=\d+\}: closed after [0-9.]+ ms")
+commits = lines(err, r"moraine\.commit\{store=\S+ batch=\d+ keys=\d+ bytes=\d+\}" + closed("moraine::store"))
 check("each commit is logged with its batch, keys, bytes and time (the insert and the expiry)",
       len(commits) == 2, "\n".join(lines(err, "moraine.commit")) or err[-3000:])
-expiry = lines(err, r"moraine\.translate\.expiry\{snapshots=1 parents=\d+\}: closed after")
+expiry = lines(err, r"moraine\.translate\.expiry\{snapshots=1 parents=\d+\}" + closed("moraine::translate"))
 check("the expiry's translation is logged with the snapshots it deletes", len(expiry) == 1,
       "\n".join(lines(err, "expiry")) or err[-3000:])
 check("the checkpoint DETACH leaves is logged",
-      len(lines(err, r"moraine\.close\{store=\S+\}:moraine\.checkpoint\{store=\S+ batch=\d+\}: closed after")) == 1,
+      len(lines(err, r"moraine\.close\{store=\S+\}:moraine\.checkpoint\{store=\S+ batch=\d+\}"
+                + closed("moraine::store"))) == 1,
       "\n".join(lines(err, "checkpoint")) or err[-3000:])
 check("nothing is logged above debug", not lines(err, r" (TRACE|INFO|WARN|ERROR) "), err[-3000:])
-stamp = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z +[A-Z]+ \S+ ")
-check("every line is stamped with the UTC time, level and target",
+stamp = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z +(TRACE|DEBUG|INFO|WARN|ERROR) "
+                   r"(\S.*: )?moraine(::\w+)*: \S")
+check("every line is stamped with the UTC time, level, open spans and target",
       err != "" and all(stamp.match(l) for l in err.splitlines()), err[:500])
 
 # ---- trace: scans and store operations -------------------------------------------------------
@@ -122,10 +130,12 @@ rc, out, err = child(f"db.execute({READER!r})\n"
                      "db.execute('SELECT count(*) FROM lake.t').fetchall()\n", level="trace")
 check("a trace session runs", rc == 0, err[-2000:])
 check("trace shows each table a transaction scans, with its rows",
-      len(lines(err, r"moraine\.scan\{table=ducklake_snapshot history=\w+ rows=\d+\}: closed")) >= 1,
+      len(lines(err, r"moraine\.scan\{table=\"ducklake_snapshot\" history=\w+ rows=\d+\}"
+                + closed("moraine::txn"))) >= 1,
       err[-3000:])
 check("trace shows the store operations",
-      len(lines(err, r'moraine\.io\{what="reading the head" store=\S+\}: closed')) >= 1, err[-3000:])
+      len(lines(err, r'moraine\.io\{what="reading the head" store=\S+\}' + closed("moraine::store"))) >= 1,
+      err[-3000:])
 
 # ---- a reader in another process logs the refresh that follows the writer --------------------
 writer = connect()
@@ -155,7 +165,8 @@ after = int(readline_within(reader, 60))
 _, err = reader.communicate(timeout=60)
 check("the reader in another process sees the writer's commit", after == before + 1, (before, after))
 check("... and logs the refresh from the image it had to the new head",
-      len(lines(err, r"moraine\.refresh\{store=\S+ from=\d+ to=\d+\}: closed after")) >= 1, err[-3000:])
+      len(lines(err, r"moraine\.refresh\{store=\S+ from=\d+ to=\d+\}" + closed("moraine::store"))) >= 1,
+      err[-3000:])
 
 # ---- moraine_status / moraine_metrics --------------------------------------------------------
 def status(con, lake="lake"):
