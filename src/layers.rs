@@ -34,16 +34,9 @@ pub(crate) const LAYERS: &[(&str, &[&str])] = &[
     ("the transaction", &["txn"]),
 ];
 
-/// Files that hold tests or test helpers only (each compiled for tests alone).
-const TEST_ONLY: &[&str] = &[
-    "lib.rs",
-    "layers.rs",
-    "testing.rs",
-    "txn_tests.rs",
-    "image_tests.rs",
-    "expiry_tests.rs",
-    "fuzz_tests.rs",
-];
+/// Files that hold tests or test helpers only (each compiled for tests alone), besides every
+/// `tests.rs` and `*_tests.rs`; and the crate root.
+const TEST_ONLY: &[&str] = &["lib.rs", "layers.rs", "testing.rs"];
 
 /// The modules `source` uses through `crate::` paths, outside its `mod tests`.
 pub(crate) fn uses(source: &str) -> std::collections::BTreeSet<String> {
@@ -106,7 +99,8 @@ mod tests {
                 }
                 let relative = path.strip_prefix(src).unwrap();
                 let name = relative.to_str().unwrap();
-                if !name.ends_with(".rs") || TEST_ONLY.contains(&name) {
+                let tests = name.ends_with("tests.rs");
+                if !name.ends_with(".rs") || tests || TEST_ONLY.contains(&name) {
                     continue;
                 }
                 let module = name.split('/').next().unwrap().trim_end_matches(".rs");

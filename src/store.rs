@@ -38,6 +38,8 @@ mod local;
 #[cfg(test)]
 pub(crate) use load::{image_from_records, load_image};
 mod reclaim;
+#[cfg(test)]
+mod tests;
 pub use reclaim::DEFAULT_RECLAIM_INTERVAL;
 pub use reclaim::{Caller, Reclaimed};
 

@@ -5,7 +5,6 @@
 use super::*;
 use crate::catalog::{fixed_table_def, ColumnDef, SnapshotRecord};
 use crate::cell::Cell::{self, Int, Null, Text};
-use std::sync::atomic::Ordering;
 
 pub(crate) use crate::testing::*;
 
@@ -49,7 +48,7 @@ pub(crate) fn column_of(store: &Arc<Store>, table: &str, history: bool, name: &s
 
 /// Every catalog record of the store: all of it but the image's own records (`image/`: the
 /// commit log and the checkpoint pointer, which a background checkpoint may write at any time).
-pub(super) fn everything(store: &Arc<Store>) -> Vec<(Vec<u8>, Vec<u8>)> {
+pub(crate) fn everything(store: &Arc<Store>) -> Vec<(Vec<u8>, Vec<u8>)> {
     let image = keys::image_prefix();
     raw(store, &[])
         .into_iter()
@@ -1134,420 +1133,6 @@ fn only_ducklake_tables_and_empty_schemas() {
 // ---- opening stores --------------------------------------------------------------------------------
 
 #[test]
-fn memory_stores_are_shared_by_name_across_attaches() {
-    let url = mem_url("reattach");
-    let store = new_lake(&url);
-    let again = Store::open(&url, false).unwrap();
-    assert!(Arc::ptr_eq(&store, &again), "an open store is shared");
-    drop(store);
-    drop(again);
-    let reopened = Store::open(&url, false).unwrap();
-    assert_eq!(
-        reopened.head().unwrap(),
-        Head {
-            snapshot_id: Some(0),
-            batch_count: 1
-        }
-    );
-    assert_eq!(rows_of(&reopened, "ducklake_snapshot", true), vec![snap(0)]);
-}
-
-/// A writer runs SlateDB's compactor from its first commit, or a moment after the open if it
-/// has not committed by then; an attach that reads and leaves sooner never starts one, so it
-/// does not resume a compaction it would abandon (`store/compactor.rs`). Closing stops it.
-#[test]
-fn a_writer_starts_its_compactor_at_its_first_commit_or_a_moment_after_the_open() {
-    let dir = tempfile::tempdir().unwrap();
-    let url = dir.path().join("lake").to_str().unwrap().to_string();
-    let store = Store::open(&url, false).unwrap();
-    assert!(!store.compactor_running(), "not at the open");
-    init_lake(&store);
-    assert!(store.compactor_running(), "from the first commit");
-    store.close().unwrap();
-    assert!(!store.compactor_running(), "stopped at close");
-    drop(store);
-
-    let opened = std::time::Instant::now();
-    let store = Store::open(&url, false).unwrap();
-    assert_eq!(rows_of(&store, "ducklake_snapshot", false), vec![snap(0)]);
-    let running = store.compactor_running();
-    // (only if this machine did all that within the delay)
-    if opened.elapsed() < crate::store::COMPACTOR_START_AFTER {
-        assert!(!running, "reading starts nothing");
-    }
-    // START_AFTER after the open it runs (waited for with a generous margin: this asserts
-    // that it starts, not how soon)
-    let deadline = std::time::Instant::now() + crate::store::COMPACTOR_START_AFTER * 10;
-    while !store.compactor_running() && std::time::Instant::now() < deadline {
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
-    assert!(store.compactor_running(), "a moment after the open");
-    store.close().unwrap();
-    assert!(!store.compactor_running());
-
-    // a read-only store has none
-    let reader = Store::open(&url, true).unwrap();
-    assert_eq!(rows_of(&reader, "ducklake_snapshot", false), vec![snap(0)]);
-    assert!(!reader.compactor_running());
-}
-
-/// A close often leaves L0 full (its memtable flush fills it). Attaches that only read after
-/// that start no compactor, however full L0 is, nor do their closes that flush nothing: each
-/// would resume the same compaction and abandon it. The close that must flush into a full L0
-/// starts it, and its flush waits for it: L0 drains, and the store stays readable throughout.
-#[test]
-fn attaches_that_only_read_start_no_compactor_even_with_l0_full() {
-    let dir = tempfile::tempdir().unwrap();
-    let url = dir.path().join("lake").to_str().unwrap().to_string();
-    let store = Store::open(&url, false).unwrap();
-    init_lake(&store);
-    store.close().unwrap();
-    drop(store);
-    let l0_max = slatedb::config::Settings::default().l0_max_ssts;
-    // each such close leaves its open's WAL fence; one in REPLAY_BACKLOG_LIMIT flushes a marker
-    // into L0, so L0 fills after about l0_max * REPLAY_BACKLOG_LIMIT of them
-    let bound = 4 * l0_max as u64 * crate::store::REPLAY_BACKLOG_LIMIT;
-    // a compactor that starts takes its epoch in a new compactions object
-    let compactions = || -> std::collections::BTreeSet<std::ffi::OsString> {
-        std::fs::read_dir(dir.path().join("lake/compactions"))
-            .map(|d| d.filter_map(|e| Some(e.ok()?.file_name())).collect())
-            .unwrap_or_default()
-    };
-    let (mut full, mut drained) = (0, false);
-    // for each close with L0 full: whether it started a compactor
-    let mut started = Vec::new();
-    for _ in 0..bound {
-        let opened = std::time::Instant::now();
-        let store = Store::open(&url, false).unwrap();
-        let l0 = store.status().unwrap().l0_ssts;
-        assert_eq!(rows_of(&store, "ducklake_snapshot", false), vec![snap(0)]);
-        if opened.elapsed() < crate::store::COMPACTOR_START_AFTER {
-            assert!(
-                !store.compactor_running(),
-                "an attach that reads starts none (L0: {l0})"
-            );
-        }
-        let before = compactions();
-        store.close().unwrap();
-        drop(store);
-        if l0 >= l0_max {
-            full += 1;
-            started.push(!compactions().is_subset(&before));
-        } else if full > 0 {
-            drained = true;
-            break;
-        }
-    }
-    assert!(
-        full > 1,
-        "L0 never stayed full in {bound} read-only attaches"
-    );
-    assert!(drained, "L0 stayed full after {full} attaches");
-    // only the close whose flush had to go into the full L0 (the one before it drained)
-    // started a compactor: the others flushed nothing
-    assert!(
-        !started[..started.len() - 1].contains(&true),
-        "closes with L0 full that started a compactor: {started:?}"
-    );
-}
-
-/// A writer that closes leaves its lake tidy for the next open (RFC 0009, "Storage hygiene"):
-/// the WAL objects its commits wrote are collected, and a checkpoint of its last commit is
-/// there for the next attach, which starts from it.
-#[test]
-fn a_closed_writer_leaves_a_checkpoint_and_no_wal_to_replay() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("lake");
-    let url = path.to_str().unwrap().to_string();
-    let files = |sub: &str| std::fs::read_dir(path.join(sub)).map_or(0, |d| d.count());
-    let store = new_lake(&url);
-    for i in 1..=100 {
-        commit_table(&store, i, i, &format!("t{i}"));
-    }
-    assert!(files("wal") > 60, "every commit wrote a WAL object");
-    let head = store.head().unwrap();
-    drop(store);
-    assert!(
-        files("wal") <= 3,
-        "{} WAL objects left after close",
-        files("wal")
-    );
-    assert!(
-        (1..=2).contains(&files("moraine/image")),
-        "{} checkpoint objects",
-        files("moraine/image")
-    );
-    let store = Store::open(&url, false).unwrap();
-    let image = store.pin_image().unwrap();
-    assert_eq!(image.head(), head);
-    assert_eq!(image.checkpoint_batch(), Some(head.batch_count));
-    assert_eq!(
-        column_of(&store, "ducklake_table", false, "table_name").len(),
-        100
-    );
-}
-
-/// Each writer's open writes an empty WAL object to fence the writer before it, and SlateDB
-/// moves its replay point only when it flushes a memtable holding something. Writers that
-/// commit nothing (attach, query, detach) therefore left every fence for each later open to
-/// read, one more per attach; a close now moves the replay point once the backlog reaches
-/// `REPLAY_BACKLOG_LIMIT`, so the WAL an open reads stays bounded however many such writers came.
-/// (The empty fence objects themselves stay: SlateDB collects them only in its fence mode, which
-/// moraine leaves off, see RFC 0009.)
-#[test]
-fn writers_that_commit_nothing_leave_a_bounded_wal_to_replay() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("lake");
-    let url = path.to_str().unwrap().to_string();
-    // the WAL objects an open replays (those after the replay point), and how many of them
-    // hold records
-    let replayed = |after: u64| {
-        let mut objects = 0;
-        let mut holding = 0;
-        for e in std::fs::read_dir(path.join("wal")).unwrap() {
-            let e = e.unwrap();
-            let name = e.file_name().into_string().unwrap();
-            let Some(id) = name
-                .strip_suffix(".sst")
-                .and_then(|n| n.parse::<u64>().ok())
-            else {
-                continue;
-            };
-            if id > after {
-                objects += 1;
-                holding += u64::from(e.metadata().unwrap().len() > 0);
-            }
-        }
-        (objects, holding)
-    };
-    let store = new_lake(&url);
-    commit_table(&store, 1, 1, "t1");
-    let head = store.head().unwrap();
-    let before = everything(&store);
-    drop(store);
-    let limit = crate::store::REPLAY_BACKLOG_LIMIT;
-    let mut most = 0;
-    for _ in 0..3 * limit {
-        let store = Store::open(&url, false).unwrap();
-        let crate::store::Backend::Writer(db, _) = &store.backend else {
-            panic!("a writer")
-        };
-        let backlog = crate::store::replay_backlog(db);
-        let (objects, holding) = replayed(db.manifest().replay_after_wal_id());
-        assert_eq!(backlog, objects);
-        // the marker was durable before the flush that moved the replay point past it
-        assert_eq!(holding, 0, "an open replayed a WAL object holding records");
-        most = most.max(backlog);
-        assert_eq!(store.head().unwrap(), head, "the marker changes no data");
-        drop(store);
-    }
-    assert!(most <= limit, "an open replayed {most} WAL objects");
-    let store = Store::open(&url, false).unwrap();
-    assert_eq!(everything(&store), before, "the same records");
-}
-
-/// A local directory keeps SlateDB's manifests for an hour (it has no boundary objects, see
-/// `gc_options`), and only a writer's collector, which makes its first pass after ten seconds,
-/// collected them: writers that never stay that long left every manifest they wrote, and every
-/// open lists them all. A close now collects those older than the hour.
-#[test]
-fn a_close_collects_the_manifests_older_than_an_hour_on_a_local_store() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("lake");
-    let url = path.to_str().unwrap().to_string();
-    let manifests = || std::fs::read_dir(path.join("manifest")).unwrap().count();
-    let store = new_lake(&url);
-    commit_table(&store, 1, 1, "t1");
-    drop(store);
-    for _ in 0..5 {
-        drop(Store::open(&url, false).unwrap());
-    }
-    let written = manifests();
-    assert!(written >= 5, "{written} manifests");
-    // the young ones stay
-    drop(Store::open(&url, false).unwrap());
-    assert!(manifests() > written, "young manifests are kept");
-    // make them all two hours old
-    let old = std::time::SystemTime::now() - std::time::Duration::from_secs(7200);
-    for e in std::fs::read_dir(path.join("manifest")).unwrap() {
-        let f = std::fs::File::options()
-            .write(true)
-            .open(e.unwrap().path())
-            .unwrap();
-        f.set_modified(old).unwrap();
-    }
-    let store = Store::open(&url, false).unwrap();
-    let head = store.head().unwrap();
-    drop(store);
-    // what is left: the manifests this session wrote (SlateDB keeps the latest whatever its age)
-    assert!(manifests() <= 4, "{} manifests left", manifests());
-    let store = Store::open(&url, false).unwrap();
-    assert_eq!(store.head().unwrap(), head);
-}
-
-#[test]
-fn a_local_directory_store_reopens_with_the_same_data() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("lake");
-    let url = path.to_str().unwrap().to_string();
-    let store = new_lake(&url);
-    commit_table(&store, 1, 1, "t1");
-    let mut t = store.begin();
-    t.create_table(inline_def()).unwrap();
-    t.stage_insert(M, INL, vec![inl(0, 1, None, "x")]).unwrap();
-    t.commit().unwrap();
-    let before = everything(&store);
-    drop(store);
-    assert!(path.join("manifest").is_dir());
-
-    let store = Store::open(&format!("file://{url}"), false).unwrap();
-    assert_eq!(everything(&store), before);
-    assert_eq!(
-        store.head().unwrap(),
-        Head {
-            snapshot_id: Some(1),
-            batch_count: 3
-        }
-    );
-    assert_eq!(
-        rows_of(&store, "ducklake_table", false),
-        vec![table_row(1, 1, None, "t1")]
-    );
-    assert_eq!(rows_of(&store, INL, false), vec![inl(0, 1, None, "x")]);
-}
-
-#[test]
-fn opening_something_else_is_not_a_moraine_store() {
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("plain.txt");
-    std::fs::write(&file, "hello").unwrap();
-    for ro in [false, true] {
-        let e = Store::open(file.to_str().unwrap(), ro)
-            .err()
-            .unwrap()
-            .to_string();
-        assert!(
-            e.contains("is not a moraine store") && e.contains("plain.txt"),
-            "{e}"
-        );
-    }
-    let foreign = dir.path().join("foreign");
-    std::fs::create_dir(&foreign).unwrap();
-    std::fs::write(foreign.join("data.csv"), "a,b").unwrap();
-    let e = Store::open(foreign.to_str().unwrap(), false)
-        .err()
-        .unwrap()
-        .to_string();
-    assert!(
-        e.contains("is not a moraine store") && e.contains("foreign"),
-        "{e}"
-    );
-    assert_eq!(
-        std::fs::read_dir(&foreign).unwrap().count(),
-        1,
-        "nothing was written into it"
-    );
-    let missing = dir.path().join("missing");
-    let e = Store::open(missing.to_str().unwrap(), true)
-        .err()
-        .unwrap()
-        .to_string();
-    assert!(
-        e.contains("is not a moraine store") && e.contains("missing"),
-        "{e}"
-    );
-    let e = Store::open("s3://bucket/lake", false)
-        .err()
-        .unwrap()
-        .to_string();
-    assert!(e.contains("s3://bucket/lake"), "{e}");
-}
-
-#[test]
-fn a_slatedb_database_without_the_marker_is_not_a_moraine_store() {
-    let url = mem_url("foreign-slate");
-    let name = url.strip_prefix("memory://").unwrap();
-    let os = crate::url::memory_store(name);
-    block_on(async {
-        let db = slatedb::Db::open("", os).await.unwrap();
-        db.put(b"someone", b"else").await.unwrap();
-        db.flush().await.unwrap();
-        db.close().await.unwrap();
-    });
-    let e = Store::open(&url, false).err().unwrap().to_string();
-    assert!(
-        e.contains("is not a moraine store") && e.contains("sys/format"),
-        "{e}"
-    );
-}
-
-#[test]
-fn read_only_open_sees_committed_data_and_refuses_commits() {
-    let dir = tempfile::tempdir().unwrap();
-    let url = dir.path().join("lake").to_str().unwrap().to_string();
-    let writer = new_lake(&url);
-    commit_table(&writer, 1, 1, "t1");
-
-    let reader = Store::open(&url, true).unwrap();
-    assert!(reader.is_read_only());
-    assert_eq!(
-        reader.head().unwrap(),
-        Head {
-            snapshot_id: Some(1),
-            batch_count: 2
-        }
-    );
-    let mut t = reader.begin();
-    assert_eq!(
-        t.rows(M, "ducklake_table", false).unwrap().rows,
-        vec![table_row(1, 1, None, "t1")]
-    );
-    assert_eq!(t.rows(M, "ducklake_snapshot", true).unwrap().rows.len(), 2);
-    t.stage_insert(M, "ducklake_table_stats", vec![stats_row(1, 1)])
-        .unwrap();
-    let e = t.commit().unwrap_err();
-    assert!(e.to_string().contains("lake is attached read-only"), "{e}");
-    // a read-only transaction without writes commits trivially
-    let mut t = reader.begin();
-    t.rows(M, "ducklake_table", false).unwrap();
-    t.commit().unwrap();
-    drop(reader);
-    drop(writer);
-    // after the writer is gone, a reader still opens
-    let reader = Store::open(&url, true).unwrap();
-    assert_eq!(rows_of(&reader, "ducklake_table", false).len(), 1);
-}
-
-#[test]
-fn commits_are_durable_and_quick() {
-    let dir = tempfile::tempdir().unwrap();
-    let url = dir.path().join("lake").to_str().unwrap().to_string();
-    let store = new_lake(&url);
-    let n = 20;
-    let start = std::time::Instant::now();
-    for i in 1..=n {
-        commit_table(&store, i, i, &format!("t{i}"));
-    }
-    let per_commit = start.elapsed() / n as u32;
-    eprintln!("local-directory commit latency: {per_commit:?} per commit");
-    assert!(
-        per_commit < std::time::Duration::from_millis(500),
-        "{per_commit:?}"
-    );
-    // durable: a fresh process-level open (after close) sees every commit
-    drop(store);
-    let store = Store::open(&url, false).unwrap();
-    assert_eq!(
-        store.head().unwrap(),
-        Head {
-            snapshot_id: Some(n),
-            batch_count: n as u64 + 1
-        }
-    );
-    assert_eq!(rows_of(&store, "ducklake_table", false).len(), n as usize);
-}
-
-#[test]
 fn inline_bulk_deletes_across_chunks_and_tables_without_row_id() {
     let store = new_lake(&mem_url("bulk"));
     let mut t = store.begin();
@@ -1922,7 +1507,7 @@ mod faulty {
 }
 
 /// Commit snapshot 2: a table `lost` and its stats (what the failure tests try to store).
-fn commit_snapshot_2(store: &Arc<Store>) -> Result<()> {
+pub(crate) fn commit_snapshot_2(store: &Arc<Store>) -> Result<()> {
     let mut t = store.begin();
     t.stage_insert(M, "ducklake_snapshot", vec![snap(2)])?;
     t.stage_insert(
@@ -1935,7 +1520,7 @@ fn commit_snapshot_2(store: &Arc<Store>) -> Result<()> {
     t.commit()
 }
 
-fn table_names(store: &Arc<Store>) -> Vec<Cell> {
+pub(crate) fn table_names(store: &Arc<Store>) -> Vec<Cell> {
     column_of(store, "ducklake_table", false, "table_name")
 }
 
@@ -1950,7 +1535,7 @@ fn commit_snapshot_2_in_background(store: &Arc<Store>) -> std::sync::mpsc::Recei
 }
 
 /// A lake on a fault-injecting object store over `mem`, holding snapshots 0 and 1 (table `kept`).
-fn faulty_lake(
+pub(crate) fn faulty_lake(
     mem: &Arc<object_store::memory::InMemory>,
 ) -> (Arc<faulty::FaultyStore>, Arc<Store>) {
     let faulty = faulty::FaultyStore::new(mem.clone());
@@ -1960,11 +1545,11 @@ fn faulty_lake(
     (faulty, store)
 }
 
-fn reopen(mem: &Arc<object_store::memory::InMemory>) -> Arc<Store> {
+pub(crate) fn reopen(mem: &Arc<object_store::memory::InMemory>) -> Arc<Store> {
     Store::open_on(mem.clone(), false, "memory://reopened").unwrap()
 }
 
-const AFTER_COMMIT_1: Head = Head {
+pub(crate) const AFTER_COMMIT_1: Head = Head {
     snapshot_id: Some(1),
     batch_count: 2,
 };
@@ -2145,64 +1730,6 @@ fn a_commit_during_a_retryable_object_store_outage_waits_and_is_stored_iff_ackno
             assert_eq!(store.head().unwrap(), AFTER_COMMIT_1, "{msg}");
             assert_eq!(table_names(&store), vec![Text("kept".into())], "{msg}");
         }
-    }
-}
-
-/// A writer is the only one writing its lake: a transaction pins the image its last commit
-/// installed without reading the head from storage, and a writer fenced by another fails at its
-/// next pin rather than serving its old image.
-#[test]
-fn a_writer_pins_its_image_without_reading_storage_until_it_is_fenced() {
-    let mem = Arc::new(object_store::memory::InMemory::new());
-    let (_faulty, store) = faulty_lake(&mem);
-    let before = store.head_reads.load(Ordering::SeqCst);
-    for _ in 0..20 {
-        let mut t = store.begin();
-        assert_eq!(t.head_snapshot(M).unwrap(), Some(1));
-    }
-    commit_snapshot_2(&store).unwrap();
-    let mut t = store.begin();
-    assert_eq!(t.head_snapshot(M).unwrap(), Some(2));
-    // the commit read the head once, for its conflict check; the 21 pins read nothing
-    assert_eq!(store.head_reads.load(Ordering::SeqCst) - before, 1);
-
-    let other = reopen(&mem); // fences `store`
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    let e = loop {
-        // the fenced writer learns of it at its next manifest poll
-        match store.begin().head_snapshot(M) {
-            Err(e) => break e,
-            Ok(_) => {
-                assert!(std::time::Instant::now() < deadline, "never saw the fence");
-                std::thread::sleep(std::time::Duration::from_millis(50));
-            }
-        }
-    };
-    assert!(e.to_string().contains("fenced"), "{e}");
-    assert_eq!(other.head().unwrap().snapshot_id, Some(2));
-}
-
-/// A writer whose commit failed because another writer fenced it refuses the very next
-/// transaction's reads, without waiting for SlateDB's status to record the fence (its
-/// background task may record it after the failed write returned). Repeated: without the
-/// flag the read succeeds whenever SlateDB's status lags, which on a local directory is most
-/// times.
-#[test]
-fn a_writer_whose_commit_saw_the_fence_refuses_the_next_read_at_once() {
-    for _ in 0..20 {
-        let dir = tempfile::tempdir().unwrap();
-        let url = dir.path().display().to_string();
-        let store = new_lake(&url);
-        commit_table(&store, 1, 1, "kept");
-        // another writer (as another process would) opens the same directory, fencing `store`
-        let fs = object_store::local::LocalFileSystem::new_with_prefix(dir.path()).unwrap();
-        let other = Store::open_on(Arc::new(fs), false, "local://other").unwrap();
-        let e = commit_snapshot_2(&store).unwrap_err();
-        assert!(matches!(e, Error::Fenced(_)), "{e:?}");
-        let e = store.begin().head_snapshot(M).unwrap_err();
-        assert!(matches!(e, Error::Fenced(_)), "{e:?}");
-        assert_eq!(store.status().unwrap().state, "fenced");
-        assert_eq!(other.head().unwrap(), AFTER_COMMIT_1);
     }
 }
 
@@ -2546,49 +2073,6 @@ fn dropping_the_snapshot_table_forgets_the_head() {
     assert!(raw(&store, &keys::lake_head(S2)).is_empty());
 }
 
-/// A store of the previous format (`moraine-store-1`, before lakes were keyed apart) opens when
-/// all its lakes are in schema main, where the layouts coincide, and a writer upgrades its
-/// marker; one holding a lake in another schema is refused by name, never misread.
-#[test]
-fn a_previous_format_store_opens_only_when_its_layout_is_this_one() {
-    let dir = tempfile::tempdir().unwrap();
-    let url = dir.path().join("lake").to_str().unwrap().to_string();
-    let mut store = new_lake(&url);
-    commit_table(&store, 1, 1, "t1");
-    // store-2, the format before the image's own records, is this layout without them
-    for older in [&b"moraine-store-1"[..], b"moraine-store-2"] {
-        store.put_raw(&keys::sys_format(), older).unwrap();
-        drop(store);
-        store = Store::open(&url, false).unwrap();
-        assert_eq!(
-            rows_of(&store, "ducklake_table", false),
-            vec![table_row(1, 1, None, "t1")]
-        );
-        assert_eq!(
-            raw(&store, &keys::sys_format())[0].1,
-            crate::store::STORE_FORMAT.as_bytes()
-        );
-    }
-
-    // the same marker on a store with a lake in schema lakemeta is refused
-    let mut t = store.begin();
-    t.create_schema("lakemeta", false).unwrap();
-    t.create_table(fixed_table_def("lakemeta", "ducklake_snapshot").unwrap())
-        .unwrap();
-    t.commit().unwrap();
-    store
-        .put_raw(&keys::sys_format(), b"moraine-store-1")
-        .unwrap();
-    drop(store);
-    let e = Store::open(&url, false).err().expect("refused").to_string();
-    assert!(
-        e.contains("not a moraine store") && e.contains("schema lakemeta"),
-        "{e}"
-    );
-    let e = Store::open(&url, true).err().expect("refused").to_string();
-    assert!(e.contains("schema lakemeta"), "{e}");
-}
-
 #[test]
 fn many_small_inserts_join_the_last_chunk_once_a_table_has_many() {
     let store = new_lake(&mem_url("append-chunks"));
@@ -2660,30 +2144,6 @@ fn rows_stop_joining_the_last_chunk_once_it_holds_a_mebibyte() {
         .map(|r| r[0].clone())
         .collect();
     assert_eq!(ids, (0..67).map(Int).collect::<Vec<_>>());
-}
-
-/// A writer another one fenced is not handed to a new ATTACH in the same process: that attach
-/// opens the store afresh (and becomes its writer), where it used to get the dead handle and
-/// fail with "fenced" until the process ended.
-#[test]
-fn a_fenced_writer_is_not_shared_with_a_new_attach() {
-    let dir = tempfile::tempdir().unwrap();
-    let url = dir.path().display().to_string();
-    let store = new_lake(&url);
-    assert!(Arc::ptr_eq(&store, &Store::open(&url, false).unwrap()));
-    // another writer (as another process would) opens the same directory, fencing `store`
-    let fs = object_store::local::LocalFileSystem::new_with_prefix(dir.path()).unwrap();
-    let other = Store::open_on(Arc::new(fs), false, "local://other").unwrap();
-    commit_table(&other, 1, 1, "by_other");
-    let e = commit_snapshot_2(&store).unwrap_err();
-    assert!(matches!(e, Error::Fenced(_)), "{e:?}");
-    other.close().unwrap();
-    drop(other);
-    // a new attach of the URL gets a working store, which sees the other writer's commit
-    let again = Store::open(&url, false).unwrap();
-    assert!(!Arc::ptr_eq(&store, &again));
-    assert_eq!(table_names(&again), vec![Text("by_other".into())]);
-    commit_snapshot_2(&again).unwrap();
 }
 
 /// A stored record that does not decode (issue 11): reading its table is an error naming the
@@ -2798,98 +2258,4 @@ fn a_commit_over_the_size_limit_is_refused_and_writes_nothing() {
         panic!("a 2GiB limit was accepted");
     };
     assert!(e.to_string().contains("'2GiB'"), "{e}");
-}
-
-/// A READ_ONLY reader still following the manifest from before a reclaim (it polls once an
-/// hour here) reads ended versions from the store on demand, through tables the reclaim
-/// deleted: it gets them right or fails with a storage error, never other bytes (RFC 0003).
-#[test]
-fn a_reader_behind_a_reclaim_reads_right_or_fails_cleanly() {
-    let dir = tempfile::tempdir().unwrap();
-    let url = dir.path().join("lake").to_str().unwrap().to_string();
-    let writer = new_lake(&url);
-    for i in 1..=70 {
-        commit_table(&writer, i, i, &format!("t{i}"));
-    }
-    // table 1 renamed at snapshot 71: its first version is history
-    let mut t = writer.begin();
-    let m = t.rows(M, "ducklake_table", false).unwrap();
-    let at = (0..m.rows.len())
-        .find(|&i| m.rows[i].contains(&Text("t1".into())))
-        .unwrap();
-    t.stage_insert(M, "ducklake_snapshot", vec![snap(71)])
-        .unwrap();
-    t.stage_insert(
-        M,
-        "ducklake_snapshot_changes",
-        vec![changes(71, "altered_table")],
-    )
-    .unwrap();
-    t.stage_update(
-        M,
-        "ducklake_table",
-        vec![(rowid(m.id, at), table_row(1, 1, Some(71), "t1"))],
-    )
-    .unwrap();
-    t.stage_insert(
-        M,
-        "ducklake_table",
-        vec![table_row(1, 71, None, "t1_renamed")],
-    )
-    .unwrap();
-    t.commit().unwrap();
-    let mut expected = column_of(&writer, "ducklake_table", true, "table_name");
-    expected.sort_by_key(|c| format!("{c:?}"));
-    let options = [("reader_poll_ms".to_string(), "3600000".to_string())];
-    let reader = Store::open_with(&url, true, &options).unwrap();
-    reader.pin_image().unwrap();
-    writer.reclaim().unwrap();
-    for _ in 0..2 {
-        match reader.begin().rows(M, "ducklake_table", true) {
-            Ok(m) => {
-                let mut names = col(&m.rows, "ducklake_table", "table_name");
-                names.sort_by_key(|c| format!("{c:?}"));
-                assert_eq!(names, expected);
-            }
-            // (this is what happens here: the table it reads was collected)
-            Err(e) => assert!(matches!(e, Error::Storage(_)), "{e:?}"),
-        }
-    }
-    // a reader on the new manifest reads every version
-    drop(reader);
-    let fresh = Store::open(&url, true).unwrap();
-    let mut names = column_of(&fresh, "ducklake_table", true, "table_name");
-    names.sort_by_key(|c| format!("{c:?}"));
-    assert_eq!(names, expected);
-}
-
-/// A checkpoint deletes the commit log up to the checkpoint it replaces: the log holds the
-/// commits since the one before the newest checkpoint, not a day of them, and a reader still
-/// reads the lake whole (from the newest checkpoint and the log after it).
-#[test]
-fn a_checkpoint_trims_the_log_before_the_one_it_replaces() {
-    let dir = tempfile::tempdir().unwrap();
-    let url = dir.path().join("lake").to_str().unwrap().to_string();
-    let store = new_lake(&url);
-    for i in 1..=200 {
-        commit_table(&store, i, i, &format!("t{i}"));
-    }
-    store.settle_checkpoint_for_test();
-    let log = raw(&store, &keys::image_log_prefix());
-    let first = keys::decode_key(&log[0].0).unwrap();
-    assert!(
-        log.len() < 2 * crate::checkpoint::COMMITS_PER_CHECKPOINT as usize + 2,
-        "{} log records",
-        log.len()
-    );
-    let per_checkpoint = crate::checkpoint::COMMITS_PER_CHECKPOINT as i64;
-    assert!(
-        matches!(first.as_slice(), [_, _, Int(b)] if *b > per_checkpoint),
-        "the oldest log record is {first:?}"
-    );
-    let reader = Store::open(&url, true).unwrap();
-    assert_eq!(
-        column_of(&reader, "ducklake_table", false, "table_name").len(),
-        200
-    );
 }
