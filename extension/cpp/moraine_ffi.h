@@ -1,5 +1,8 @@
 // The C surface between moraine's C++ catalog glue and its Rust core (extension/src/ffi.rs, over moraine-core in src/).
 // The C++ side only marshals DuckDB objects into these shapes; every decision is made in Rust.
+// The ABI test (extension/src/abi_tests.rs) checks every enum constant, #define and struct here
+// against Rust's, with the C++ compiler's view from extension/abi/moraine_abi.cpp: a constant or
+// struct added here is listed there and given its Rust counterpart in the test.
 #pragma once
 
 #include <stddef.h>

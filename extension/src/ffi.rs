@@ -54,6 +54,11 @@ const TAG_FLOAT: u8 = 3;
 const TAG_TEXT: u8 = 4;
 const TAG_BLOB: u8 = 5;
 
+/// The kinds of an operator view's field (`MoraineFieldKind`).
+const FIELD_TEXT: u32 = 0;
+const FIELD_BIGINT: u32 = 1;
+const FIELD_TIME: u32 = 2;
+
 pub struct MoraineStore(Arc<Store>);
 pub struct MoraineTxn(Mutex<Transaction>);
 /// A materialization as one scan emits it: all its rows, or the positions a pushed-down filter
@@ -441,9 +446,9 @@ fn emit_fields(fields: Vec<(&'static str, moraine::status::Field)>, ud: *mut c_v
     use moraine::status::Field;
     for (name, field) in fields {
         let (kind, i, text, null) = match &field {
-            Field::Text(t) => (0, 0, t.as_deref().unwrap_or(""), t.is_none()),
-            Field::Int(v) => (1, v.unwrap_or(0), "", v.is_none()),
-            Field::Time(v) => (2, v.unwrap_or(0), "", v.is_none()),
+            Field::Text(t) => (FIELD_TEXT, 0, t.as_deref().unwrap_or(""), t.is_none()),
+            Field::Int(v) => (FIELD_BIGINT, v.unwrap_or(0), "", v.is_none()),
+            Field::Time(v) => (FIELD_TIME, v.unwrap_or(0), "", v.is_none()),
         };
         cb(
             ud,
@@ -1267,6 +1272,11 @@ pub unsafe extern "C" fn moraine_set_log_level(
         None => 1,
     }
 }
+
+/// moraine_ffi.h against the types and constants above (and [`Kind`]).
+#[cfg(test)]
+#[path = "abi_tests.rs"]
+mod abi_tests;
 
 #[cfg(test)]
 mod tests {
