@@ -8,7 +8,7 @@
 //! - the C++ compiler's: extension/abi/moraine_abi.cpp, compiled by build.rs into its own
 //!   archive that only this test links, reports each constant's value and each struct's size,
 //!   alignment and field offsets and sizes;
-//! - Rust's: the constants below, [`Kind::ALL`], and `size_of` / `align_of` / `offset_of!` of
+//! - Rust's: the constants below, [`Kind::ALL`], [`Exception::ALL`], and `size_of` / `align_of` / `offset_of!` of
 //!   the structs.
 //!
 //! Rust's layouts cannot reach the C++ compiler at build time (build.rs runs before the crate
@@ -255,6 +255,14 @@ fn rust_constants() -> BTreeMap<&'static str, BTreeMap<String, (String, i64)>> {
             (format!("Kind::{kind:?}"), kind as u32 as i64),
         );
     }
+    let exceptions = out.entry("MoraineExceptionType").or_default();
+    exceptions.insert("MORAINE_EXCEPTION_NONE".into(), ("no error".into(), 0));
+    for exception in Exception::ALL {
+        exceptions.insert(
+            format!("MORAINE_EXCEPTION_{}", screaming(&format!("{exception:?}"))),
+            (format!("Exception::{exception:?}"), exception as u32 as i64),
+        );
+    }
     let named = |pairs: &[(&str, &str, i64)]| {
         pairs
             .iter()
@@ -320,7 +328,12 @@ macro_rules! layout {
 /// Every `#[repr(C)]` struct of ffi.rs that the header declares.
 fn rust_layouts() -> BTreeMap<&'static str, Layout> {
     [
-        layout!(MoraineError { ptr, len, kind }),
+        layout!(MoraineError {
+            ptr,
+            len,
+            kind,
+            exception
+        }),
         layout!(MoraineCell {
             tag,
             i,
@@ -481,30 +494,48 @@ fn every_rust_constant_and_kind_is_checked() {
             );
         }
     }
-    // Kind::ALL holds every variant of Kind, in order (read from src/error.rs)
-    let body = ERROR_RS
-        .split_once("pub enum Kind {")
+    // Kind::ALL holds every variant of Kind (read from src/error.rs), Exception::ALL every one
+    // of Exception (from ffi.rs), in order; none is 0 (no error)
+    let kinds: Vec<(String, u32)> = Kind::ALL
+        .iter()
+        .map(|k| (format!("{k:?}"), *k as u32))
+        .collect();
+    assert_eq!(
+        declared_variants(ERROR_RS, "pub enum Kind {"),
+        kinds,
+        "Kind::ALL must list every Kind, in order"
+    );
+    let exceptions: Vec<(String, u32)> = Exception::ALL
+        .iter()
+        .map(|e| (format!("{e:?}"), *e as u32))
+        .collect();
+    assert_eq!(
+        declared_variants(FFI_RS, "enum Exception {"),
+        exceptions,
+        "Exception::ALL must list every Exception, in order"
+    );
+    assert!(kinds.iter().chain(&exceptions).all(|(_, v)| *v != 0));
+}
+
+/// The variants of the Rust enum `opening` starts in `source`, each `Name = <number>,` (doc
+/// comments aside), with their numbers.
+fn declared_variants(source: &str, opening: &str) -> Vec<(String, u32)> {
+    let body = source
+        .split_once(opening)
         .and_then(|(_, rest)| rest.split_once('}'))
-        .expect("src/error.rs declares `pub enum Kind { ... }`")
+        .unwrap_or_else(|| panic!("no `{opening} ... }}` in the source"))
         .0;
-    let declared: Vec<(String, u32)> = body
-        .lines()
+    body.lines()
         .map(str::trim)
         .filter(|l| !l.is_empty() && !l.starts_with("//"))
         .map(|l| {
             let (name, value) = l
                 .trim_end_matches(',')
                 .split_once(" = ")
-                .unwrap_or_else(|| panic!("Kind variant `{l}` without its number"));
-            (name.to_string(), value.parse().expect("a Kind number"))
+                .unwrap_or_else(|| panic!("`{opening}`: variant `{l}` without its number"));
+            (name.to_string(), value.parse().expect("a variant's number"))
         })
-        .collect();
-    let all: Vec<(String, u32)> = Kind::ALL
-        .iter()
-        .map(|k| (format!("{k:?}"), *k as u32))
-        .collect();
-    assert_eq!(declared, all, "Kind::ALL must list every Kind, in order");
-    assert!(all.iter().all(|(_, v)| *v != 0), "0 is MORAINE_ERROR_NONE");
+        .collect()
 }
 
 #[test]
