@@ -117,6 +117,24 @@ pub enum Kind {
     Internal = 11,
 }
 
+impl Kind {
+    /// Every kind, in code order (the ABI test, extension/src/abi_tests.rs, checks that this
+    /// holds every variant and that moraine_ffi.h has each with the same number).
+    pub const ALL: [Kind; 11] = [
+        Kind::InvalidInput,
+        Kind::Conflict,
+        Kind::Duplicate,
+        Kind::Constraint,
+        Kind::Catalog,
+        Kind::ReadOnly,
+        Kind::Io,
+        Kind::OutcomeUnknown,
+        Kind::Fenced,
+        Kind::Corrupt,
+        Kind::Internal,
+    ];
+}
+
 /// The words DuckLake's retry looks for in a commit's error message (lower case).
 const RETRY_WORDS: [&str; 4] = ["conflict", "primary key", "unique", "concurrent"];
 

@@ -12,8 +12,10 @@ use object_store::prefix::PrefixStore;
 use object_store::{
     BackoffConfig, ClientOptions, ObjectStore, RetryConfig, StaticCredentialProvider,
 };
+use percent_encoding::{utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
 use std::sync::Arc;
 use std::time::Duration;
+use url::Url;
 
 /// How long connecting may take (at most the store's time limit).
 pub(crate) const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -133,33 +135,46 @@ impl S3Secret {
         if proxy.is_empty() {
             return Ok(None);
         }
-        let (scheme, rest) = proxy.split_once("://").unwrap_or(("http", proxy));
-        let host = rest.trim_end_matches('/');
-        let scheme = scheme.to_ascii_lowercase();
-        // any other scheme would make reqwest drop the proxy and go direct, silently
-        if !matches!(scheme.as_str(), "http" | "https")
-            || host.is_empty()
-            || host.contains(['/', '@', '?', '#'])
+        let refused = || Error::Url {
+            url: url.to_string(),
+            reason: format!(
+                "the http_proxy setting (it starts out as HTTP_PROXY) is '{}'; give host:port, \
+                 or http://host:port or https://host:port (the user name and password go in \
+                 http_proxy_username and http_proxy_password)",
+                without_userinfo(proxy)
+            ),
+        };
+        let parsed = if proxy.contains("://") {
+            Url::parse(proxy)
+        } else {
+            Url::parse(&format!("http://{proxy}"))
+        };
+        let mut proxy_url = parsed.map_err(|_| refused())?;
+        // any other scheme would make reqwest drop the proxy and go direct, silently; a host
+        // and port only (and trailing slashes): no path, query or fragment, and no user name
+        // or password (not even an empty one: an `@` is refused wherever it is)
+        if !matches!(proxy_url.scheme(), "http" | "https")
+            || proxy_url.host_str().is_none_or(str::is_empty)
+            || !proxy_url.path().chars().all(|c| c == '/')
+            || proxy_url.query().is_some()
+            || proxy_url.fragment().is_some()
+            || proxy.contains('@')
         {
-            return Err(Error::Url {
-                url: url.to_string(),
-                reason: format!(
-                    "the http_proxy setting (it starts out as HTTP_PROXY) is '{}'; give \
-                     host:port, or http://host:port or https://host:port (the user name and \
-                     password go in http_proxy_username and http_proxy_password)",
-                    without_userinfo(proxy)
-                ),
-            });
+            return Err(refused());
         }
+        // (trailing slashes dropped, as before)
+        proxy_url.set_path("/");
         let user = &self.http_proxy_username;
-        if user.is_empty() {
-            return Ok(Some(format!("{scheme}://{host}")));
+        if !user.is_empty() {
+            // escaped here, as redact() finds them (the setters leave a %XX as it is)
+            proxy_url
+                .set_username(&percent_encode(user))
+                .map_err(|_| refused())?;
+            proxy_url
+                .set_password(Some(&percent_encode(&self.http_proxy_password)))
+                .map_err(|_| refused())?;
         }
-        Ok(Some(format!(
-            "{scheme}://{}:{}@{host}",
-            percent_encode(user),
-            percent_encode(&self.http_proxy_password)
-        )))
+        Ok(Some(proxy_url.into()))
     }
 
     /// The key, secret and token to sign with: the secret's own, or for `credential_chain` the
@@ -230,17 +245,16 @@ fn proxy_exclusions(no_proxy: Option<String>) -> Exclusions {
     }
 }
 
-/// `text` with every byte but URL-unreserved ones (`A-Z a-z 0-9 - . _ ~`) as `%XX`, for user
-/// information in a URL.
+/// The bytes [`percent_encode`] escapes: all but URL-unreserved ones (`A-Z a-z 0-9 - . _ ~`).
+const NOT_UNRESERVED: &AsciiSet = &NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'.')
+    .remove(b'_')
+    .remove(b'~');
+
+/// `text` with every byte but URL-unreserved ones as `%XX`, for user information in a URL.
 fn percent_encode(text: &str) -> String {
-    text.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
-                (b as char).to_string()
-            }
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
+    utf8_percent_encode(text, NOT_UNRESERVED).to_string()
 }
 
 /// A proxy setting as it may be shown: without anything before an `@` in its authority (a
@@ -448,32 +462,76 @@ mod tests {
         };
         let url = |s: S3Secret| s.proxy_url("s3://b/x");
         assert_eq!(url(with("", "", "")).unwrap(), None);
-        assert_eq!(
-            url(with("127.0.0.1:3128", "", "")).unwrap().as_deref(),
-            Some("http://127.0.0.1:3128")
-        );
-        assert_eq!(
-            url(with("https://proxy.example:443/", "", ""))
-                .unwrap()
-                .as_deref(),
-            Some("https://proxy.example:443")
-        );
+        assert_eq!(url(with("  ", "me", "pw")).unwrap(), None);
+        // (setting, user, password, the URL the hand-written builder made before `url` did):
+        // reqwest parses the proxy URL with `url`, so the same parse is the same proxy
+        for (proxy, user, password, before) in [
+            ("127.0.0.1:3128", "", "", "http://127.0.0.1:3128"),
+            ("proxy", "", "", "http://proxy"),
+            (" proxy:3128 ", "", "", "http://proxy:3128"),
+            (
+                "https://proxy.example:443/",
+                "",
+                "",
+                "https://proxy.example:443",
+            ),
+            ("http://proxy:3128//", "", "", "http://proxy:3128"),
+            ("HTTP://[::1]:3128", "", "", "http://[::1]:3128"),
+            ("Proxy.Example:8080", "", "", "http://Proxy.Example:8080"),
+            (
+                "proxy:3128",
+                "me",
+                "p@ss:w/rd",
+                "http://me:p%40ss%3Aw%2Frd@proxy:3128",
+            ),
+            ("proxy:3128", "me", "", "http://me:@proxy:3128"),
+            (
+                "https://proxy:3128",
+                "dom\\me",
+                "!$&'()*+,;= é%",
+                "https://dom%5Cme:%21%24%26%27%28%29%2A%2B%2C%3B%3D%20%C3%A9%25@proxy:3128",
+            ),
+        ] {
+            let got = url(with(proxy, user, password))
+                .unwrap_or_else(|e| panic!("{proxy}: {e}"))
+                .unwrap();
+            assert_eq!(
+                Url::parse(&got).unwrap(),
+                Url::parse(before).unwrap(),
+                "{proxy} {user}"
+            );
+            // the user name and password as redact() finds them, whatever they hold
+            if !user.is_empty() {
+                assert!(
+                    got.contains(&format!("//{}", percent_encode(user))),
+                    "{got}"
+                );
+            }
+            if password.len() >= 4 {
+                let shown = with(proxy, user, password).redact(got.clone());
+                assert!(!shown.contains(&percent_encode(password)), "{shown}");
+                assert!(shown.contains("<redacted>"), "{shown}");
+            }
+        }
         assert_eq!(
             url(with("proxy:3128", "me", "p@ss:w/rd"))
                 .unwrap()
                 .as_deref(),
-            Some("http://me:p%40ss%3Aw%2Frd@proxy:3128")
-        );
-        assert_eq!(
-            url(with("HTTP://[::1]:3128", "", "")).unwrap().as_deref(),
-            Some("http://[::1]:3128")
+            Some("http://me:p%40ss%3Aw%2Frd@proxy:3128/")
         );
         for bad in [
             "http://",
+            "https:///",
             "proxy:3128/path",
+            "http://proxy:3128/a/",
+            "http://proxy:3128?x=1",
+            "http://proxy:3128#top",
             "ftp://proxy:21",
             "socks5://proxy:1080",
             "http://me:proxy-password@proxy:3128",
+            "http://@proxy:3128",
+            "proxy:port",
+            "proxy:99999",
         ] {
             let e = url(with(bad, "", "")).err().unwrap().to_string();
             assert!(
@@ -489,6 +547,21 @@ mod tests {
             !shown.contains("p%40ss%20word") && !shown.contains("p@ss word"),
             "{shown}"
         );
+    }
+
+    #[test]
+    fn user_information_escapes_every_byte_but_the_unreserved_ones() {
+        assert_eq!(percent_encode(""), "");
+        assert_eq!(
+            percent_encode("AZaz09-._~"),
+            "AZaz09-._~",
+            "unreserved bytes stay"
+        );
+        assert_eq!(
+            percent_encode(" !\"#$%&'()*+,/:;<=>?@[\\]^`{|}"),
+            "%20%21%22%23%24%25%26%27%28%29%2A%2B%2C%2F%3A%3B%3C%3D%3E%3F%40%5B%5C%5D%5E%60%7B%7C%7D"
+        );
+        assert_eq!(percent_encode("é\u{0}\n"), "%C3%A9%00%0A");
     }
 
     #[test]

@@ -830,8 +830,9 @@ impl Store {
     fn check_not_broken(&self) -> Result<()> {
         if self.broken.load(Ordering::SeqCst) {
             return Err(Error::OutcomeUnknown(format!(
-                "an earlier commit to {} has an unknown outcome and may still land; DETACH and \
-                 ATTACH again to see what the lake holds",
+                "an earlier commit to {} may or may not have been applied (its write may still \
+                 land); this attach accepts no more work: DETACH and ATTACH again to see what the \
+                 lake holds",
                 self.url
             )));
         }
@@ -1249,8 +1250,9 @@ impl Store {
     pub fn outcome_unknown(&self, why: &str) -> Error {
         self.broken.store(true, Ordering::SeqCst);
         Error::OutcomeUnknown(format!(
-            "{why}: the commit to {} may or may not have reached the store; this attach accepts \
-             no more work: DETACH and ATTACH again to see what the lake holds",
+            "{why}: the commit to {} may or may not have been applied (its write may still \
+             reach the store); this attach accepts no more work: DETACH and ATTACH again to see \
+             what the lake holds",
             self.url
         ))
     }

@@ -1636,8 +1636,7 @@ fn a_commit_outliving_the_time_limit_says_its_outcome_is_unknown_and_the_handle_
         .unwrap_err();
     assert!(matches!(e, Error::OutcomeUnknown(_)), "{e}");
     assert!(
-        e.to_string()
-            .contains("may or may not have reached the store"),
+        e.to_string().contains("may or may not have been applied"),
         "{e}"
     );
     // the handle serves nothing more, even once the store is back

@@ -52,8 +52,11 @@ inline void MoraineRethrow(MoraineCallbackState &state) {
 // ---- cell marshalling (moraine_cells.cpp) ----
 //! Converts one DuckDB value to a cell; `scratch` owns any bytes the cell points at.
 void MoraineValueToCell(const Value &value, const LogicalType &type, MoraineCell &cell, string &scratch);
-//! Writes one cell into row `row` of a flat vector of type `type`.
-void MoraineWriteCell(Vector &vector, idx_t row, const MoraineCell &cell);
+//! Writes one cell into row `row` of a flat vector. False, writing nothing, when the cell does
+//! not fit the vector's type (a cell of another kind, an integer the type cannot hold, stored
+//! bytes that do not deserialize or convert; `why` then says what failed, or is left empty):
+//! the caller reports it through moraine_mat_misfit, never as an InternalException.
+bool MoraineWriteCell(Vector &vector, idx_t row, const MoraineCell &cell, string &why);
 //! Whether moraine holds values of this type as integer cells (the only columns an index serves).
 bool MoraineHeldAsInteger(const LogicalType &type);
 string MoraineSerializeType(const LogicalType &type);

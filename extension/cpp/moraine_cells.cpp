@@ -18,30 +18,24 @@ string MoraineTakeError(MoraineError &err) {
 }
 
 void MoraineThrow(MoraineError &err) {
-	auto kind = err.kind;
+	auto exception = err.exception;
 	auto message = MoraineTakeError(err);
-	// The kind decides the type; DuckLake's retry reads only the message, which the core words
-	// for exactly the retryable kinds.
-	switch (kind) {
-	case MORAINE_ERROR_CONFLICT:
+	// Rust chose the type (Exception::for_kind in ffi.rs); DuckLake's retry reads only the
+	// message, which the core words for exactly the retryable kinds.
+	switch (exception) {
+	case MORAINE_EXCEPTION_TRANSACTION:
 		throw TransactionException(message);
-	case MORAINE_ERROR_DUPLICATE:
-	case MORAINE_ERROR_CONSTRAINT:
+	case MORAINE_EXCEPTION_CONSTRAINT:
 		throw ConstraintException(message);
-	case MORAINE_ERROR_CATALOG:
+	case MORAINE_EXCEPTION_CATALOG:
 		throw CatalogException(message);
-	case MORAINE_ERROR_READ_ONLY:
+	case MORAINE_EXCEPTION_PERMISSION:
 		throw PermissionException(message);
-	case MORAINE_ERROR_IO:
-	case MORAINE_ERROR_OUTCOME_UNKNOWN:
-	case MORAINE_ERROR_FENCED:
-	case MORAINE_ERROR_CORRUPT:
+	case MORAINE_EXCEPTION_IO:
 		throw IOException(message);
-	case MORAINE_ERROR_INTERNAL:
-		// not DuckDB's InternalException, which invalidates the whole database instance: the
-		// failure is confined to this transaction, which can only roll back
-		throw TransactionException(message);
-	case MORAINE_ERROR_INVALID_INPUT:
+	case MORAINE_EXCEPTION_CONNECTION:
+		throw ConnectionException(message);
+	case MORAINE_EXCEPTION_INVALID_INPUT:
 	default:
 		throw InvalidInputException(message);
 	}
@@ -147,6 +141,17 @@ static void SetFlat(Vector &vector, idx_t row, T value) {
 	FlatVector::GetData<T>(vector)[row] = value;
 }
 
+//! An integer cell into a column of integer type T; false when T cannot hold it.
+template <class T>
+static bool SetInteger(Vector &vector, idx_t row, int64_t value) {
+	if (value < static_cast<int64_t>(NumericLimits<T>::Minimum()) ||
+	    value > static_cast<int64_t>(NumericLimits<T>::Maximum())) {
+		return false;
+	}
+	SetFlat<T>(vector, row, static_cast<T>(value));
+	return true;
+}
+
 //! A serialized Value (SerializeValue) of a type that has no extra type info and is held as a
 //! 32- or 64-bit integer (DATE, TIME, the TIMESTAMPs, ...), read straight from its bytes into
 //! `vector`: building a BinaryDeserializer and a Value per cell costs more than the rest of the
@@ -213,46 +218,75 @@ static bool WriteSerializedInteger(Vector &vector, idx_t row, const uint8_t *p, 
 	return true;
 }
 
-void MoraineWriteCell(Vector &vector, idx_t row, const MoraineCell &cell) {
+bool MoraineWriteCell(Vector &vector, idx_t row, const MoraineCell &cell, string &why) {
 	auto &type = vector.GetType();
 	if (cell.tag == MORAINE_NULL) {
 		FlatVector::SetNull(vector, row, true);
-		return;
+		return true;
 	}
 	if (cell.tag == MORAINE_BLOB) {
 		if (WriteSerializedInteger(vector, row, cell.ptr, cell.len)) {
-			return;
+			return true;
 		}
-		vector.SetValue(row, DeserializeValue(cell.ptr, cell.len));
-		return;
+		// stored bytes: whatever DuckDB throws reading or converting them is about them
+		Value value;
+		try {
+			value = DeserializeValue(cell.ptr, cell.len);
+		} catch (std::exception &ex) {
+			why = "does not deserialize (" + ErrorData(ex).RawMessage() + ")";
+			return false;
+		}
+		try {
+			vector.SetValue(row, value);
+		} catch (std::exception &ex) {
+			why = "is a " + value.type().ToString() + " that does not convert (" + ErrorData(ex).RawMessage() + ")";
+			return false;
+		}
+		return true;
 	}
+	// a cell of the kind MoraineValueToCell makes for the type, and a value the type holds
 	switch (type.id()) {
 	case LogicalTypeId::TINYINT:
-		return SetFlat<int8_t>(vector, row, NumericCast<int8_t>(cell.i));
+		return cell.tag == MORAINE_INT && SetInteger<int8_t>(vector, row, cell.i);
 	case LogicalTypeId::SMALLINT:
-		return SetFlat<int16_t>(vector, row, NumericCast<int16_t>(cell.i));
+		return cell.tag == MORAINE_INT && SetInteger<int16_t>(vector, row, cell.i);
 	case LogicalTypeId::INTEGER:
-		return SetFlat<int32_t>(vector, row, NumericCast<int32_t>(cell.i));
+		return cell.tag == MORAINE_INT && SetInteger<int32_t>(vector, row, cell.i);
 	case LogicalTypeId::BIGINT:
-		return SetFlat<int64_t>(vector, row, cell.i);
+		return cell.tag == MORAINE_INT && SetInteger<int64_t>(vector, row, cell.i);
 	case LogicalTypeId::UTINYINT:
-		return SetFlat<uint8_t>(vector, row, NumericCast<uint8_t>(cell.i));
+		return cell.tag == MORAINE_INT && SetInteger<uint8_t>(vector, row, cell.i);
 	case LogicalTypeId::USMALLINT:
-		return SetFlat<uint16_t>(vector, row, NumericCast<uint16_t>(cell.i));
+		return cell.tag == MORAINE_INT && SetInteger<uint16_t>(vector, row, cell.i);
 	case LogicalTypeId::UINTEGER:
-		return SetFlat<uint32_t>(vector, row, NumericCast<uint32_t>(cell.i));
+		return cell.tag == MORAINE_INT && SetInteger<uint32_t>(vector, row, cell.i);
 	case LogicalTypeId::BOOLEAN:
-		return SetFlat<bool>(vector, row, cell.i != 0);
+		if (cell.tag != MORAINE_BOOL || (cell.i != 0 && cell.i != 1)) {
+			return false;
+		}
+		SetFlat<bool>(vector, row, cell.i != 0);
+		return true;
 	case LogicalTypeId::FLOAT:
-		return SetFlat<float>(vector, row, static_cast<float>(cell.f));
+		if (cell.tag != MORAINE_FLOAT) {
+			return false;
+		}
+		SetFlat<float>(vector, row, static_cast<float>(cell.f));
+		return true;
 	case LogicalTypeId::DOUBLE:
-		return SetFlat<double>(vector, row, cell.f);
+		if (cell.tag != MORAINE_FLOAT) {
+			return false;
+		}
+		SetFlat<double>(vector, row, cell.f);
+		return true;
 	case LogicalTypeId::VARCHAR:
+		if (cell.tag != MORAINE_TEXT) {
+			return false;
+		}
 		FlatVector::GetData<string_t>(vector)[row] =
 		    StringVector::AddString(vector, const_char_ptr_cast(cell.ptr), cell.len);
-		return;
+		return true;
 	default:
-		throw InternalException("moraine: stored cell does not match column type %s", type.ToString());
+		return false;
 	}
 }
 

@@ -24,7 +24,7 @@ void MoraineEntries::LoadSchemas(MoraineTxn *txn) {
 	}
 	// read outside the lock, as a schema's tables are (MoraineSchemaEntry::LoadTables)
 	NameList list;
-	MoraineError err {nullptr, 0, MORAINE_ERROR_NONE};
+	MoraineError err {nullptr, 0, MORAINE_ERROR_NONE, MORAINE_EXCEPTION_NONE};
 	if (moraine_txn_schemas(txn, &list, CollectName, &err) != 0) {
 		MoraineThrow(err);
 	}
@@ -91,7 +91,7 @@ shared_ptr<MoraineEntries> MoraineTransaction::Entries() {
 	lock_guard<mutex> guard(entries_lock);
 	if (!entries) {
 		uint64_t id = 0;
-		MoraineError err {nullptr, 0, MORAINE_ERROR_NONE};
+		MoraineError err {nullptr, 0, MORAINE_ERROR_NONE, MORAINE_EXCEPTION_NONE};
 		auto shareable = moraine_txn_definitions(moraine_txn, &id, &err);
 		if (shareable < 0) {
 			MoraineThrow(err);

@@ -1,5 +1,8 @@
 // The C surface between moraine's C++ catalog glue and its Rust core (extension/src/ffi.rs, over moraine-core in src/).
 // The C++ side only marshals DuckDB objects into these shapes; every decision is made in Rust.
+// The ABI test (extension/src/abi_tests.rs) checks every enum constant, #define and struct here
+// against Rust's, with the C++ compiler's view from extension/abi/moraine_abi.cpp: a constant or
+// struct added here is listed there and given its Rust counterpart in the test.
 #pragma once
 
 #include <stddef.h>
@@ -15,8 +18,7 @@ typedef struct MoraineTxn MoraineTxn;     // one DuckDB transaction's view and s
 typedef struct MoraineMat MoraineMat;     // one materialization of one table in one transaction
 typedef struct MoraineRows MoraineRows;   // a row buffer being filled by a sink
 
-// What kind of failure an error is (src/error.rs, Kind); the C++ layer picks DuckDB's exception
-// type from it, never from the message.
+// What kind of failure an error is (src/error.rs, Kind).
 enum MoraineErrorKind {
 	MORAINE_ERROR_NONE = 0,
 	MORAINE_ERROR_INVALID_INPUT = 1,   // a URL, an option, a value, a definition moraine does not serve
@@ -32,13 +34,29 @@ enum MoraineErrorKind {
 	MORAINE_ERROR_INTERNAL = 11        // a bug in moraine (a panic); the transaction only rolls back
 };
 
+// The DuckDB exception the C++ layer throws for an error: Rust chooses it from the kind
+// (extension/src/ffi.rs, Exception::for_kind), never from the message; the C++ layer only throws
+// it. None is DuckDB's InternalException or FatalException, which end the database instance.
+enum MoraineExceptionType {
+	MORAINE_EXCEPTION_NONE = 0,
+	MORAINE_EXCEPTION_INVALID_INPUT = 1, // InvalidInputException
+	MORAINE_EXCEPTION_TRANSACTION = 2,   // TransactionException
+	MORAINE_EXCEPTION_CONSTRAINT = 3,    // ConstraintException
+	MORAINE_EXCEPTION_CATALOG = 4,       // CatalogException
+	MORAINE_EXCEPTION_PERMISSION = 5,    // PermissionException
+	MORAINE_EXCEPTION_IO = 6,            // IOException
+	MORAINE_EXCEPTION_CONNECTION = 7     // ConnectionException (a commit of unknown outcome)
+};
+
 // An owned error: its message (free with moraine_error_free; `ptr` is NULL when there is no
-// error) and its MoraineErrorKind. Only DuckLake's retryable kinds (CONFLICT, DUPLICATE) carry
-// the words DuckLake retries on ("conflict", "primary key", "unique", "concurrent").
+// error), its MoraineErrorKind and the MoraineExceptionType to throw. Only DuckLake's retryable
+// kinds (CONFLICT, DUPLICATE) carry the words DuckLake retries on ("conflict", "primary key",
+// "unique", "concurrent").
 typedef struct {
 	char *ptr;
 	size_t len;
 	uint32_t kind;
+	uint32_t exception;
 } MoraineError;
 
 enum MoraineCellTag {
@@ -215,6 +233,14 @@ typedef struct {
 	bool has_null;
 } MoraineIntStats;
 bool moraine_mat_int_stats(const MoraineMat *mat, size_t col, MoraineIntStats *out);
+// A cell of `mat` (row `index`, column `col`) the scan cannot write into its column's vector (a
+// cell of another kind, an integer out of the type's range, a serialized value that does not
+// deserialize or convert): sets *err to the corrupt-record error naming the table, the column
+// (`column`, of DuckDB type `column_type`), the row and what is stored; `why` (may be empty)
+// says what failed.
+void moraine_mat_misfit(const MoraineMat *mat, size_t index, size_t col, const char *column, size_t column_len,
+                        const char *column_type, size_t column_type_len, const char *why, size_t why_len,
+                        MoraineError *err);
 // Another handle on the same materialization, narrowed the same way; free it separately.
 MoraineMat *moraine_mat_clone(const MoraineMat *mat);
 void moraine_mat_free(MoraineMat *mat);

@@ -46,7 +46,7 @@ static unique_ptr<MoraineRowsBindData> FetchRows(ClientContext &context, TableFu
                                                  int (*fetch)(MoraineStore *, void *, CB, MoraineError *), CB cb) {
 	auto store = MoraineLake(context, function, input.inputs[0].GetValue<string>()).store;
 	auto result = make_uniq<MoraineRowsBindData>();
-	MoraineError err {nullptr, 0, MORAINE_ERROR_NONE};
+	MoraineError err {nullptr, 0, MORAINE_ERROR_NONE, MORAINE_EXCEPTION_NONE};
 	if (fetch(store->store, result.get(), cb, &err) != 0) {
 		MoraineThrow(err);
 	}
@@ -164,7 +164,7 @@ static void ReclaimScan(ClientContext &context, TableFunctionInput &input, DataC
 	state.position = 1;
 	auto &bind = input.bind_data->Cast<MoraineReclaimBindData>();
 	MoraineRowsBindData done;
-	MoraineError err {nullptr, 0, MORAINE_ERROR_NONE};
+	MoraineError err {nullptr, 0, MORAINE_ERROR_NONE, MORAINE_EXCEPTION_NONE};
 	// the facts Rust decides on: whether the caller's transaction outlives the call, whether it
 	// has a transaction of the lake (whose reads may keep what the reclaim removes), and when
 	// it began

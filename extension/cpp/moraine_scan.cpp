@@ -380,7 +380,7 @@ static bool ScanNeedsHistory(MoraineTxn *txn, const MoraineScanBindData &bind_da
 		return true;
 	}
 	int64_t head = 0;
-	MoraineError err {nullptr, 0, MORAINE_ERROR_NONE};
+	MoraineError err {nullptr, 0, MORAINE_ERROR_NONE, MORAINE_EXCEPTION_NONE};
 	auto &lake = bind_data.table.schema.name;
 	auto has_head = moraine_txn_head_snapshot(txn, lake.c_str(), lake.size(), &head, &err);
 	if (has_head < 0) {
@@ -447,7 +447,7 @@ static MoraineMat *MoraineScanRows(MoraineTxn *txn, const MoraineScanBindData &b
 //! error is left for the scan to report).
 static MoraineMat *MoraineRowsToPlan(ClientContext &context, const MoraineScanBindData &bind_data) {
 	auto txn = MoraineTransaction::Get(context, bind_data.table.catalog).Txn();
-	MoraineError err {nullptr, 0, MORAINE_ERROR_NONE};
+	MoraineError err {nullptr, 0, MORAINE_ERROR_NONE, MORAINE_EXCEPTION_NONE};
 	bool history;
 	auto mat = MoraineScanRows(txn, bind_data, history, err);
 	if (!mat) {
@@ -613,7 +613,7 @@ static unique_ptr<GlobalTableFunctionState> MoraineScanInit(ClientContext &conte
 	auto &table = bind_data.table;
 	auto &transaction = MoraineTransaction::Get(context, table.catalog);
 	auto result = make_uniq<MoraineScanState>();
-	MoraineError err {nullptr, 0, MORAINE_ERROR_NONE};
+	MoraineError err {nullptr, 0, MORAINE_ERROR_NONE, MORAINE_EXCEPTION_NONE};
 	result->mat = MoraineScanRows(transaction.Txn(), bind_data, result->read_history, err);
 	if (!result->mat) {
 		MoraineThrow(err);
@@ -663,7 +663,17 @@ static void MoraineScanFunction(ClientContext &context, TableFunctionInput &inpu
 		}
 		for (idx_t r = 0; r < count; r++) {
 			moraine_mat_cell(state.mat, state.position + r, column_id, &cell);
-			MoraineWriteCell(vector, r, cell);
+			string why;
+			if (!MoraineWriteCell(vector, r, cell, why)) {
+				// a stored cell its column cannot hold: Rust words the error (a corrupt record)
+				auto &table = input.bind_data->Cast<MoraineScanBindData>().table;
+				auto column = table.GetColumn(LogicalIndex(column_id)).Name();
+				auto type = vector.GetType().ToString();
+				MoraineError err {nullptr, 0, MORAINE_ERROR_NONE, MORAINE_EXCEPTION_NONE};
+				moraine_mat_misfit(state.mat, state.position + r, column_id, column.c_str(), column.size(),
+				                   type.c_str(), type.size(), why.c_str(), why.size(), &err);
+				MoraineThrow(err);
+			}
 		}
 	}
 	state.position += count;

@@ -179,7 +179,7 @@ static unique_ptr<Catalog> MoraineAttach(optional_ptr<StorageExtensionInfo> stor
 	for (auto &o : kv) {
 		marshalled.push_back(MoraineOption {o.first.c_str(), o.first.size(), o.second.c_str(), o.second.size()});
 	}
-	MoraineError err {nullptr, 0, MORAINE_ERROR_NONE};
+	MoraineError err {nullptr, 0, MORAINE_ERROR_NONE, MORAINE_EXCEPTION_NONE};
 	auto store = moraine_store_open(url.c_str(), url.size(), read_only ? 1 : 0, marshalled.data(),
 	                                marshalled.size(), &err);
 	if (!store) {
@@ -198,7 +198,7 @@ static void MoraineCheckMaxCommitSize(ClientContext &context, SetScope scope, Va
 		return;
 	}
 	auto text = parameter.ToString();
-	MoraineError err {nullptr, 0, MORAINE_ERROR_NONE};
+	MoraineError err {nullptr, 0, MORAINE_ERROR_NONE, MORAINE_EXCEPTION_NONE};
 	if (moraine_check_max_commit_size(text.c_str(), text.size(), &err) != 0) {
 		MoraineThrow(err);
 	}
@@ -206,7 +206,7 @@ static void MoraineCheckMaxCommitSize(ClientContext &context, SetScope scope, Va
 
 static void MoraineSetLogLevel(ClientContext &context, SetScope scope, Value &parameter) {
 	auto spec = parameter.IsNull() ? string(moraine_setting_default("moraine_log_level")) : parameter.ToString();
-	MoraineError err {nullptr, 0, MORAINE_ERROR_NONE};
+	MoraineError err {nullptr, 0, MORAINE_ERROR_NONE, MORAINE_EXCEPTION_NONE};
 	if (moraine_set_log_level(spec.c_str(), spec.size(), &err) != 0) {
 		MoraineThrow(err);
 	}

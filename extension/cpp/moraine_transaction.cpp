@@ -22,7 +22,7 @@ MoraineTransaction &MoraineTransaction::Get(ClientContext &context, Catalog &cat
 MoraineTxn *MoraineTransaction::Txn() {
 	lock_guard<mutex> guard(lock);
 	if (!txn) {
-		MoraineError err {nullptr, 0, MORAINE_ERROR_NONE};
+		MoraineError err {nullptr, 0, MORAINE_ERROR_NONE, MORAINE_EXCEPTION_NONE};
 		txn = moraine_txn_begin(catalog.store->store, &err);
 		if (!txn) {
 			MoraineThrow(err);
@@ -41,7 +41,7 @@ void MoraineTransaction::Commit() {
 	if (!to_commit) {
 		return;
 	}
-	MoraineError err {nullptr, 0, MORAINE_ERROR_NONE};
+	MoraineError err {nullptr, 0, MORAINE_ERROR_NONE, MORAINE_EXCEPTION_NONE};
 	if (moraine_txn_commit(to_commit, &err) != 0) {
 		MoraineThrow(err);
 	}

@@ -6,8 +6,8 @@
 //! and return their empty value), a transaction in which a call panicked refuses every later
 //! call but its rollback, and the C++ callbacks we invoke catch everything themselves (they
 //! keep the exception for the C++ caller to rethrow once we have returned).
-//! An error crosses as its [`Kind`] code and its message; the C++ layer picks DuckDB's
-//! exception type from the code.
+//! An error crosses as its [`Kind`] code, the DuckDB exception it is thrown as ([`Exception`],
+//! chosen here from the kind) and its message; the C++ layer throws that exception.
 
 use std::ffi::{c_char, c_void};
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -26,6 +26,67 @@ pub struct MoraineError {
     len: usize,
     /// A [`Kind`] code; 0 when there is no error.
     kind: u32,
+    /// An [`Exception`] code; 0 when there is no error.
+    exception: u32,
+}
+
+/// The DuckDB exception the C++ layer throws for an error (`MoraineExceptionType`). Rust
+/// chooses it ([`Exception::for_kind`]); the C++ layer only throws it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u32)]
+enum Exception {
+    /// `InvalidInputException`.
+    InvalidInput = 1,
+    /// `TransactionException`.
+    Transaction = 2,
+    /// `ConstraintException`.
+    Constraint = 3,
+    /// `CatalogException`.
+    Catalog = 4,
+    /// `PermissionException`.
+    Permission = 5,
+    /// `IOException`.
+    Io = 6,
+    /// `ConnectionException`.
+    Connection = 7,
+}
+
+impl Exception {
+    /// Every exception, in code order (the ABI test checks it against the header).
+    #[cfg(test)]
+    const ALL: [Exception; 7] = [
+        Exception::InvalidInput,
+        Exception::Transaction,
+        Exception::Constraint,
+        Exception::Catalog,
+        Exception::Permission,
+        Exception::Io,
+        Exception::Connection,
+    ];
+
+    /// The exception an error of `kind` reaches DuckDB as. None of them is DuckDB's
+    /// `InternalException` or `FatalException`, which invalidate the whole database instance.
+    /// (DuckLake's retry of a commit reads only the message, which [`Error::duckdb_message`]
+    /// words; and DuckDB reports every failed COMMIT as a `TransactionException` whatever was
+    /// thrown, so the choice matters for errors outside a commit.)
+    fn for_kind(kind: Kind) -> Exception {
+        match kind {
+            Kind::InvalidInput => Exception::InvalidInput,
+            Kind::Conflict => Exception::Transaction,
+            Kind::Duplicate | Kind::Constraint => Exception::Constraint,
+            Kind::Catalog => Exception::Catalog,
+            Kind::ReadOnly => Exception::Permission,
+            // nothing was written (Io); a fenced writer and a corrupt record are told apart by
+            // their message's prefix, "fenced: " and "corrupt record: "
+            Kind::Io | Kind::Fenced | Kind::Corrupt => Exception::Io,
+            // a commit that may or may not have been applied: SQL's "transaction resolution
+            // unknown" (SQLSTATE 08007) is a connection exception, and like a lost connection
+            // the attach serves nothing more until it is made again (DETACH, ATTACH)
+            Kind::OutcomeUnknown => Exception::Connection,
+            // a moraine bug, confined to the transaction it happened in (which only rolls back)
+            Kind::Internal => Exception::Transaction,
+        }
+    }
 }
 
 #[repr(C)]
@@ -54,12 +115,19 @@ const TAG_FLOAT: u8 = 3;
 const TAG_TEXT: u8 = 4;
 const TAG_BLOB: u8 = 5;
 
+/// The kinds of an operator view's field (`MoraineFieldKind`).
+const FIELD_TEXT: u32 = 0;
+const FIELD_BIGINT: u32 = 1;
+const FIELD_TIME: u32 = 2;
+
 pub struct MoraineStore(Arc<Store>);
 pub struct MoraineTxn(Mutex<Transaction>);
 /// A materialization as one scan emits it: all its rows, or the positions a pushed-down filter
 /// selected (ascending), which keep their rowids.
 pub struct MoraineMat {
     mat: Arc<Materialized>,
+    /// `schema.table`, for errors about its cells.
+    table: Arc<str>,
     /// Shared by the copies of a narrowed scan ([`moraine_mat_clone`]), and with the later
     /// scans of the same rows that ask the same ([`moraine::rowset::RowSet::select`]).
     selection: Option<Arc<Selection>>,
@@ -110,6 +178,7 @@ fn set_error(err: *mut MoraineError, e: &Error) {
             ptr,
             len,
             kind: kind as u32,
+            exception: Exception::for_kind(kind) as u32,
         }
     };
 }
@@ -441,9 +510,9 @@ fn emit_fields(fields: Vec<(&'static str, moraine::status::Field)>, ud: *mut c_v
     use moraine::status::Field;
     for (name, field) in fields {
         let (kind, i, text, null) = match &field {
-            Field::Text(t) => (0, 0, t.as_deref().unwrap_or(""), t.is_none()),
-            Field::Int(v) => (1, v.unwrap_or(0), "", v.is_none()),
-            Field::Time(v) => (2, v.unwrap_or(0), "", v.is_none()),
+            Field::Text(t) => (FIELD_TEXT, 0, t.as_deref().unwrap_or(""), t.is_none()),
+            Field::Int(v) => (FIELD_BIGINT, v.unwrap_or(0), "", v.is_none()),
+            Field::Time(v) => (FIELD_TIME, v.unwrap_or(0), "", v.is_none()),
         };
         cb(
             ud,
@@ -787,13 +856,11 @@ pub unsafe extern "C" fn moraine_txn_rows(
     err: *mut MoraineError,
 ) -> *mut MoraineMat {
     guard(err, || {
-        let mat = lock(&*txn)?.rows(
-            text(schema, schema_len)?,
-            text(name, name_len)?,
-            need_history != 0,
-        )?;
+        let (schema, name) = (text(schema, schema_len)?, text(name, name_len)?);
+        let mat = lock(&*txn)?.rows(schema, name, need_history != 0)?;
         Ok(Box::into_raw(Box::new(MoraineMat {
             mat,
+            table: format!("{schema}.{name}").into(),
             selection: None,
         })))
     })
@@ -1044,8 +1111,96 @@ pub unsafe extern "C" fn moraine_mat_clone(mat: *const MoraineMat) -> *mut Morai
     let mat = &*mat;
     Box::into_raw(Box::new(MoraineMat {
         mat: mat.mat.clone(),
+        table: mat.table.clone(),
         selection: mat.selection.clone(),
     }))
+}
+
+/// What a stored cell is, for an error message: its kind and its value (long text and blobs
+/// shortened).
+fn describe_cell(cell: Option<&Cell>) -> String {
+    const SHOWN: usize = 64;
+    match cell {
+        None => "no cell".into(),
+        Some(Cell::Null) => "NULL".into(),
+        Some(Cell::Int(v)) => format!("the integer {v}"),
+        Some(Cell::Bool(v)) => format!("the boolean {v}"),
+        Some(Cell::Float(v)) => format!("the floating-point number {v}"),
+        Some(Cell::Text(t)) => {
+            let shown: String = t.chars().take(SHOWN).collect();
+            let more = if shown.len() < t.len() { "..." } else { "" };
+            format!("the text {shown:?}{more} ({} bytes)", t.len())
+        }
+        Some(Cell::Blob(b)) => {
+            let hex: String = b
+                .iter()
+                .take(SHOWN / 2)
+                .map(|x| format!("{x:02x}"))
+                .collect();
+            let more = if b.len() > SHOWN / 2 { "..." } else { "" };
+            format!(
+                "a serialized DuckDB value of {} bytes ({hex}{more})",
+                b.len()
+            )
+        }
+    }
+}
+
+/// The error for a stored cell the C++ layer cannot write into its column: a corrupt record
+/// (it reaches DuckDB as an `IOException`, never as the `InternalException` that would end the
+/// database instance), naming the table, the column and its type, the row and what is stored.
+/// `why` says what failed, if more than that the column cannot hold the value.
+fn misfit(
+    table: &str,
+    column: &str,
+    column_type: &str,
+    rowid: i64,
+    cell: Option<&Cell>,
+    why: &str,
+) -> Error {
+    let which = if why.is_empty() {
+        format!("which {column_type} cannot hold")
+    } else {
+        format!("which {why}")
+    };
+    Error::Corrupt(format!(
+        "{table}, column {column} ({column_type}), rowid {rowid}: the store holds {}, {which}",
+        describe_cell(cell)
+    ))
+}
+
+/// Sets `err` to the error for the cell at column `col` of the `index`-th row of `mat`, which
+/// the C++ layer could not write into its column (`column`, of DuckDB type `column_type`;
+/// `why`, possibly empty, says what failed): [`misfit`].
+#[no_mangle]
+pub unsafe extern "C" fn moraine_mat_misfit(
+    mat: *const MoraineMat,
+    index: usize,
+    col: usize,
+    column: *const c_char,
+    column_len: usize,
+    column_type: *const c_char,
+    column_type_len: usize,
+    why: *const c_char,
+    why_len: usize,
+    err: *mut MoraineError,
+) {
+    let mat = &*mat;
+    let lossy = |ptr: *const c_char, len: usize| {
+        String::from_utf8_lossy(slice(ptr as *const u8, len)).into_owned()
+    };
+    let e = catch_unwind(AssertUnwindSafe(|| {
+        misfit(
+            &mat.table,
+            &lossy(column, column_len),
+            &lossy(column_type, column_type_len),
+            moraine::txn::rowid(mat.mat.id, mat.position(index)),
+            mat.cell(index, col),
+            &lossy(why, why_len),
+        )
+    }))
+    .unwrap_or_else(|panic| panic_error(&*panic));
+    set_error(err, &e);
 }
 
 #[no_mangle]
@@ -1268,6 +1423,11 @@ pub unsafe extern "C" fn moraine_set_log_level(
     }
 }
 
+/// moraine_ffi.h against the types and constants above (and [`Kind`]).
+#[cfg(test)]
+#[path = "abi_tests.rs"]
+mod abi_tests;
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1280,14 +1440,7 @@ mod tests {
             String::from_utf8_lossy(std::slice::from_raw_parts(err.ptr as *const u8, err.len))
                 .into_owned();
         let kind = err.kind;
-        moraine_error_free(std::ptr::replace(
-            err,
-            MoraineError {
-                ptr: std::ptr::null_mut(),
-                len: 0,
-                kind: 0,
-            },
-        ));
+        moraine_error_free(std::ptr::replace(err, no_error()));
         (kind, text)
     }
 
@@ -1296,6 +1449,7 @@ mod tests {
             ptr: std::ptr::null_mut(),
             len: 0,
             kind: 0,
+            exception: 0,
         }
     }
 
@@ -1492,6 +1646,233 @@ mod tests {
             moraine_txn_rollback(txn);
             moraine_store_free(handle);
         }
+    }
+
+    /// DuckLake 1.5.5's `RetryOnError`: the words it retries a commit on.
+    fn retried_by_ducklake(message: &str) -> bool {
+        let m = message.to_lowercase();
+        ["conflict", "primary key", "unique", "concurrent"]
+            .iter()
+            .any(|w| m.contains(w))
+    }
+
+    /// What DuckDB and DuckLake see of each kind of error: the exception the C++ layer throws,
+    /// the message's prefix, and whether DuckLake retries a commit failing with it.
+    #[test]
+    fn each_kind_reaches_duckdb_as_its_exception() {
+        let store = new_lake(&mem_url("ffi-kinds"));
+        let unknown = store.outcome_unknown("the write did not finish within 1s");
+        let after = store.begin().head_snapshot(M).unwrap_err();
+        let reason = || "409 Conflict from a table named unique_ids".to_string();
+        let cases = [
+            (
+                Error::InvalidInput(reason()),
+                Exception::InvalidInput,
+                "invalid input: ",
+                false,
+            ),
+            (
+                Error::Conflict(reason()),
+                Exception::Transaction,
+                "transaction conflict: ",
+                true,
+            ),
+            (
+                Error::Duplicate(reason()),
+                Exception::Constraint,
+                "constraint violation: ",
+                true,
+            ),
+            (
+                Error::Constraint(reason()),
+                Exception::Constraint,
+                "constraint violation: ",
+                false,
+            ),
+            (
+                Error::Catalog(reason()),
+                Exception::Catalog,
+                "catalog error: ",
+                false,
+            ),
+            (
+                Error::ReadOnly(reason()),
+                Exception::Permission,
+                "lake is attached read-only: ",
+                false,
+            ),
+            (
+                Error::Storage(reason()),
+                Exception::Io,
+                "storage error: ",
+                false,
+            ),
+            (
+                Error::Unreachable {
+                    location: "s3://b/meta".into(),
+                    reason: reason(),
+                },
+                Exception::Io,
+                "cannot reach s3://b/meta: ",
+                false,
+            ),
+            (
+                unknown,
+                Exception::Connection,
+                "the outcome of the commit is unknown: ",
+                false,
+            ),
+            (
+                after,
+                Exception::Connection,
+                "the outcome of the commit is unknown: ",
+                false,
+            ),
+            (
+                Error::OutcomeUnknown(reason()),
+                Exception::Connection,
+                "the outcome of the commit is unknown: ",
+                false,
+            ),
+            (Error::Fenced(reason()), Exception::Io, "fenced: ", false),
+            (
+                Error::Corrupt(reason()),
+                Exception::Io,
+                "corrupt record: ",
+                false,
+            ),
+            (
+                Error::Internal(reason()),
+                Exception::Transaction,
+                "moraine internal error: ",
+                false,
+            ),
+        ];
+        for (e, exception, prefix, retried) in cases {
+            let mut err = no_error();
+            set_error(&mut err, &e);
+            assert_eq!(err.exception, exception as u32, "{e}");
+            let (kind, text) = unsafe { taken(&mut err) };
+            assert_eq!(kind, e.kind() as u32, "{e}");
+            assert!(text.starts_with(prefix), "{text}");
+            assert_eq!(retried_by_ducklake(&text), retried, "{text}");
+        }
+        // a commit of unknown outcome is the one error DuckDB sees as a Connection Error, and
+        // its messages say it may or may not have been applied, unlike an I/O failure's
+        for kind in Kind::ALL {
+            let exception = Exception::for_kind(kind);
+            assert_eq!(
+                exception == Exception::Connection,
+                kind == Kind::OutcomeUnknown,
+                "{kind:?}"
+            );
+        }
+        let unknown = store.outcome_unknown("a panic in moraine (boom)");
+        let after = store.begin().head_snapshot(M).unwrap_err();
+        for e in [unknown, after] {
+            let text = e.duckdb_message();
+            assert!(
+                text.contains("may or may not have been applied") && text.contains("ATTACH again"),
+                "{text}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_stored_cell_its_column_cannot_hold_is_a_corrupt_record_naming_it() {
+        let store = new_lake(&mem_url("ffi-misfit"));
+        let handle = Box::into_raw(Box::new(MoraineStore(store)));
+        let table = "ducklake_metadata";
+        let def = moraine::catalog::fixed_table_def(M, table).unwrap();
+        let (column, ty) = (def.columns[0].name.as_str(), "INTEGER");
+        unsafe {
+            let mut err = no_error();
+            let txn = moraine_txn_begin(handle, &mut err);
+            let mat = read_rows(txn, table, false, &mut err);
+            let mut cell = cell_to_c(&Cell::Null);
+            moraine_mat_cell(mat, 0, 0, &mut cell);
+            assert_eq!(cell.tag, TAG_TEXT);
+            let stored = String::from_utf8_lossy(slice(cell.ptr, cell.len)).into_owned();
+            let rowid = moraine_mat_rowid(mat, 0);
+            moraine_mat_misfit(
+                mat,
+                0,
+                0,
+                column.as_ptr() as *const c_char,
+                column.len(),
+                ty.as_ptr() as *const c_char,
+                ty.len(),
+                std::ptr::null(),
+                0,
+                &mut err,
+            );
+            assert_eq!(err.exception, Exception::Io as u32);
+            let (kind, text) = taken(&mut err);
+            assert_eq!(kind, Kind::Corrupt as u32, "{text}");
+            assert_eq!(
+                text,
+                format!(
+                    "corrupt record: main.{table}, column {column} (INTEGER), rowid {rowid}: the \
+                     store holds the text {stored:?} ({} bytes), which INTEGER cannot hold",
+                    stored.len()
+                )
+            );
+            // a clone names the same table
+            let copy = moraine_mat_clone(mat);
+            let why = "does not deserialize (not enough data)";
+            moraine_mat_misfit(
+                copy,
+                0,
+                0,
+                column.as_ptr() as *const c_char,
+                column.len(),
+                ty.as_ptr() as *const c_char,
+                ty.len(),
+                why.as_ptr() as *const c_char,
+                why.len(),
+                &mut err,
+            );
+            let (_, text) = taken(&mut err);
+            assert!(
+                text.contains(&format!("main.{table}, column {column}"))
+                    && text.ends_with(&format!(", which {why}")),
+                "{text}"
+            );
+            moraine_mat_free(copy);
+            moraine_mat_free(mat);
+            moraine_txn_rollback(txn);
+            moraine_store_free(handle);
+        }
+        // what is stored, shortened when long
+        let long = "x".repeat(1000);
+        let e = misfit("main.t", "c", "BIGINT", 7, Some(&Cell::Text(long)), "");
+        let text = e.to_string();
+        assert!(
+            text.contains(&format!("\"{}\"... (1000 bytes)", "x".repeat(64))),
+            "{text}"
+        );
+        let e = misfit("main.t", "c", "TINYINT", 7, Some(&Cell::Int(300)), "");
+        assert_eq!(
+            e.to_string(),
+            "corrupt record: main.t, column c (TINYINT), rowid 7: the store holds the integer \
+             300, which TINYINT cannot hold"
+        );
+        let e = misfit(
+            "main.t",
+            "c",
+            "UUID",
+            7,
+            Some(&Cell::Blob((0..40).collect())),
+            "does not deserialize (boom)",
+        );
+        assert!(
+            e.to_string().contains(&format!(
+                "a serialized DuckDB value of 40 bytes ({}...), which does not deserialize (boom)",
+                (0..32).map(|x| format!("{x:02x}")).collect::<String>()
+            )),
+            "{e}"
+        );
+        assert!(!e.retryable());
     }
 
     #[test]

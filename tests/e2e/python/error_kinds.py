@@ -10,15 +10,22 @@ DuckDB's exception type, and DuckLake's commit retry (which reads only the messa
   are Catalog Errors, deleting the head snapshot is a constraint violation.
 - A store path holding DuckLake's retry words: the error names the path, and the words are
   broken (by an invisible U+2060), so DuckLake could never retry it.
+- A commit of unknown outcome (an S3 lake whose service stops answering mid-commit, through a
+  fault-injecting proxy in front of moto_server): the user reads that the commit may or may not
+  have been applied, unlike an I/O failure that wrote nothing ("cannot reach"); DuckLake does not
+  retry it; the attach's next statement is a Connection Error saying so, until DETACH + ATTACH.
 
 Host: the pinned `duckdb==1.5.5` Python package. Run by `cargo xtask e2e`.
 """
+# needs: moto_server
 import os
 import subprocess
 import sys
+import threading
 
 
 from _harness import TEST_DIR, check, connect, error_of, finish
+from _s3 import FaultProxy, Moto, s3_connect
 
 RETRY_WORDS = ("conflict", "primary key", "unique", "concurrent")
 ATTACH = f"ATTACH 'ducklake:moraine:{TEST_DIR}/meta' AS lake (DATA_PATH '{TEST_DIR}/data/')"
@@ -101,5 +108,76 @@ rows = fresh.execute("SELECT i FROM lake.t ORDER BY i").fetchall()
 check("a fresh attach holds every acknowledged commit and not the fenced one",
       rows == [(1,), (2,), (7,)], rows)
 fresh.close()
+
+
+# ---- a commit of unknown outcome: not retried, and said so -----------------------------------
+def bounded(db, sql, limit=60):
+    """(exception class name, message) of running `sql`, or (None, None); a statement still
+    running after `limit` seconds fails the scenario at once (its thread is left behind)."""
+    out = {}
+
+    def run():
+        out["result"] = error_of(lambda: db.execute(sql).fetchall())
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    t.join(limit)
+    if "result" not in out:
+        print(f"FAIL no statement may hang: {sql!r} ran for {limit} s", flush=True)
+        os._exit(1)
+    return out["result"]
+
+
+moto = Moto(os.path.join(TEST_DIR, "moto"))
+proxy = FaultProxy(moto.port)
+try:
+    moto.create_bucket("kinds")
+    s3_attach = ("ATTACH 'ducklake:moraine:s3://kinds/meta' AS lake "
+                 "(READ_WRITE, DATA_PATH 's3://kinds/data/')")
+    s3 = s3_connect(moto, endpoint=proxy.endpoint)
+    s3.execute("SET moraine_io_timeout = '2 seconds'")
+    s3.execute("SET ducklake_max_retry_count = 2")
+    s3.execute("SET ducklake_retry_wait_ms = 1")
+    check("an S3 lake through the proxy", bounded(s3, s3_attach) == (None, None))
+    check("... takes a commit", bounded(s3, "CREATE TABLE lake.t (i INTEGER)") == (None, None)
+          and bounded(s3, "INSERT INTO lake.t VALUES (1)") == (None, None))
+
+    # an attach during an outage wrote nothing, and says only that the store was not reached
+    # (another lake: one open in this process would be shared, not opened)
+    proxy.set("hang")
+    other = s3_connect(moto, endpoint=proxy.endpoint)
+    other.execute("SET moraine_io_timeout = '2 seconds'")
+    kind, msg = bounded(other, "ATTACH 'moraine:s3://kinds/other' AS other")
+    check("an attach during an outage is an IO Error: the store was not reached",
+          kind == "IOException" and "cannot reach" in msg and "may or may not" not in msg,
+          (kind, msg))
+    other.close()
+
+    # the service stops answering while a commit writes: its outcome is unknown
+    kind, msg = bounded(s3, "INSERT INTO lake.t VALUES (2)")
+    proxy.set("pass")
+    check("a commit whose write outlived the time limit says its outcome is unknown",
+          msg is not None and "the outcome of the commit is unknown" in msg, (kind, msg))
+    check("... that it may or may not have been applied",
+          msg is not None and "may or may not have been applied" in msg, msg)
+    check("... and what to do (DETACH, ATTACH again)",
+          msg is not None and "attach again" in msg.lower(), msg)
+    check("... and DuckLake did not retry it", msg is not None and not retried(msg), msg)
+    check("... and its message holds no retry word",
+          msg is not None and not any(w in msg.lower() for w in RETRY_WORDS), msg)
+    kind, msg = bounded(s3, "SELECT count(*) FROM lake.t")
+    check("the attach's next statement is a Connection Error, not an IO Error",
+          kind == "ConnectionException", (kind, msg))
+    check("... saying an earlier commit may or may not have been applied",
+          msg is not None and "may or may not have been applied" in msg
+          and "attach again" in msg.lower(), msg)
+    bounded(s3, "DETACH lake")
+    check("after DETACH + ATTACH the lake serves again", bounded(s3, s3_attach) == (None, None))
+    rows = s3.execute("SELECT i FROM lake.t ORDER BY i").fetchall()
+    check("... holding the acknowledged commit, and the unknown one whole or not at all",
+          rows in ([(1,)], [(1,), (2,)]), rows)
+    s3.close()
+finally:
+    proxy.stop()
+    moto.stop()
 
 finish("error_kinds")
