@@ -38,45 +38,110 @@ pub(crate) const LAYERS: &[(&str, &[&str])] = &[
 /// `tests.rs` and `*_tests.rs`; and the crate root.
 const TEST_ONLY: &[&str] = &["lib.rs", "layers.rs", "testing.rs"];
 
-/// The modules `source` uses through `crate::` paths, outside its `mod tests`.
-pub(crate) fn uses(source: &str) -> std::collections::BTreeSet<String> {
-    let source = match source.find("#[cfg(test)]\nmod tests") {
-        Some(at) => &source[..at],
-        None => source,
-    };
+/// The modules `source` uses through `crate::` paths (and, in a module directly under `src/`,
+/// `super::` paths, which name the crate root), outside its `#[cfg(test)]` modules.
+pub(crate) fn uses(source: &str, top_level: bool) -> std::collections::BTreeSet<String> {
+    let code = without_test_modules(&without_comments(source));
     let ident = |s: &str| -> String {
         s.chars()
             .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
             .collect()
     };
     let mut out = std::collections::BTreeSet::new();
-    for line in source.lines() {
-        let code = line.split("//").next().unwrap_or("");
-        let mut rest = code;
-        while let Some(at) = rest.find("crate::") {
-            rest = &rest[at + "crate::".len()..];
-            if let Some(list) = rest.strip_prefix('{') {
-                // `use crate::{a, b::c}` on one line (rustfmt's multi-line form is below)
-                let inner = list.split('}').next().unwrap_or("");
-                out.extend(inner.split(',').map(|s| ident(s.trim())));
-            } else {
-                out.insert(ident(rest));
+    let roots: &[&str] = if top_level {
+        &["crate::", "super::"]
+    } else {
+        &["crate::"]
+    };
+    for root in roots {
+        let mut rest = code.as_str();
+        while let Some(at) = rest.find(root) {
+            let before = rest[..at].chars().next_back();
+            rest = &rest[at + root.len()..];
+            // (`super::` must start a path, not end a longer name)
+            if before.is_some_and(|c| c.is_ascii_alphanumeric() || c == '_') {
+                continue;
             }
-        }
-    }
-    // `use crate::{` spread over lines
-    let mut lines = source.lines();
-    while let Some(line) = lines.next() {
-        if line.trim_start().starts_with("use crate::{") && !line.contains('}') {
-            for inner in lines.by_ref() {
-                if inner.trim_start().starts_with('}') {
-                    break;
+            match rest.strip_prefix('{') {
+                // `crate::{a, b::{c, d}, e}`: the first segment of each item at depth one
+                Some(group) => {
+                    let mut depth = 1;
+                    let mut item_start = true;
+                    for (i, c) in group.char_indices() {
+                        match c {
+                            '{' => depth += 1,
+                            '}' => {
+                                depth -= 1;
+                                if depth == 0 {
+                                    break;
+                                }
+                            }
+                            ',' if depth == 1 => item_start = true,
+                            c if item_start && !c.is_whitespace() => {
+                                item_start = false;
+                                out.insert(ident(&group[i..]));
+                            }
+                            _ => {}
+                        }
+                    }
                 }
-                out.insert(ident(inner.trim()));
+                None => {
+                    out.insert(ident(rest));
+                }
             }
         }
     }
-    out.retain(|m| !m.is_empty());
+    out.retain(|m| !m.is_empty() && m != "self");
+    out
+}
+
+/// `source` without its line comments.
+fn without_comments(source: &str) -> String {
+    source
+        .lines()
+        .map(|line| line.split("//").next().unwrap_or(""))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// `code` without its `#[cfg(test)] mod name { … }` blocks (a `mod name;` declaration stays).
+fn without_test_modules(code: &str) -> String {
+    let mut out = String::new();
+    let mut rest = code;
+    while let Some(at) = rest.find("#[cfg(test)]") {
+        out.push_str(&rest[..at]);
+        let after = &rest[at + "#[cfg(test)]".len()..];
+        let item = after.trim_start();
+        let body = item
+            .strip_prefix("mod ")
+            .or_else(|| item.strip_prefix("pub(crate) mod "))
+            .and_then(|m| {
+                let open = m.find(|c: char| c == '{' || c == ';')?;
+                (m.as_bytes()[open] == b'{').then(|| &m[open + 1..])
+            });
+        let Some(body) = body else {
+            // not a module with a body: keep it, and go on after the attribute
+            rest = after;
+            continue;
+        };
+        let mut depth = 1;
+        let mut end = body.len();
+        for (i, c) in body.char_indices() {
+            match c {
+                '{' => depth += 1,
+                '}' => {
+                    depth -= 1;
+                    if depth == 0 {
+                        end = i + 1;
+                        break;
+                    }
+                }
+                _ => {}
+            }
+        }
+        rest = &body[end..];
+    }
+    out.push_str(rest);
     out
 }
 
@@ -104,15 +169,17 @@ mod tests {
                     continue;
                 }
                 let module = name.split('/').next().unwrap().trim_end_matches(".rs");
-                let used = uses(&std::fs::read_to_string(&path).unwrap());
+                let top_level = !name.contains('/');
+                let used = uses(&std::fs::read_to_string(&path).unwrap(), top_level);
                 let deps = graph.entry(module.to_string()).or_default();
                 deps.extend(used.into_iter().filter(|m| m != module));
             }
         }
-        // only the crate's own modules (not `crate::Error`-style items, were there any)
-        let modules: BTreeSet<String> = graph.keys().cloned().collect();
+        // the crate's own modules (not items of the crate root, were there any), the test-only
+        // ones included: production code must not use those either
+        let exists = |m: &str| src.join(format!("{m}.rs")).exists() || src.join(m).is_dir();
         for deps in graph.values_mut() {
-            deps.retain(|d| modules.contains(d));
+            deps.retain(|d| exists(d));
         }
         graph
     }
@@ -156,18 +223,25 @@ mod tests {
         assert!(graph.len() >= 25, "read {} modules", graph.len());
     }
 
-    /// The reader sees `crate::` paths in each form the code writes them.
+    /// The reader sees `crate::` paths in each form the code writes them, and nothing in
+    /// comments or test modules.
     #[test]
     fn uses_reads_each_form_of_path() {
         let source = "use crate::cell::{Cell, Row};\n\
                       use crate::{keys, store::Store};\n\
-                      use crate::{\n    head::Head,\n    rowset,\n};\n\
+                      pub(crate) use crate::{\n    head::Head, op,\n    rowset::{self, RowSet}, url,\n};\n\
+                      use crate::{chunk::{a, b}, floor};\n\
+                      #[cfg(test)]\nmod tests;\n\
                       fn f() { crate::runtime::block_on(x); } // crate::nothing\n\
-                      #[cfg(test)]\nmod tests {\n    use crate::txn;\n}\n";
-        let found: Vec<String> = uses(source).into_iter().collect();
-        assert_eq!(
-            found,
-            ["cell", "head", "keys", "rowset", "runtime", "store"].map(String::from)
-        );
+                      #[cfg(test)]\nmod tests {\n    use crate::txn;\n    fn g() { if x { } }\n}\n\
+                      fn h() { super::limits::g(); mysuper::z(); }\n";
+        let found: Vec<String> = uses(source, true).into_iter().collect();
+        let want = [
+            "cell", "chunk", "floor", "head", "keys", "limits", "op", "rowset", "runtime", "store",
+            "url",
+        ];
+        assert_eq!(found, want.map(String::from));
+        // in a file of a folder module, `super::` is that module
+        assert!(!uses(source, false).contains("limits"));
     }
 }

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use crate::footer;
 use crate::paths;
 
-/// The `version` of the root `[package]` (the moraine crate).
+/// The `version` of a manifest's `[package]` (for the extension: `extension/Cargo.toml`).
 pub fn crate_version(manifest: &Path) -> Result<String, String> {
     let text =
         std::fs::read_to_string(manifest).map_err(|e| format!("{}: {e}", manifest.display()))?;
@@ -80,10 +80,15 @@ pub fn package(release_dir: &Path, version: &str) -> Result<PathBuf, String> {
     Ok(out)
 }
 
+/// The extension crate's manifest, whose version the extension and the wheel carry.
+pub fn extension_manifest() -> PathBuf {
+    paths::workspace_root().join("extension").join("Cargo.toml")
+}
+
 /// Build and package; returns the path of `moraine.duckdb_extension`.
 pub fn build() -> Result<PathBuf, String> {
     let release = cargo_build()?;
-    let version = crate_version(&paths::workspace_root().join("Cargo.toml"))?;
+    let version = crate_version(&extension_manifest())?;
     package(&release, &version)
 }
 

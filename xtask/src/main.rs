@@ -159,7 +159,7 @@ fn cmd_package(args: &[String]) -> Result<bool, String> {
                 .into(),
         );
     };
-    let version = ext::crate_version(&paths::workspace_root().join("Cargo.toml"))?;
+    let version = ext::crate_version(&ext::extension_manifest())?;
     println!(
         "{}",
         ext::package(std::path::Path::new(dir), &version)?.display()

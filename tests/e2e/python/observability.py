@@ -134,7 +134,7 @@ check("trace shows each table a transaction scans, with its rows",
                 + closed("moraine::txn"))) >= 1,
       err[-3000:])
 check("trace shows the store operations",
-      len(lines(err, r'moraine\.io\{what="reading the head" store=\S+\}' + closed("moraine::store"))) >= 1,
+      len(lines(err, r'moraine\.io\{what="reading the head" store=\S+\}' + closed("moraine::runtime"))) >= 1,
       err[-3000:])
 
 # ---- a reader in another process logs the refresh that follows the writer --------------------
@@ -165,7 +165,7 @@ after = int(readline_within(reader, 60))
 _, err = reader.communicate(timeout=60)
 check("the reader in another process sees the writer's commit", after == before + 1, (before, after))
 check("... and logs the refresh from the image it had to the new head",
-      len(lines(err, r"moraine\.refresh\{store=\S+ from=\d+ to=\d+\}" + closed("moraine::store"))) >= 1,
+      len(lines(err, r"moraine\.refresh\{store=\S+ from=\d+ to=\d+\}" + closed("moraine::runtime"))) >= 1,
       err[-3000:])
 
 # ---- moraine_status / moraine_metrics --------------------------------------------------------
