@@ -17,7 +17,10 @@ pub(crate) const LAYERS: &[(&str, &[&str])] = &[
             "status",
         ],
     ),
-    ("values and the runtime", &["cell", "runtime", "telemetry"]),
+    (
+        "values and the runtime",
+        &["cell", "runtime", "serialized", "telemetry"],
+    ),
     ("encodings", &["keys", "head", "rowset", "url"]),
     (
         "storage: SlateDB's handle, checkpoint codec, catalog records, limits, S3",
@@ -32,6 +35,7 @@ pub(crate) const LAYERS: &[(&str, &[&str])] = &[
     ("the store", &["store"]),
     ("translation", &["translate"]),
     ("the transaction", &["txn"]),
+    ("a scan of one table in one transaction", &["scan"]),
 ];
 
 /// Files that hold tests or test helpers only (each compiled for tests alone), besides every

@@ -21,6 +21,8 @@ mod row_locks;
 pub mod rowset;
 pub mod runtime;
 pub mod s3;
+pub mod scan;
+pub mod serialized;
 mod sst_cache;
 pub mod status;
 pub mod store;

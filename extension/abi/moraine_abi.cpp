@@ -63,6 +63,13 @@ const MoraineAbiConstant CONSTANTS[] = {
     MORAINE_ABI_CONSTANT(MORAINE_FIELD_TEXT),
     MORAINE_ABI_CONSTANT(MORAINE_FIELD_BIGINT),
     MORAINE_ABI_CONSTANT(MORAINE_FIELD_TIME),
+    // MoraineOp
+    MORAINE_ABI_CONSTANT(MORAINE_OP_EQ),
+    MORAINE_ABI_CONSTANT(MORAINE_OP_LT),
+    MORAINE_ABI_CONSTANT(MORAINE_OP_LE),
+    MORAINE_ABI_CONSTANT(MORAINE_OP_GT),
+    MORAINE_ABI_CONSTANT(MORAINE_OP_GE),
+    MORAINE_ABI_CONSTANT(MORAINE_OP_IS_NULL),
 };
 
 const MoraineAbiField FIELDS[] = {
@@ -85,14 +92,11 @@ const MoraineAbiField FIELDS[] = {
     MORAINE_ABI_FIELD(MoraineOption, key_len),
     MORAINE_ABI_FIELD(MoraineOption, value),
     MORAINE_ABI_FIELD(MoraineOption, value_len),
-    MORAINE_ABI_FIELD(MoraineStamp, txn),
-    MORAINE_ABI_FIELD(MoraineStamp, generation),
-    MORAINE_ABI_FIELD(MoraineIn, column),
-    MORAINE_ABI_FIELD(MoraineIn, values),
-    MORAINE_ABI_FIELD(MoraineIn, count),
-    MORAINE_ABI_FIELD(MoraineBetween, column),
-    MORAINE_ABI_FIELD(MoraineBetween, lo),
-    MORAINE_ABI_FIELD(MoraineBetween, hi),
+    MORAINE_ABI_FIELD(MorainePredicate, filter),
+    MORAINE_ABI_FIELD(MorainePredicate, clause),
+    MORAINE_ABI_FIELD(MorainePredicate, column),
+    MORAINE_ABI_FIELD(MorainePredicate, op),
+    MORAINE_ABI_FIELD(MorainePredicate, value),
     MORAINE_ABI_FIELD(MoraineIntStats, min),
     MORAINE_ABI_FIELD(MoraineIntStats, max),
     MORAINE_ABI_FIELD(MoraineIntStats, has_value),

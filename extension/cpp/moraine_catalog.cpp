@@ -1,6 +1,10 @@
 // The catalog of one attached lake: schemas come from the current transaction's view.
 #include "moraine_catalog.hpp"
 
+#include "moraine_entries.hpp"
+#include "moraine_error.hpp"
+#include "moraine_transaction.hpp"
+
 #include "duckdb/parser/parsed_data/create_schema_info.hpp"
 #include "duckdb/parser/parsed_data/drop_info.hpp"
 #include "duckdb/storage/database_size.hpp"
@@ -74,6 +78,30 @@ bool MoraineCatalog::InMemory() {
 
 string MoraineCatalog::GetDBPath() {
 	return url;
+}
+
+shared_ptr<MoraineEntries> MoraineCatalog::SharedEntries(uint64_t id) {
+	lock_guard<mutex> guard(shared_lock);
+	if (shared && shared_id == id) {
+		return shared;
+	}
+	// a set still in use by a transaction on other definitions (one that began before a commit
+	// that created a table, next to those after it) is found again, not built anew
+	auto older = others.find(id);
+	auto entries = older != others.end() ? older->second.lock() : nullptr;
+	if (!entries) {
+		entries = make_shared_ptr<MoraineEntries>(*this);
+	}
+	for (auto it = others.begin(); it != others.end();) {
+		it = it->second.expired() || it->first == id ? others.erase(it) : std::next(it);
+	}
+	if (shared) {
+		others[shared_id] = shared;
+	}
+	// the latest set is kept for the transactions after, even when none uses it meanwhile
+	shared = entries;
+	shared_id = id;
+	return shared;
 }
 
 } // namespace duckdb

@@ -1,45 +1,13 @@
 // Marshalling between DuckDB values and moraine cells. Types the Rust core interprets
 // (integers, booleans, floats, text) travel as themselves; every other type travels as
 // a DuckDB-serialized Value the core stores opaquely.
-#include "moraine_catalog.hpp"
+#include "moraine_cells.hpp"
 
 #include "duckdb/common/serializer/binary_deserializer.hpp"
 #include "duckdb/common/serializer/binary_serializer.hpp"
 #include "duckdb/common/serializer/memory_stream.hpp"
 
 namespace duckdb {
-
-string MoraineTakeError(MoraineError &err) {
-	string message = err.ptr ? string(err.ptr, err.len) : string("unknown moraine error");
-	moraine_error_free(err);
-	err.ptr = nullptr;
-	err.len = 0;
-	return message;
-}
-
-void MoraineThrow(MoraineError &err) {
-	auto exception = err.exception;
-	auto message = MoraineTakeError(err);
-	// Rust chose the type (Exception::for_kind in ffi.rs); DuckLake's retry reads only the
-	// message, which the core words for exactly the retryable kinds.
-	switch (exception) {
-	case MORAINE_EXCEPTION_TRANSACTION:
-		throw TransactionException(message);
-	case MORAINE_EXCEPTION_CONSTRAINT:
-		throw ConstraintException(message);
-	case MORAINE_EXCEPTION_CATALOG:
-		throw CatalogException(message);
-	case MORAINE_EXCEPTION_PERMISSION:
-		throw PermissionException(message);
-	case MORAINE_EXCEPTION_IO:
-		throw IOException(message);
-	case MORAINE_EXCEPTION_CONNECTION:
-		throw ConnectionException(message);
-	case MORAINE_EXCEPTION_INVALID_INPUT:
-	default:
-		throw InvalidInputException(message);
-	}
-}
 
 enum class CellKind { INT, BOOL, FLOAT, TEXT, BLOB };
 
@@ -152,72 +120,6 @@ static bool SetInteger(Vector &vector, idx_t row, int64_t value) {
 	return true;
 }
 
-//! A serialized Value (SerializeValue) of a type that has no extra type info and is held as a
-//! 32- or 64-bit integer (DATE, TIME, the TIMESTAMPs, ...), read straight from its bytes into
-//! `vector`: building a BinaryDeserializer and a Value per cell costs more than the rest of the
-//! scan's row (every snapshot row's snapshot_time is one). Only the layout DuckDB's
-//! BinarySerializer writes for such a value is accepted:
-//!   field 100 (type) { field 100 (id): LEB128 id, end }, field 101 (is_null): 0,
-//!   field 102 (value): signed LEB128, end
-//! where a field is its id as two little-endian bytes and `end` is 0xFFFF. Anything else
-//! (another type, a type with extra info, a null) returns false and takes the general path.
-static bool WriteSerializedInteger(Vector &vector, idx_t row, const uint8_t *p, size_t len) {
-	auto &type = vector.GetType();
-	auto physical = type.InternalType();
-	if ((physical != PhysicalType::INT64 && physical != PhysicalType::INT32) || type.AuxInfo()) {
-		return false;
-	}
-	auto end = p + len;
-	auto expect = [&](uint8_t lo, uint8_t hi) {
-		if (end - p < 2 || p[0] != lo || p[1] != hi) {
-			return false;
-		}
-		p += 2;
-		return true;
-	};
-	// field 100, the type: its field 100, the id (one LEB128 byte: every id is below 128)
-	if (!expect(100, 0) || !expect(100, 0) || p == end || (*p & 0x80) ||
-	    *p != static_cast<uint8_t>(type.id())) {
-		return false;
-	}
-	p++;
-	// the type's end (no field 101: no extra type info), is_null = false, then the value
-	if (!expect(0xFF, 0xFF) || !expect(101, 0) || p == end || *p != 0) {
-		return false;
-	}
-	p++;
-	if (!expect(102, 0)) {
-		return false;
-	}
-	uint64_t bits = 0;
-	idx_t shift = 0;
-	uint8_t byte;
-	do {
-		if (p == end || shift >= 64) {
-			return false;
-		}
-		byte = *p++;
-		bits |= static_cast<uint64_t>(byte & 0x7F) << shift;
-		shift += 7;
-	} while (byte & 0x80);
-	if (shift < 64 && (byte & 0x40)) {
-		bits |= ~uint64_t(0) << shift; // sign extension
-	}
-	if (!expect(0xFF, 0xFF) || p != end) {
-		return false;
-	}
-	auto value = static_cast<int64_t>(bits);
-	if (physical == PhysicalType::INT64) {
-		SetFlat<int64_t>(vector, row, value);
-		return true;
-	}
-	if (value < NumericLimits<int32_t>::Minimum() || value > NumericLimits<int32_t>::Maximum()) {
-		return false;
-	}
-	SetFlat<int32_t>(vector, row, static_cast<int32_t>(value));
-	return true;
-}
-
 bool MoraineWriteCell(Vector &vector, idx_t row, const MoraineCell &cell, string &why) {
 	auto &type = vector.GetType();
 	if (cell.tag == MORAINE_NULL) {
@@ -225,9 +127,6 @@ bool MoraineWriteCell(Vector &vector, idx_t row, const MoraineCell &cell, string
 		return true;
 	}
 	if (cell.tag == MORAINE_BLOB) {
-		if (WriteSerializedInteger(vector, row, cell.ptr, cell.len)) {
-			return true;
-		}
 		// stored bytes: whatever DuckDB throws reading or converting them is about them
 		Value value;
 		try {

@@ -1,6 +1,9 @@
 // The sets of schema entries DuckDB's binder sees (MoraineEntries): one per committed set of
 // definitions, kept by the catalog across transactions, or one transaction's own after DDL.
+#include "moraine_entries.hpp"
+
 #include "moraine_catalog.hpp"
+#include "moraine_error.hpp"
 
 #include "duckdb/parser/parsed_data/create_schema_info.hpp"
 
@@ -60,65 +63,6 @@ vector<reference<MoraineSchemaEntry>> MoraineEntries::Schemas(MoraineTxn *txn) {
 		result.push_back(*entry.second);
 	}
 	return result;
-}
-
-shared_ptr<MoraineEntries> MoraineCatalog::SharedEntries(uint64_t id) {
-	lock_guard<mutex> guard(shared_lock);
-	if (shared && shared_id == id) {
-		return shared;
-	}
-	// a set still in use by a transaction on other definitions (one that began before a commit
-	// that created a table, next to those after it) is found again, not built anew
-	auto older = others.find(id);
-	auto entries = older != others.end() ? older->second.lock() : nullptr;
-	if (!entries) {
-		entries = make_shared_ptr<MoraineEntries>(*this);
-	}
-	for (auto it = others.begin(); it != others.end();) {
-		it = it->second.expired() || it->first == id ? others.erase(it) : std::next(it);
-	}
-	if (shared) {
-		others[shared_id] = shared;
-	}
-	// the latest set is kept for the transactions after, even when none uses it meanwhile
-	shared = entries;
-	shared_id = id;
-	return shared;
-}
-
-shared_ptr<MoraineEntries> MoraineTransaction::Entries() {
-	auto moraine_txn = Txn();
-	lock_guard<mutex> guard(entries_lock);
-	if (!entries) {
-		uint64_t id = 0;
-		MoraineError err {nullptr, 0, MORAINE_ERROR_NONE, MORAINE_EXCEPTION_NONE};
-		auto shareable = moraine_txn_definitions(moraine_txn, &id, &err);
-		if (shareable < 0) {
-			MoraineThrow(err);
-		}
-		entries = shareable == 1 ? catalog.SharedEntries(id) : make_shared_ptr<MoraineEntries>(catalog);
-	}
-	return entries;
-}
-
-optional_ptr<MoraineSchemaEntry> MoraineTransaction::GetSchema(const string &name) {
-	return Entries()->GetSchema(Txn(), name);
-}
-
-void MoraineTransaction::ScanSchemas(const std::function<void(SchemaCatalogEntry &)> &callback) {
-	// (held here: the schemas live as long as their set)
-	auto entries = Entries();
-	for (auto &schema : entries->Schemas(Txn())) {
-		callback(schema.get());
-	}
-}
-
-void MoraineTransaction::InvalidateEntries() {
-	lock_guard<mutex> guard(entries_lock);
-	if (entries) {
-		retired.push_back(std::move(entries));
-	}
-	entries = nullptr;
 }
 
 } // namespace duckdb

@@ -15,7 +15,8 @@ extern "C" {
 
 typedef struct MoraineStore MoraineStore; // one open lake (shared, reference counted)
 typedef struct MoraineTxn MoraineTxn;     // one DuckDB transaction's view and staged writes
-typedef struct MoraineMat MoraineMat;     // one materialization of one table in one transaction
+typedef struct MoraineScan MoraineScan;   // one scan of one table: its pushed-down filters
+typedef struct MoraineMat MoraineMat;     // the rows one scan emits in one transaction
 typedef struct MoraineRows MoraineRows;   // a row buffer being filled by a sink
 
 // What kind of failure an error is (src/error.rs, Kind).
@@ -134,10 +135,11 @@ typedef void (*moraine_field_cb)(void *ud, const char *name, size_t name_len, ui
 int moraine_store_status(MoraineStore *store, void *ud, moraine_field_cb cb, MoraineError *err);
 // moraine_reclaim: reclaims the store's space now (only a writer can), then one row of what went.
 // explicit: the call runs in an explicit transaction; read_lake: the caller's transaction has a
-// transaction of the lake (its DuckLake catalog or its moraine catalog) already; began_micros:
-// when the caller's transaction began (DuckDB's transaction start, microseconds since the epoch).
-int moraine_store_reclaim(MoraineStore *store, bool explicit_transaction, bool read_lake, int64_t began_micros,
-                          void *ud, moraine_field_cb cb, MoraineError *err);
+// transaction of the lake (its DuckLake catalog or its moraine catalog) already; rebound: the
+// lake's name was detached and attached again since the bind (it names another store, or none);
+// began_micros: when the caller's transaction began (microseconds since the epoch).
+int moraine_store_reclaim(MoraineStore *store, bool explicit_transaction, bool read_lake, bool rebound,
+                          int64_t began_micros, void *ud, moraine_field_cb cb, MoraineError *err);
 // The columns moraine_reclaim returns (the values mean nothing).
 void moraine_reclaim_columns(void *ud, moraine_field_cb cb);
 // moraine_metrics: SlateDB's metrics for the store, one (name, labels, value) row per call.
@@ -181,49 +183,51 @@ int moraine_txn_drop_table(MoraineTxn *txn, const char *schema, size_t schema_le
 // and sets *err.
 int moraine_txn_definitions(MoraineTxn *txn, uint64_t *out, MoraineError *err);
 
-// What a transaction's reads depend on: rows read under equal stamps are equal (the transaction,
-// unique in the process, and a generation every staged change bumps).
-typedef struct MoraineStamp {
-	uint64_t txn;
-	uint64_t generation;
-} MoraineStamp;
+// A scan of one table in one transaction (src/scan.rs): DuckDB's pushed-down filters go in as
+// neutral predicates, and Rust decides which it applies, whether history is read and which rows
+// the scan emits (kept until the transaction or the filters change).
+MoraineScan *moraine_scan_new(const char *schema, size_t schema_len, const char *name, size_t name_len);
+void moraine_scan_free(MoraineScan *scan);
 
-// Sets *out to the transaction's stamp: 0, or nonzero and sets *err.
-int moraine_txn_stamp(MoraineTxn *txn, MoraineStamp *out, MoraineError *err);
+// How a predicate compares its column with its value.
+enum MoraineOp {
+	MORAINE_OP_EQ = 0,
+	MORAINE_OP_LT = 1,
+	MORAINE_OP_LE = 2,
+	MORAINE_OP_GT = 3,
+	MORAINE_OP_GE = 4,
+	MORAINE_OP_IS_NULL = 5 // the value is ignored
+};
 
-// The latest committed snapshot id of the lake in schema `lake` at this transaction's read point.
-// Returns 1 and sets *out, 0 for a lake with no snapshot yet, or -1 and sets *err.
-int moraine_txn_head_snapshot(MoraineTxn *txn, const char *lake, size_t lake_len, int64_t *out, MoraineError *err);
-
-// The table's rows as this transaction sees them. Row ids of this materialization are
-// moraine_mat_rowid(mat, index). Returns NULL and sets *err on failure.
-MoraineMat *moraine_txn_rows(MoraineTxn *txn, const char *schema, size_t schema_len, const char *name, size_t name_len,
-                             int need_history, MoraineError *err);
-// One pushed-down filter of moraine_mat_narrow: `column IN (values)`, or `column BETWEEN lo AND hi`.
+// `column op value`, the column on the left. Filter `filter` of the pushdown is the AND of its
+// clauses, a clause the OR of its predicates: `c IN (1, 2)` is one clause of two EQ,
+// `c BETWEEN 1 AND 5` two clauses. A filter the C++ layer cannot describe whole is not passed.
 typedef struct {
-	size_t column;
-	const int64_t *values;
-	size_t count;
-} MoraineIn;
-typedef struct {
-	size_t column;
-	int64_t lo;
-	int64_t hi;
-} MoraineBetween;
-// Narrow the scan to exactly the rows every filter admits (integer columns; NULL is in none);
-// rowids of the kept rows are unchanged, and the rows keep the selection for the next scan asking
-// the same. Replaces an earlier narrowing of `mat`. 0 when applied, nonzero with `err` set when
-// not (the scan must fail: DuckDB does not apply the filters again).
-int moraine_mat_narrow(MoraineMat *mat, const MoraineIn *ins, size_t n_ins, const MoraineBetween *ranges,
-                       size_t n_ranges, MoraineError *err);
+	size_t filter;
+	size_t clause;
+	size_t column; // the column's index in the table
+	uint32_t op;   // MoraineOp
+	MoraineCell value;
+} MorainePredicate;
+
+// DuckDB's filter pushdown: sets applied[f] to 1 for each of the n_filters filters the scan
+// applies exactly (DuckDB drops it), else 0. Returns 1 when the scan emits no row (DuckDB is then
+// handed a constant FALSE filter), else 0.
+int moraine_scan_push(const MoraineScan *scan, MoraineTxn *txn, const MorainePredicate *predicates, size_t n,
+                      size_t n_filters, uint8_t *applied);
+// The rows the scan emits in this transaction. Row ids are moraine_mat_rowid(mat, index). Returns
+// NULL and sets *err on failure.
+MoraineMat *moraine_scan_rows(const MoraineScan *scan, MoraineTxn *txn, MoraineError *err);
 size_t moraine_mat_len(const MoraineMat *mat);
 int64_t moraine_mat_rowid(const MoraineMat *mat, size_t index);
 void moraine_mat_cell(const MoraineMat *mat, size_t row, size_t col, MoraineCell *out);
-// Rows start..start+count of an integer column into values (valid[i] = 0 for NULL), and into
-// nulls how many are NULL (values then matter only where valid; they may be left unwritten when
-// all are NULL); false when a cell there is not an integer or NULL (then read cell by cell).
-bool moraine_mat_ints(const MoraineMat *mat, size_t start, size_t count, size_t col, int64_t *values,
-                      uint8_t *valid, size_t *nulls);
+// Rows start..start+count of column col into values (width 8: int64_t, 4: int32_t; valid[i] = 0
+// for NULL), and into nulls how many are NULL (values then matter only where valid; they may be
+// left unwritten when all are NULL). blob_type is 0 for integer cells, else the DuckDB type id of
+// a type held as a 32- or 64-bit integer whose values are stored serialized (DATE, TIMESTAMP...).
+// False when a cell there is of another kind or does not fit (then read cell by cell).
+bool moraine_mat_ints(const MoraineMat *mat, size_t start, size_t count, size_t col, uint8_t blob_type,
+                      uint8_t width, void *values, uint8_t *valid, size_t *nulls);
 // The bounds of an integer column over the rows the scan emits (min and max only when
 // has_value); false when a cell there is not an integer or NULL.
 typedef struct {
@@ -241,8 +245,8 @@ bool moraine_mat_int_stats(const MoraineMat *mat, size_t col, MoraineIntStats *o
 void moraine_mat_misfit(const MoraineMat *mat, size_t index, size_t col, const char *column, size_t column_len,
                         const char *column_type, size_t column_type_len, const char *why, size_t why_len,
                         MoraineError *err);
-// Another handle on the same materialization, narrowed the same way; free it separately.
-MoraineMat *moraine_mat_clone(const MoraineMat *mat);
+// What EXPLAIN ANALYZE shows of the scan: cb(name, value) per line (the integer is 0).
+void moraine_mat_explain(const MoraineMat *mat, void *ud, moraine_text_row_cb cb);
 void moraine_mat_free(MoraineMat *mat);
 
 // Row buffers filled by sinks: push ncols cells per row.

@@ -1,6 +1,9 @@
 // moraine's own SQL functions: operator views of a lake's store. Each bind asks Rust for its
 // rows; the scan hands them out.
+#include "moraine_functions.hpp"
+
 #include "moraine_catalog.hpp"
+#include "moraine_error.hpp"
 
 #include "duckdb/main/extension/extension_loader.hpp"
 #include "duckdb/main/database_manager.hpp"
@@ -165,9 +168,7 @@ static void ReclaimScan(ClientContext &context, TableFunctionInput &input, DataC
 	auto &bind = input.bind_data->Cast<MoraineReclaimBindData>();
 	MoraineRowsBindData done;
 	MoraineError err {nullptr, 0, MORAINE_ERROR_NONE, MORAINE_EXCEPTION_NONE};
-	// the facts Rust decides on: whether the caller's transaction outlives the call, whether it
-	// has a transaction of the lake (whose reads may keep what the reclaim removes), and when
-	// it began
+	// the facts Rust decides on (src/store/reclaim.rs, Caller)
 	auto &meta = MetaTransaction::Get(context);
 	auto &databases = DatabaseManager::Get(context);
 	bool read_lake = false;
@@ -175,16 +176,12 @@ static void ReclaimScan(ClientContext &context, TableFunctionInput &input, DataC
 		auto db = databases.GetDatabase(context, name);
 		read_lake = read_lake || (db && meta.TryGetTransaction(*db));
 	}
-	// a lake detached and attached again under its name since the bind is another store's:
-	// whether the caller read the bound one is not known, so it counts as read
 	auto moraine_db = databases.GetDatabase(context, bind.moraine_db);
-	if (!moraine_db || moraine_db->GetCatalog().GetCatalogType() != "moraine" ||
-	    moraine_db->GetCatalog().Cast<MoraineCatalog>().store != bind.store) {
-		read_lake = true;
-	}
+	bool rebound = !moraine_db || moraine_db->GetCatalog().GetCatalogType() != "moraine" ||
+	               moraine_db->GetCatalog().Cast<MoraineCatalog>().store != bind.store;
 	bool explicit_transaction = !context.transaction.IsAutoCommit();
 	int64_t began = meta.GetCurrentTransactionStartTimestamp().value;
-	if (moraine_store_reclaim(bind.store->store, explicit_transaction, read_lake, began, &done, OnStatusField,
+	if (moraine_store_reclaim(bind.store->store, explicit_transaction, read_lake, rebound, began, &done, OnStatusField,
 	                          &err) != 0) {
 		MoraineThrow(err);
 	}

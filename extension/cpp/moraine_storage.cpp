@@ -1,5 +1,10 @@
 // The "moraine" storage extension: ATTACH 'moraine:<url>' opens a lake and returns its catalog.
+#include "moraine_storage.hpp"
+
 #include "moraine_catalog.hpp"
+#include "moraine_error.hpp"
+#include "moraine_functions.hpp"
+#include "moraine_transaction_manager.hpp"
 
 #include "duckdb/main/attached_database.hpp"
 #include "duckdb/main/extension/extension_loader.hpp"

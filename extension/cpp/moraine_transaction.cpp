@@ -1,6 +1,10 @@
 // A DuckDB transaction on a moraine lake: owns one Rust transaction (begun lazily) and keeps
 // alive the catalog entries handed to DuckDB while it lives (moraine_entries.cpp).
+#include "moraine_transaction.hpp"
+
 #include "moraine_catalog.hpp"
+#include "moraine_entries.hpp"
+#include "moraine_error.hpp"
 
 namespace duckdb {
 
@@ -55,36 +59,39 @@ void MoraineTransaction::Rollback() {
 	}
 }
 
-MoraineTransactionManager::MoraineTransactionManager(AttachedDatabase &db, MoraineCatalog &catalog)
-    : TransactionManager(db), catalog(catalog) {
-}
-
-Transaction &MoraineTransactionManager::StartTransaction(ClientContext &context) {
-	auto transaction = make_uniq<MoraineTransaction>(catalog, *this, context);
-	auto &result = *transaction;
-	lock_guard<mutex> guard(transaction_lock);
-	transactions[result] = std::move(transaction);
-	return result;
-}
-
-ErrorData MoraineTransactionManager::CommitTransaction(ClientContext &context, Transaction &transaction) {
-	auto &moraine_transaction = transaction.Cast<MoraineTransaction>();
-	ErrorData result;
-	try {
-		moraine_transaction.Commit();
-	} catch (std::exception &ex) {
-		result = ErrorData(ex);
+shared_ptr<MoraineEntries> MoraineTransaction::Entries() {
+	auto moraine_txn = Txn();
+	lock_guard<mutex> guard(entries_lock);
+	if (!entries) {
+		uint64_t id = 0;
+		MoraineError err {nullptr, 0, MORAINE_ERROR_NONE, MORAINE_EXCEPTION_NONE};
+		auto shareable = moraine_txn_definitions(moraine_txn, &id, &err);
+		if (shareable < 0) {
+			MoraineThrow(err);
+		}
+		entries = shareable == 1 ? catalog.SharedEntries(id) : make_shared_ptr<MoraineEntries>(catalog);
 	}
-	lock_guard<mutex> guard(transaction_lock);
-	transactions.erase(transaction);
-	return result;
+	return entries;
 }
 
-void MoraineTransactionManager::RollbackTransaction(Transaction &transaction) {
-	auto &moraine_transaction = transaction.Cast<MoraineTransaction>();
-	moraine_transaction.Rollback();
-	lock_guard<mutex> guard(transaction_lock);
-	transactions.erase(transaction);
+optional_ptr<MoraineSchemaEntry> MoraineTransaction::GetSchema(const string &name) {
+	return Entries()->GetSchema(Txn(), name);
+}
+
+void MoraineTransaction::ScanSchemas(const std::function<void(SchemaCatalogEntry &)> &callback) {
+	// (held here: the schemas live as long as their set)
+	auto entries = Entries();
+	for (auto &schema : entries->Schemas(Txn())) {
+		callback(schema.get());
+	}
+}
+
+void MoraineTransaction::InvalidateEntries() {
+	lock_guard<mutex> guard(entries_lock);
+	if (entries) {
+		retired.push_back(std::move(entries));
+	}
+	entries = nullptr;
 }
 
 } // namespace duckdb

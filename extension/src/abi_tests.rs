@@ -288,6 +288,17 @@ fn rust_constants() -> BTreeMap<&'static str, BTreeMap<String, (String, i64)>> {
             ("MORAINE_FIELD_TIME", "FIELD_TIME", FIELD_TIME.into()),
         ]),
     );
+    out.insert(
+        "MoraineOp",
+        named(&[
+            ("MORAINE_OP_EQ", "OP_EQ", OP_EQ.into()),
+            ("MORAINE_OP_LT", "OP_LT", OP_LT.into()),
+            ("MORAINE_OP_LE", "OP_LE", OP_LE.into()),
+            ("MORAINE_OP_GT", "OP_GT", OP_GT.into()),
+            ("MORAINE_OP_GE", "OP_GE", OP_GE.into()),
+            ("MORAINE_OP_IS_NULL", "OP_IS_NULL", OP_IS_NULL.into()),
+        ]),
+    );
     // (the header has no #define yet; one added there needs its Rust value here)
     out
 }
@@ -355,13 +366,13 @@ fn rust_layouts() -> BTreeMap<&'static str, Layout> {
             value,
             value_len
         }),
-        layout!(MoraineStamp { txn, generation }),
-        layout!(MoraineIn {
+        layout!(MorainePredicate {
+            filter,
+            clause,
             column,
-            values,
-            count
+            op,
+            value
         }),
-        layout!(MoraineBetween { column, lo, hi }),
         layout!(MoraineIntStats {
             min,
             max,
@@ -477,7 +488,7 @@ fn every_header_constant_has_rust_s_value() {
 
 #[test]
 fn every_rust_constant_and_kind_is_checked() {
-    // every TAG_ / FIELD_ constant of ffi.rs has its header constant in rust_constants()
+    // every TAG_ / FIELD_ / OP_ constant of ffi.rs has its header constant in rust_constants()
     let checked: Vec<String> = rust_constants()
         .values()
         .flat_map(|m| m.values().map(|(rust, _)| rust.clone()))
@@ -487,7 +498,10 @@ fn every_rust_constant_and_kind_is_checked() {
             continue;
         };
         let name = rest.split(':').next().unwrap_or("").trim();
-        if name.starts_with("TAG_") || name.starts_with("FIELD_") {
+        if ["TAG_", "FIELD_", "OP_"]
+            .iter()
+            .any(|p| name.starts_with(p))
+        {
             assert!(
                 checked.iter().any(|c| c == name),
                 "ffi.rs's {name} is not compared with moraine_ffi.h (add it to rust_constants)"

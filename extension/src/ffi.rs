@@ -16,9 +16,9 @@ use std::sync::{Arc, Mutex, OnceLock};
 use moraine::catalog::{ColumnDef, TableDef};
 use moraine::cell::{Cell, Row};
 use moraine::error::{Error, Kind, Result};
-use moraine::rowset::{Narrowing, Selection};
+use moraine::scan::{Emitted, IntsOut, Op, Predicate, Scan};
 use moraine::store::Store;
-use moraine::txn::{Materialized, Transaction};
+use moraine::txn::Transaction;
 
 #[repr(C)]
 pub struct MoraineError {
@@ -122,33 +122,10 @@ const FIELD_TIME: u32 = 2;
 
 pub struct MoraineStore(Arc<Store>);
 pub struct MoraineTxn(Mutex<Transaction>);
-/// A materialization as one scan emits it: all its rows, or the positions a pushed-down filter
-/// selected (ascending), which keep their rowids.
-pub struct MoraineMat {
-    mat: Arc<Materialized>,
-    /// `schema.table`, for errors about its cells.
-    table: Arc<str>,
-    /// Shared by the copies of a narrowed scan ([`moraine_mat_clone`]), and with the later
-    /// scans of the same rows that ask the same ([`moraine::rowset::RowSet::select`]).
-    selection: Option<Arc<Selection>>,
-}
-
-impl MoraineMat {
-    /// The cell at column `col` of the `index`-th selected row; `None` past the end or the row.
-    fn cell(&self, index: usize, col: usize) -> Option<&Cell> {
-        self.mat
-            .rows
-            .get(self.position(index))
-            .and_then(|r| r.get(col))
-    }
-
-    fn position(&self, index: usize) -> usize {
-        match &self.selection {
-            Some(sel) => sel.positions.get(index).map_or(usize::MAX, |&p| p as usize),
-            None => index,
-        }
-    }
-}
+/// A scan of one table ([`Scan`]), owned by DuckDB's bind data.
+pub struct MoraineScan(Scan);
+/// The rows one scan emits ([`Emitted`]).
+pub struct MoraineMat(Emitted);
 pub struct MoraineRows {
     ncols: usize,
     cells: Vec<Cell>,
@@ -556,12 +533,14 @@ pub unsafe extern "C" fn moraine_store_status(
 
 /// `moraine_reclaim`: reclaims the store's space now and hands over the one row saying what
 /// went. `explicit`: the call runs in an explicit transaction; `read_lake`: the caller's
-/// transaction has a transaction of the lake already ([`moraine::store::Caller`]).
+/// transaction has a transaction of the lake already; `rebound`: the lake's name was detached
+/// and attached again since the bind ([`moraine::store::Caller`]).
 #[no_mangle]
 pub unsafe extern "C" fn moraine_store_reclaim(
     store: *mut MoraineStore,
     explicit: bool,
     read_lake: bool,
+    rebound: bool,
     began_micros: i64,
     ud: *mut c_void,
     cb: FieldCb,
@@ -570,6 +549,7 @@ pub unsafe extern "C" fn moraine_store_reclaim(
     let caller = moraine::store::Caller {
         explicit,
         read_lake,
+        rebound,
         began: Some(began_micros),
     };
     store_row(store, ud, cb, err, |s| Ok(s.reclaim_for(caller)?.fields()))
@@ -801,140 +781,126 @@ pub unsafe extern "C" fn moraine_txn_definitions(
     }
 }
 
-/// What a transaction's reads depend on ([`moraine::txn::Stamp`]): rows read under equal stamps
-/// are equal, so the C++ layer keeps a scan's rows until the stamp changes.
+/// One predicate of [`moraine_scan_push`] ([`moraine::scan::Predicate`]).
 #[repr(C)]
-pub struct MoraineStamp {
-    pub txn: u64,
-    pub generation: u64,
+pub struct MorainePredicate {
+    pub filter: usize,
+    pub clause: usize,
+    pub column: usize,
+    pub op: u32,
+    pub value: MoraineCell,
+}
+
+/// The comparisons of a predicate (`MoraineOp`).
+const OP_EQ: u32 = 0;
+const OP_LT: u32 = 1;
+const OP_LE: u32 = 2;
+const OP_GT: u32 = 3;
+const OP_GE: u32 = 4;
+const OP_IS_NULL: u32 = 5;
+
+fn op_from_c(op: u32) -> Option<Op> {
+    Some(match op {
+        OP_EQ => Op::Eq,
+        OP_LT => Op::Lt,
+        OP_LE => Op::Le,
+        OP_GT => Op::Gt,
+        OP_GE => Op::Ge,
+        OP_IS_NULL => Op::IsNull,
+        _ => return None,
+    })
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn moraine_txn_stamp(
-    txn: *mut MoraineTxn,
-    out: *mut MoraineStamp,
-    err: *mut MoraineError,
-) -> i32 {
-    status(guard(err, || {
-        let stamp = lock(&*txn)?.stamp();
-        *out = MoraineStamp {
-            txn: stamp.txn,
-            generation: stamp.generation,
-        };
-        Ok(())
-    }))
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn moraine_txn_head_snapshot(
-    txn: *mut MoraineTxn,
-    lake: *const c_char,
-    lake_len: usize,
-    out: *mut i64,
-    err: *mut MoraineError,
-) -> i32 {
-    match guard(err, || lock(&*txn)?.head_snapshot(text(lake, lake_len)?)) {
-        Some(head) => match head {
-            Some(id) => {
-                *out = id;
-                1
-            }
-            None => 0,
-        },
-        None => -1,
-    }
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn moraine_txn_rows(
-    txn: *mut MoraineTxn,
+pub unsafe extern "C" fn moraine_scan_new(
     schema: *const c_char,
     schema_len: usize,
     name: *const c_char,
     name_len: usize,
-    need_history: i32,
+) -> *mut MoraineScan {
+    let schema = String::from_utf8_lossy(slice(schema as *const u8, schema_len));
+    let name = String::from_utf8_lossy(slice(name as *const u8, name_len));
+    Box::into_raw(Box::new(MoraineScan(Scan::new(&schema, &name))))
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn moraine_scan_free(scan: *mut MoraineScan) {
+    if !scan.is_null() {
+        drop(Box::from_raw(scan));
+    }
+}
+
+/// DuckDB's filter pushdown ([`Scan::push`]): sets `applied[f]` to 1 for each of the
+/// `n_filters` filters the scan applies exactly (DuckDB drops it), else 0; returns 1 when the
+/// scan emits no row (DuckDB adds a constant FALSE filter), else 0. A predicate that does not
+/// unmarshal leaves its filter with DuckDB.
+#[no_mangle]
+pub unsafe extern "C" fn moraine_scan_push(
+    scan: *const MoraineScan,
+    txn: *mut MoraineTxn,
+    predicates: *const MorainePredicate,
+    n: usize,
+    n_filters: usize,
+    applied: *mut u8,
+) -> i32 {
+    let applied = std::slice::from_raw_parts_mut(applied, n_filters);
+    applied.fill(0);
+    let raw = slice(predicates, n);
+    let pushed = quiet("moraine_scan_push", None, || {
+        // a filter with a predicate that does not unmarshal is not pushed at all
+        let broken: Vec<usize> = raw
+            .iter()
+            .filter(|p| op_from_c(p.op).is_none() || cell_from_c(&p.value).is_err())
+            .map(|p| p.filter)
+            .collect();
+        let predicates: Vec<Predicate> = raw
+            .iter()
+            .filter(|p| !broken.contains(&p.filter))
+            .filter_map(|p| {
+                Some(Predicate {
+                    filter: p.filter,
+                    clause: p.clause,
+                    column: p.column,
+                    op: op_from_c(p.op)?,
+                    value: cell_from_c(&p.value).ok()?,
+                })
+            })
+            .collect();
+        let mut txn = lock(&*txn).ok()?;
+        Some((*scan).0.push(&mut txn, &predicates, n_filters))
+    });
+    let Some(pushed) = pushed else {
+        return 0;
+    };
+    for (out, a) in applied.iter_mut().zip(pushed.applied) {
+        *out = u8::from(a);
+    }
+    i32::from(pushed.empty)
+}
+
+/// The rows the scan emits in `txn` ([`Scan::rows`]); NULL with `err` set when they cannot be
+/// read.
+#[no_mangle]
+pub unsafe extern "C" fn moraine_scan_rows(
+    scan: *const MoraineScan,
+    txn: *mut MoraineTxn,
     err: *mut MoraineError,
 ) -> *mut MoraineMat {
     guard(err, || {
-        let (schema, name) = (text(schema, schema_len)?, text(name, name_len)?);
-        let mat = lock(&*txn)?.rows(schema, name, need_history != 0)?;
-        Ok(Box::into_raw(Box::new(MoraineMat {
-            mat,
-            table: format!("{schema}.{name}").into(),
-            selection: None,
-        })))
+        let rows = (*scan).0.rows(&mut *lock(&*txn)?)?;
+        Ok(Box::into_raw(Box::new(MoraineMat(rows))))
     })
     .unwrap_or(std::ptr::null_mut())
 }
 
-/// One `column IN (values)` of [`moraine_mat_narrow`].
-#[repr(C)]
-pub struct MoraineIn {
-    pub column: usize,
-    pub values: *const i64,
-    pub count: usize,
-}
-
-/// One `column BETWEEN lo AND hi` (inclusive) of [`moraine_mat_narrow`].
-#[repr(C)]
-pub struct MoraineBetween {
-    pub column: usize,
-    pub lo: i64,
-    pub hi: i64,
-}
-
-/// Narrow a scan to exactly the rows every one of the filters admits: each `ins` entry keeps
-/// the rows whose integer `column` holds one of its values, each `ranges` entry the rows whose
-/// integer `column` holds a value in `lo..=hi` (conjuncts of the query's filter that the scan
-/// applies in DuckDB's stead; NULL is in none). Served from the rows' indexes, not a walk, and
-/// kept with the rows for the next scan asking the same. Replaces an earlier narrowing of
-/// `mat`. 0 when applied; nonzero with `err` set when it could not be (the scan must then
-/// fail, not emit rows the filter rejects).
-#[no_mangle]
-pub unsafe extern "C" fn moraine_mat_narrow(
-    mat: *mut MoraineMat,
-    ins: *const MoraineIn,
-    n_ins: usize,
-    ranges: *const MoraineBetween,
-    n_ranges: usize,
-    err: *mut MoraineError,
-) -> i32 {
-    let mat = &mut *mat;
-    let ins = slice(ins, n_ins);
-    let ranges = slice(ranges, n_ranges);
-    status(guard(err, || {
-        let narrowings: Vec<Narrowing> = ins
-            .iter()
-            .map(|i| Narrowing::In {
-                column: i.column,
-                values: slice(i.values, i.count).to_vec(),
-            })
-            .chain(ranges.iter().map(|r| Narrowing::Between {
-                column: r.column,
-                lo: r.lo,
-                hi: r.hi,
-            }))
-            .collect();
-        mat.selection = mat.mat.rows.0.select(&narrowings);
-        Ok(())
-    }))
-}
-
 #[no_mangle]
 pub unsafe extern "C" fn moraine_mat_len(mat: *const MoraineMat) -> usize {
-    let mat = &*mat;
-    quiet("moraine_mat_len", 0, || match &mat.selection {
-        Some(sel) => sel.positions.len(),
-        None => mat.mat.rows.len(),
-    })
+    quiet("moraine_mat_len", 0, || (*mat).0.len())
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn moraine_mat_rowid(mat: *const MoraineMat, index: usize) -> i64 {
-    let mat = &*mat;
-    quiet("moraine_mat_rowid", -1, || {
-        moraine::txn::rowid(mat.mat.id, mat.position(index))
-    })
+    quiet("moraine_mat_rowid", -1, || (*mat).0.rowid(index))
 }
 
 #[no_mangle]
@@ -946,25 +912,24 @@ pub unsafe extern "C" fn moraine_mat_cell(
 ) {
     let mat = &*mat;
     *out = quiet("moraine_mat_cell", cell_to_c(&Cell::Null), || {
-        cell_to_c(mat.cell(row, col).unwrap_or(&Cell::Null))
+        cell_to_c(mat.0.cell(row, col).unwrap_or(&Cell::Null))
     });
 }
 
-/// Rows `start..start + count` of integer column `col` into `values`, with `valid[i]` 0 for a
-/// NULL (and for a row past the end), and into `nulls` how many of them are NULL: a whole
-/// vector in one call. A value matters only where it is valid: when every one is NULL, `values`
-/// may be left unwritten (the caller emits a constant NULL; DuckLake's `end_snapshot` of live
-/// rows is such a column). An unnarrowed or densely narrowed scan copies from the column the row
-/// set keeps as integers; a sparse selection (an index lookup of a few rows) reads its rows
-/// directly rather than build that column. Returns false, writing nothing to rely on, when a
-/// cell read is not an integer or NULL (the caller then reads cell by cell).
+/// Rows `start..start + count` of column `col` into `values` (`width` 8: `int64_t`s, 4:
+/// `int32_t`s), `valid[i]` 0 for a NULL, and into `nulls` how many are NULL ([`Emitted::ints`];
+/// `blob_type` 0 for integer cells, else the DuckDB type id of serialized ones). False, with
+/// nothing to rely on written, when a cell is of another kind or does not fit (the caller then
+/// reads cell by cell).
 #[no_mangle]
 pub unsafe extern "C" fn moraine_mat_ints(
     mat: *const MoraineMat,
     start: usize,
     count: usize,
     col: usize,
-    values: *mut i64,
+    blob_type: u8,
+    width: u8,
+    values: *mut c_void,
     valid: *mut u8,
     nulls: *mut usize,
 ) -> bool {
@@ -972,96 +937,20 @@ pub unsafe extern "C" fn moraine_mat_ints(
     if count == 0 {
         return true;
     }
+    let out = match width {
+        8 => IntsOut::I64(std::slice::from_raw_parts_mut(values as *mut i64, count)),
+        4 => IntsOut::I32(std::slice::from_raw_parts_mut(values as *mut i32, count)),
+        _ => return false,
+    };
+    let valid = std::slice::from_raw_parts_mut(valid, count);
     // (on a panic: false, and the caller reads cell by cell)
     quiet("moraine_mat_ints", false, || {
-        mat_ints(&*mat, start, count, col, values, valid)
+        (*mat)
+            .0
+            .ints(start, col, blob_type, out, valid)
             .map(|n| *nulls = n)
             .is_some()
     })
-}
-
-/// [`moraine_mat_ints`]: the number of NULLs written, `None` when a cell is not an integer or
-/// NULL.
-unsafe fn mat_ints(
-    mat: &MoraineMat,
-    start: usize,
-    count: usize,
-    col: usize,
-    values: *mut i64,
-    valid: *mut u8,
-) -> Option<usize> {
-    let values = std::slice::from_raw_parts_mut(values, count);
-    let valid = std::slice::from_raw_parts_mut(valid, count);
-    let rows = &mat.mat.rows.0;
-    let sparse = mat
-        .selection
-        .as_ref()
-        .is_some_and(|sel| rows.few(sel.positions.len()));
-    if sparse {
-        let mut nulls = 0;
-        for i in 0..count {
-            match start.checked_add(i).and_then(|r| mat.cell(r, col)) {
-                Some(Cell::Int(v)) => {
-                    values[i] = *v;
-                    valid[i] = 1;
-                }
-                Some(Cell::Null) | None => {
-                    valid[i] = 0;
-                    nulls += 1;
-                }
-                Some(_) => return None,
-            }
-        }
-        return Some(nulls);
-    }
-    let column = rows.int_column(col)?;
-    match &mat.selection {
-        None => {
-            let len = column.values.len();
-            let from = start.min(len);
-            let end = start.saturating_add(count).min(len);
-            let n = end - from;
-            valid[..n].copy_from_slice(&column.valid[from..end]);
-            valid[n..].fill(0);
-            // (rows past the end count as NULL)
-            let nulls = count - n
-                + match column.nulls {
-                    0 => 0,
-                    all if all == column.values.len() => n,
-                    _ => nulls_in(&valid[..n]),
-                };
-            if nulls < count {
-                values[..n].copy_from_slice(&column.values[from..end]);
-            }
-            Some(nulls)
-        }
-        Some(sel) => {
-            for i in 0..count {
-                match start
-                    .checked_add(i)
-                    .and_then(|r| sel.positions.get(r))
-                    .map(|&p| p as usize)
-                {
-                    Some(p) if p < column.values.len() => {
-                        values[i] = column.values[p];
-                        valid[i] = column.valid[p];
-                    }
-                    _ => valid[i] = 0,
-                }
-            }
-            Some(nulls_in(valid))
-        }
-    }
-}
-
-/// How many of `valid`'s flags (each 0 or 1) say NULL: eight flags per population count.
-fn nulls_in(valid: &[u8]) -> usize {
-    let words = valid.chunks_exact(8);
-    let rest: usize = words.remainder().iter().map(|&v| usize::from(v)).sum();
-    let ones: usize = words
-        .map(|w| u64::from_ne_bytes(w.try_into().unwrap_or_default()).count_ones() as usize)
-        .sum();
-    valid.len() - ones - rest
 }
 
 /// What an integer column's emitted rows hold (planning statistics).
@@ -1074,24 +963,15 @@ pub struct MoraineIntStats {
     pub has_null: bool,
 }
 
-/// The bounds of integer column `col` over the rows the scan emits (its selection, or every
-/// row). Returns false, writing nothing to rely on, when a cell there is not an integer or
-/// NULL.
+/// The bounds of integer column `col` over the rows the scan emits. Returns false, writing
+/// nothing to rely on, when a cell there is not an integer or NULL.
 #[no_mangle]
 pub unsafe extern "C" fn moraine_mat_int_stats(
     mat: *const MoraineMat,
     col: usize,
     out: *mut MoraineIntStats,
 ) -> bool {
-    let mat = &*mat;
-    let Some(bounds) = quiet("moraine_mat_int_stats", None, || {
-        let rows = &mat.mat.rows.0;
-        let Some(sel) = &mat.selection else {
-            // every row: the row set keeps the bounds
-            return rows.int_bounds(col, None);
-        };
-        sel.int_bounds(rows, col)
-    }) else {
+    let Some(bounds) = quiet("moraine_mat_int_stats", None, || (*mat).0.int_bounds(col)) else {
         return false;
     };
     let (min, max) = bounds.range.unwrap_or((0, 0));
@@ -1104,74 +984,29 @@ pub unsafe extern "C" fn moraine_mat_int_stats(
     true
 }
 
-/// Another handle on the same materialization, narrowed the same way (the selection is shared,
-/// not copied): a scan's planning callbacks narrow once and hand out copies.
+/// What EXPLAIN ANALYZE shows of the scan ([`Emitted::explain`]): one (name, value) per call.
 #[no_mangle]
-pub unsafe extern "C" fn moraine_mat_clone(mat: *const MoraineMat) -> *mut MoraineMat {
-    let mat = &*mat;
-    Box::into_raw(Box::new(MoraineMat {
-        mat: mat.mat.clone(),
-        table: mat.table.clone(),
-        selection: mat.selection.clone(),
-    }))
-}
-
-/// What a stored cell is, for an error message: its kind and its value (long text and blobs
-/// shortened).
-fn describe_cell(cell: Option<&Cell>) -> String {
-    const SHOWN: usize = 64;
-    match cell {
-        None => "no cell".into(),
-        Some(Cell::Null) => "NULL".into(),
-        Some(Cell::Int(v)) => format!("the integer {v}"),
-        Some(Cell::Bool(v)) => format!("the boolean {v}"),
-        Some(Cell::Float(v)) => format!("the floating-point number {v}"),
-        Some(Cell::Text(t)) => {
-            let shown: String = t.chars().take(SHOWN).collect();
-            let more = if shown.len() < t.len() { "..." } else { "" };
-            format!("the text {shown:?}{more} ({} bytes)", t.len())
-        }
-        Some(Cell::Blob(b)) => {
-            let hex: String = b
-                .iter()
-                .take(SHOWN / 2)
-                .map(|x| format!("{x:02x}"))
-                .collect();
-            let more = if b.len() > SHOWN / 2 { "..." } else { "" };
-            format!(
-                "a serialized DuckDB value of {} bytes ({hex}{more})",
-                b.len()
-            )
-        }
+pub unsafe extern "C" fn moraine_mat_explain(
+    mat: *const MoraineMat,
+    ud: *mut c_void,
+    cb: TextRowCb,
+) {
+    let lines = quiet("moraine_mat_explain", Vec::new(), || (*mat).0.explain());
+    for (name, value) in lines {
+        cb(
+            ud,
+            name.as_ptr() as *const c_char,
+            name.len(),
+            value.as_ptr() as *const c_char,
+            value.len(),
+            0,
+        );
     }
-}
-
-/// The error for a stored cell the C++ layer cannot write into its column: a corrupt record
-/// (it reaches DuckDB as an `IOException`, never as the `InternalException` that would end the
-/// database instance), naming the table, the column and its type, the row and what is stored.
-/// `why` says what failed, if more than that the column cannot hold the value.
-fn misfit(
-    table: &str,
-    column: &str,
-    column_type: &str,
-    rowid: i64,
-    cell: Option<&Cell>,
-    why: &str,
-) -> Error {
-    let which = if why.is_empty() {
-        format!("which {column_type} cannot hold")
-    } else {
-        format!("which {why}")
-    };
-    Error::Corrupt(format!(
-        "{table}, column {column} ({column_type}), rowid {rowid}: the store holds {}, {which}",
-        describe_cell(cell)
-    ))
 }
 
 /// Sets `err` to the error for the cell at column `col` of the `index`-th row of `mat`, which
 /// the C++ layer could not write into its column (`column`, of DuckDB type `column_type`;
-/// `why`, possibly empty, says what failed): [`misfit`].
+/// `why`, possibly empty, says what failed): [`Emitted::misfit`].
 #[no_mangle]
 pub unsafe extern "C" fn moraine_mat_misfit(
     mat: *const MoraineMat,
@@ -1190,12 +1025,11 @@ pub unsafe extern "C" fn moraine_mat_misfit(
         String::from_utf8_lossy(slice(ptr as *const u8, len)).into_owned()
     };
     let e = catch_unwind(AssertUnwindSafe(|| {
-        misfit(
-            &mat.table,
+        mat.0.misfit(
+            index,
+            col,
             &lossy(column, column_len),
             &lossy(column_type, column_type_len),
-            moraine::txn::rowid(mat.mat.id, mat.position(index)),
-            mat.cell(index, col),
             &lossy(why, why_len),
         )
     }))
@@ -1517,137 +1351,6 @@ mod tests {
         )
     }
 
-    /// This transaction's rows of `table` in the main lake (with ended versions when
-    /// `history`); fails the test when they cannot be read.
-    unsafe fn read_rows(
-        txn: *mut MoraineTxn,
-        table: &str,
-        history: bool,
-        err: &mut MoraineError,
-    ) -> *mut MoraineMat {
-        let mat = moraine_txn_rows(
-            txn,
-            M.as_ptr() as *const c_char,
-            M.len(),
-            table.as_ptr() as *const c_char,
-            table.len(),
-            i32::from(history),
-            err,
-        );
-        assert!(!mat.is_null());
-        mat
-    }
-
-    /// `moraine_mat_ints` against `moraine_mat_cell`, vector by vector, over columns whose cells
-    /// are never, sometimes and always NULL, unnarrowed and narrowed (densely and sparsely): the
-    /// same values and validity, and `nulls` counts exactly the NULLs (all of them in a vector
-    /// of an all-NULL column, which the scan emits as a constant).
-    #[test]
-    fn integer_vectors_count_their_nulls() {
-        let store = new_lake(&mem_url("ffi-ints"));
-        let handle = Box::into_raw(Box::new(MoraineStore(store)));
-        let table = "ducklake_data_file";
-        let def = moraine::catalog::fixed_table_def(M, table).unwrap();
-        let col = |name: &str| def.columns.iter().position(|c| c.name == name).unwrap();
-        let (id, end, partition) = (
-            col("data_file_id"),
-            col("end_snapshot"),
-            col("partition_id"),
-        );
-        let n = 5000;
-        unsafe {
-            let mut err = no_error();
-            let txn = moraine_txn_begin(handle, &mut err);
-            (*txn).0.lock().unwrap().create_table(def.clone()).unwrap();
-            let rows = moraine_rows_new(def.columns.len());
-            for r in 0..n {
-                for (c, column) in def.columns.iter().enumerate() {
-                    let cell = match c {
-                        _ if c == end => Cell::Null,
-                        _ if c == partition && r % 3 == 0 => Cell::Null,
-                        _ if c == id => Cell::Int(r),
-                        _ if column.type_name == "BIGINT" => Cell::Int(r % 7),
-                        _ if column.type_name == "VARCHAR" => Cell::Text(format!("f{r}")),
-                        _ => Cell::Null,
-                    };
-                    moraine_rows_push(rows, &cell_to_c(&cell));
-                }
-            }
-            assert_eq!(
-                stage_insert(txn, table, rows, &mut err),
-                0,
-                "{:?}",
-                taken(&mut err)
-            );
-            let whole = read_rows(txn, table, true, &mut err);
-            let dense = read_rows(txn, table, true, &mut err);
-            let range = MoraineBetween {
-                column: id,
-                lo: 100,
-                hi: 4000,
-            };
-            assert_eq!(
-                moraine_mat_narrow(dense, std::ptr::null(), 0, &range, 1, &mut err),
-                0
-            );
-            let sparse = read_rows(txn, table, true, &mut err);
-            let few = [3, 2048, 4999];
-            let chosen = MoraineIn {
-                column: id,
-                values: few.as_ptr(),
-                count: few.len(),
-            };
-            assert_eq!(
-                moraine_mat_narrow(sparse, &chosen, 1, std::ptr::null(), 0, &mut err),
-                0
-            );
-            for (mat, len) in [(whole, n as usize), (dense, 3901), (sparse, 3)] {
-                assert_eq!(moraine_mat_len(mat), len);
-                for column in [id, end, partition] {
-                    let mut start = 0;
-                    while start < len {
-                        let count = (len - start).min(2048);
-                        let mut values = vec![-1_i64; count];
-                        let mut valid = vec![7_u8; count];
-                        let mut nulls = usize::MAX;
-                        assert!(moraine_mat_ints(
-                            mat,
-                            start,
-                            count,
-                            column,
-                            values.as_mut_ptr(),
-                            valid.as_mut_ptr(),
-                            &mut nulls
-                        ));
-                        let mut want_nulls = 0;
-                        for i in 0..count {
-                            let mut cell = cell_to_c(&Cell::Null);
-                            moraine_mat_cell(mat, start + i, column, &mut cell);
-                            if cell.tag == TAG_NULL {
-                                want_nulls += 1;
-                                assert_eq!(valid[i], 0, "column {column} row {}", start + i);
-                            } else {
-                                assert_eq!(cell.tag, TAG_INT);
-                                assert_eq!((valid[i], values[i]), (1, cell.i));
-                            }
-                        }
-                        assert_eq!(nulls, want_nulls, "column {column} rows {start}+{count}");
-                        if column == end {
-                            assert_eq!(nulls, count);
-                        }
-                        if column == id {
-                            assert_eq!(nulls, 0);
-                        }
-                        start += count;
-                    }
-                }
-                moraine_mat_free(mat);
-            }
-            moraine_txn_rollback(txn);
-            moraine_store_free(handle);
-        }
-    }
-
     /// DuckLake 1.5.5's `RetryOnError`: the words it retries a commit on.
     fn retried_by_ducklake(message: &str) -> bool {
         let m = message.to_lowercase();
@@ -1778,26 +1481,104 @@ mod tests {
         }
     }
 
+    /// A scan through the C surface: predicates unmarshalled (a filter with an unknown
+    /// operator stays with DuckDB), the rows handed out, 32-bit vectors, EXPLAIN's lines and a
+    /// misfit reported as a corrupt record through DuckDB's IOException. The decisions
+    /// themselves are tested in the core (src/scan/tests.rs).
     #[test]
-    fn a_stored_cell_its_column_cannot_hold_is_a_corrupt_record_naming_it() {
-        let store = new_lake(&mem_url("ffi-misfit"));
+    fn a_scan_marshals_its_predicates_and_rows() {
+        let store = new_lake(&mem_url("ffi-scan"));
         let handle = Box::into_raw(Box::new(MoraineStore(store)));
-        let table = "ducklake_metadata";
+        let table = "ducklake_snapshot";
         let def = moraine::catalog::fixed_table_def(M, table).unwrap();
-        let (column, ty) = (def.columns[0].name.as_str(), "INTEGER");
+        let id = def.column_index("snapshot_id").unwrap();
         unsafe {
             let mut err = no_error();
             let txn = moraine_txn_begin(handle, &mut err);
-            let mat = read_rows(txn, table, false, &mut err);
-            let mut cell = cell_to_c(&Cell::Null);
-            moraine_mat_cell(mat, 0, 0, &mut cell);
-            assert_eq!(cell.tag, TAG_TEXT);
-            let stored = String::from_utf8_lossy(slice(cell.ptr, cell.len)).into_owned();
-            let rowid = moraine_mat_rowid(mat, 0);
+            let scan = moraine_scan_new(
+                M.as_ptr() as *const c_char,
+                M.len(),
+                table.as_ptr() as *const c_char,
+                table.len(),
+            );
+            let predicate = |filter, op, v| MorainePredicate {
+                filter,
+                clause: 0,
+                column: id,
+                op,
+                value: cell_to_c(&Cell::Int(v)),
+            };
+            let predicates = [predicate(0, OP_EQ, 0), predicate(1, 99, 0)];
+            let mut applied = [7_u8; 2];
+            let empty =
+                moraine_scan_push(scan, txn, predicates.as_ptr(), 2, 2, applied.as_mut_ptr());
+            assert_eq!((empty, applied), (0, [1, 0]));
+            let none = [predicate(2, OP_GT, 5)];
+            let mut applied = [7_u8; 3];
+            let empty = moraine_scan_push(scan, txn, none.as_ptr(), 1, 3, applied.as_mut_ptr());
+            assert_eq!((empty, applied), (1, [0, 0, 1]));
+            let mat = moraine_scan_rows(scan, txn, &mut err);
+            assert!(!mat.is_null());
+            assert_eq!(moraine_mat_len(mat), 0);
+            moraine_mat_free(mat);
+
+            let all = moraine_scan_new(
+                M.as_ptr() as *const c_char,
+                M.len(),
+                table.as_ptr() as *const c_char,
+                table.len(),
+            );
+            let mat = moraine_scan_rows(all, txn, &mut err);
+            assert_eq!(moraine_mat_len(mat), 1);
+            let (mut values, mut valid, mut nulls) = ([9_i32; 1], [9_u8; 1], 9_usize);
+            assert!(moraine_mat_ints(
+                mat,
+                0,
+                1,
+                id,
+                0,
+                4,
+                values.as_mut_ptr() as *mut c_void,
+                valid.as_mut_ptr(),
+                &mut nulls
+            ));
+            assert_eq!((values, valid, nulls), ([0], [1], 0));
+            assert!(!moraine_mat_ints(
+                mat,
+                0,
+                1,
+                id,
+                0,
+                3,
+                values.as_mut_ptr() as *mut c_void,
+                valid.as_mut_ptr(),
+                &mut nulls
+            ));
+            extern "C" fn line(
+                ud: *mut c_void,
+                a: *const c_char,
+                a_len: usize,
+                b: *const c_char,
+                b_len: usize,
+                _: i64,
+            ) {
+                let lines = unsafe { &mut *(ud as *mut Vec<String>) };
+                let text = |p, n| unsafe {
+                    String::from_utf8_lossy(slice(p as *const u8, n)).into_owned()
+                };
+                lines.push(format!("{}={}", text(a, a_len), text(b, b_len)));
+            }
+            let mut lines = Vec::<String>::new();
+            moraine_mat_explain(mat, &mut lines as *mut _ as *mut c_void, line);
+            assert_eq!(
+                lines,
+                ["Table=ducklake_snapshot", "History read=yes", "Rows=1"]
+            );
+            let (column, ty) = ("snapshot_id", "TINYINT");
             moraine_mat_misfit(
                 mat,
                 0,
-                0,
+                id,
                 column.as_ptr() as *const c_char,
                 column.len(),
                 ty.as_ptr() as *const c_char,
@@ -1809,70 +1590,18 @@ mod tests {
             assert_eq!(err.exception, Exception::Io as u32);
             let (kind, text) = taken(&mut err);
             assert_eq!(kind, Kind::Corrupt as u32, "{text}");
-            assert_eq!(
-                text,
-                format!(
-                    "corrupt record: main.{table}, column {column} (INTEGER), rowid {rowid}: the \
-                     store holds the text {stored:?} ({} bytes), which INTEGER cannot hold",
-                    stored.len()
-                )
-            );
-            // a clone names the same table
-            let copy = moraine_mat_clone(mat);
-            let why = "does not deserialize (not enough data)";
-            moraine_mat_misfit(
-                copy,
-                0,
-                0,
-                column.as_ptr() as *const c_char,
-                column.len(),
-                ty.as_ptr() as *const c_char,
-                ty.len(),
-                why.as_ptr() as *const c_char,
-                why.len(),
-                &mut err,
-            );
-            let (_, text) = taken(&mut err);
             assert!(
-                text.contains(&format!("main.{table}, column {column}"))
-                    && text.ends_with(&format!(", which {why}")),
+                text.starts_with(
+                    "corrupt record: main.ducklake_snapshot, column snapshot_id (TINYINT), rowid "
+                ),
                 "{text}"
             );
-            moraine_mat_free(copy);
             moraine_mat_free(mat);
+            moraine_scan_free(all);
+            moraine_scan_free(scan);
             moraine_txn_rollback(txn);
             moraine_store_free(handle);
         }
-        // what is stored, shortened when long
-        let long = "x".repeat(1000);
-        let e = misfit("main.t", "c", "BIGINT", 7, Some(&Cell::Text(long)), "");
-        let text = e.to_string();
-        assert!(
-            text.contains(&format!("\"{}\"... (1000 bytes)", "x".repeat(64))),
-            "{text}"
-        );
-        let e = misfit("main.t", "c", "TINYINT", 7, Some(&Cell::Int(300)), "");
-        assert_eq!(
-            e.to_string(),
-            "corrupt record: main.t, column c (TINYINT), rowid 7: the store holds the integer \
-             300, which TINYINT cannot hold"
-        );
-        let e = misfit(
-            "main.t",
-            "c",
-            "UUID",
-            7,
-            Some(&Cell::Blob((0..40).collect())),
-            "does not deserialize (boom)",
-        );
-        assert!(
-            e.to_string().contains(&format!(
-                "a serialized DuckDB value of 40 bytes ({}...), which does not deserialize (boom)",
-                (0..32).map(|x| format!("{x:02x}")).collect::<String>()
-            )),
-            "{e}"
-        );
-        assert!(!e.retryable());
     }
 
     #[test]
@@ -1928,9 +1657,17 @@ mod tests {
                 "{text}"
             );
             // an update's cells are its SET columns: the error names the table's column
-            let mat = read_rows(txn, table, false, &mut err);
+            let scan = moraine_scan_new(
+                M.as_ptr() as *const c_char,
+                M.len(),
+                table.as_ptr() as *const c_char,
+                table.len(),
+            );
+            let mat = moraine_scan_rows(scan, txn, &mut err);
+            assert!(!mat.is_null());
             let rowid = moraine_mat_rowid(mat, 0);
             moraine_mat_free(mat);
+            moraine_scan_free(scan);
             let rows = moraine_rows_new(1);
             let cell = MoraineCell {
                 tag: TAG_TEXT,

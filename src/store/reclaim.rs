@@ -239,17 +239,22 @@ pub struct Caller {
     /// The caller's transaction has a transaction of the lake already (it has read the lake:
     /// through it, the caller holds an image until its transaction ends, after the call).
     pub read_lake: bool,
+    /// The lake's name was detached and attached again since the call was bound (it now names
+    /// another store, or none): whether the caller read the bound store is not known.
+    pub rebound: bool,
     /// When the caller's transaction began, in microseconds since the Unix epoch (DuckDB's
     /// transaction start); `None` if not known.
     pub began: Option<i64>,
 }
 
 impl Caller {
-    /// Whether the image the caller holds may be older than the head: it has read the lake,
-    /// and its transaction began before the image of the head was installed (or when is not
-    /// known). One that began after it pinned the head, which a reclaim renews.
+    /// Whether the image the caller holds may be older than the head: it has read the lake (or
+    /// may have: a rebound lake counts as read), and its transaction began before the image of
+    /// the head was installed (or when is not known). One that began after it pinned the head,
+    /// which a reclaim renews.
     pub(crate) fn may_hold_older(self, head_installed_at: i64) -> bool {
-        self.read_lake && self.began.map_or(true, |began| began <= head_installed_at)
+        (self.read_lake || self.rebound)
+            && self.began.map_or(true, |began| began <= head_installed_at)
     }
 }
 
@@ -793,11 +798,13 @@ mod tests {
             Caller {
                 explicit: true,
                 read_lake: true,
+                rebound: false,
                 began,
             },
             Caller {
                 explicit: false,
                 read_lake: true,
+                rebound: false,
                 began,
             },
         ] {
@@ -882,6 +889,7 @@ mod tests {
                 .reclaim_for(Caller {
                     explicit,
                     read_lake: true,
+                    rebound: false,
                     began,
                 })
                 .unwrap_err();
@@ -901,6 +909,7 @@ mod tests {
             .reclaim_for(Caller {
                 explicit: true,
                 read_lake: false,
+                rebound: false,
                 began,
             })
             .unwrap();
@@ -941,6 +950,7 @@ mod tests {
                 let done = store.reclaim_for(Caller {
                     explicit,
                     read_lake: true,
+                    rebound: false,
                     began,
                 });
                 assert!(done.is_ok(), "{done:?}");
@@ -960,7 +970,13 @@ mod tests {
         let caller = |explicit, read_lake, began| Caller {
             explicit,
             read_lake,
+            rebound: false,
             began,
+        };
+        let rebound = |began| Caller {
+            rebound: true,
+            began,
+            ..Caller::default()
         };
         let cases = [
             // (caller, what it gets when a snapshot older than the reclaim's is open)
@@ -969,6 +985,9 @@ mod tests {
             (caller(true, true, None), Refuse),
             (caller(false, true, Some(100)), Refuse),
             // began after the head's install: it holds the head; the older one is another's
+            // a lake detached and attached again since the bind counts as read
+            (rebound(Some(50)), Refuse),
+            (rebound(Some(150)), Wait),
             (caller(true, true, Some(150)), Wait),
             (caller(false, true, Some(150)), Wait),
             // has not read the lake: holds nothing

@@ -1,5 +1,11 @@
 // A schema of a lake: its tables come from the Rust core, read through the calling transaction.
-#include "moraine_catalog.hpp"
+#include "moraine_schema_entry.hpp"
+
+#include "moraine_cells.hpp"
+#include "moraine_entries.hpp"
+#include "moraine_error.hpp"
+#include "moraine_table_entry.hpp"
+#include "moraine_transaction.hpp"
 
 #include "duckdb/parser/parsed_data/create_schema_info.hpp"
 #include "duckdb/parser/parsed_data/create_table_info.hpp"

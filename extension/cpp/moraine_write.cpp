@@ -2,6 +2,10 @@
 // them, untranslated, in the transaction at Finalize (RFC 0006). Rowids resolve against the
 // materialization the scan emitted them from (RFC 0009).
 #include "moraine_catalog.hpp"
+#include "moraine_cells.hpp"
+#include "moraine_error.hpp"
+#include "moraine_table_entry.hpp"
+#include "moraine_transaction.hpp"
 
 #include "duckdb/execution/operator/projection/physical_projection.hpp"
 #include "duckdb/execution/physical_plan_generator.hpp"
