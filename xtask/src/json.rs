@@ -36,6 +36,13 @@ impl Json {
             _ => None,
         }
     }
+
+    pub fn as_array(&self) -> Option<&[Json]> {
+        match self {
+            Json::Arr(v) => Some(v),
+            _ => None,
+        }
+    }
 }
 
 /// Parses one JSON value; anything but whitespace after it is an error.
