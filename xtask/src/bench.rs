@@ -18,6 +18,7 @@ use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use crate::json::{self, Json};
 use crate::{deps, ext, paths};
 
 pub const USAGE: &str = "\
@@ -240,137 +241,18 @@ struct Figure {
     cell: Cell,
 }
 
-#[derive(Debug, Clone, PartialEq)]
-enum Json {
-    Str(String),
-    Num(f64),
-    Bool(bool),
-    Null,
-}
-
-/// Parses one flat JSON object (string keys; string, number, boolean or null values), which
-/// is all bench.py prints on stdout.
-fn parse_flat_object(s: &str) -> Result<Vec<(String, Json)>, String> {
-    let b: Vec<char> = s.trim().chars().collect();
-    let mut i = 0;
-    let ws = |i: &mut usize| {
-        while *i < b.len() && b[*i].is_whitespace() {
-            *i += 1;
-        }
-    };
-    let expect = |i: &mut usize, c: char| -> Result<(), String> {
-        if b.get(*i) == Some(&c) {
-            *i += 1;
-            Ok(())
-        } else {
-            Err(format!("expected {c:?} at {i}"))
-        }
-    };
-    let string = |i: &mut usize| -> Result<String, String> {
-        expect(i, '"')?;
-        let mut out = String::new();
-        loop {
-            let c = *b.get(*i).ok_or("unterminated string")?;
-            *i += 1;
-            match c {
-                '"' => return Ok(out),
-                '\\' => {
-                    let e = *b.get(*i).ok_or("unterminated escape")?;
-                    *i += 1;
-                    match e {
-                        '"' | '\\' | '/' => out.push(e),
-                        'b' => out.push('\u{8}'),
-                        'f' => out.push('\u{c}'),
-                        'n' => out.push('\n'),
-                        'r' => out.push('\r'),
-                        't' => out.push('\t'),
-                        'u' => {
-                            let hex = |i: &mut usize| -> Result<u32, String> {
-                                let h: String =
-                                    b.get(*i..*i + 4).ok_or("short \\u")?.iter().collect();
-                                *i += 4;
-                                u32::from_str_radix(&h, 16).map_err(|e| e.to_string())
-                            };
-                            let mut cp = hex(i)?;
-                            if (0xD800..0xDC00).contains(&cp)
-                                && b.get(*i) == Some(&'\\')
-                                && b.get(*i + 1) == Some(&'u')
-                            {
-                                *i += 2;
-                                let lo = hex(i)?;
-                                cp = 0x10000
-                                    + ((cp - 0xD800) << 10)
-                                    + (lo.wrapping_sub(0xDC00) & 0x3FF);
-                            }
-                            out.push(char::from_u32(cp).unwrap_or('\u{FFFD}'));
-                        }
-                        other => return Err(format!("bad escape \\{other}")),
-                    }
-                }
-                c => out.push(c),
-            }
-        }
-    };
-    let mut out = Vec::new();
-    ws(&mut i);
-    expect(&mut i, '{')?;
-    ws(&mut i);
-    if b.get(i) == Some(&'}') {
-        return Ok(out);
-    }
-    loop {
-        ws(&mut i);
-        let key = string(&mut i)?;
-        ws(&mut i);
-        expect(&mut i, ':')?;
-        ws(&mut i);
-        let value = match b.get(i) {
-            Some('"') => Json::Str(string(&mut i)?),
-            Some(_) => {
-                let start = i;
-                while i < b.len() && !matches!(b[i], ',' | '}') && !b[i].is_whitespace() {
-                    i += 1;
-                }
-                let word: String = b[start..i].iter().collect();
-                match word.as_str() {
-                    "true" => Json::Bool(true),
-                    "false" => Json::Bool(false),
-                    "null" => Json::Null,
-                    "NaN" => Json::Num(f64::NAN),
-                    "Infinity" => Json::Num(f64::INFINITY),
-                    "-Infinity" => Json::Num(f64::NEG_INFINITY),
-                    w => Json::Num(w.parse().map_err(|_| format!("bad value {w:?}"))?),
-                }
-            }
-            None => return Err("unexpected end".into()),
-        };
-        out.push((key, value));
-        ws(&mut i);
-        match b.get(i) {
-            Some(',') => i += 1,
-            Some('}') => return Ok(out),
-            _ => return Err(format!("expected ',' or '}}' at {i}")),
-        }
-    }
-}
-
 /// One stdout line of bench.py as a figure (None for anything else).
 fn parse_figure(line: &str) -> Option<Figure> {
-    let kv = parse_flat_object(line).ok()?;
-    let get = |k: &str| kv.iter().find(|(key, _)| key == k).map(|(_, v)| v);
-    let s = |k: &str| match get(k) {
-        Some(Json::Str(s)) => Some(s.clone()),
-        _ => None,
-    };
+    // bench.py prints flat objects (string keys; string, number, boolean or null values)
+    let obj = json::parse(line).ok()?;
+    let get = |k: &str| obj.get(k);
+    let s = |k: &str| get(k).and_then(Json::as_str).map(String::from);
     let cell = if let Some(e) = s("error") {
         Cell::Error(e)
     } else if let Some(t) = s("text") {
         Cell::Text(t)
     } else {
-        match get("value") {
-            Some(Json::Num(v)) => Cell::Num(*v),
-            _ => return None,
-        }
+        Cell::Num(get("value").and_then(Json::as_f64)?)
     };
     Some(Figure {
         workload: s("workload")?,
@@ -1103,12 +985,9 @@ mod tests {
             parse_figure(r#"{"workload": "w", "figure": "f", "value": 1"#),
             None
         );
-        assert_eq!(
-            parse_flat_object(r#"{"a": true, "b": false, "c": -2, "d": NaN}"#)
-                .unwrap()
-                .len(),
-            4
-        );
+        // Python's json.dumps writes NaN for a float that is not a number
+        let f = parse_figure(r#"{"workload": "w", "figure": "f", "value": NaN}"#).unwrap();
+        assert!(matches!(f.cell, Cell::Num(v) if v.is_nan()));
     }
 
     #[test]

@@ -250,7 +250,6 @@ fn run_records(
     failures: &mut Vec<Failure>,
 ) -> Option<String> {
     let mut host: Option<CliHost> = None;
-    let mut skipping = false;
     let fail = |failures: &mut Vec<Failure>, line: usize, sql: &str, message: String| {
         failures.push(Failure {
             line,
@@ -261,9 +260,6 @@ fn run_records(
 
     for rec in &script.records {
         let line = rec.line;
-        if skipping && !matches!(&rec.kind, Kind::Mode(m) if m == "unskip") {
-            continue;
-        }
         let (sql, connection) = match &rec.kind {
             Kind::Statement {
                 sql, connection, ..
@@ -291,15 +287,11 @@ fn run_records(
                 }
                 continue;
             }
+            // the parser applies `mode skip`/`mode unskip` (and `halt`) itself
             Kind::Mode(m) => {
-                match m.as_str() {
-                    "skip" => skipping = true,
-                    "unskip" => skipping = false,
-                    other => fail(failures, line, "", format!("unsupported mode {other:?}")),
-                }
+                fail(failures, line, "", format!("unsupported mode {m:?}"));
                 continue;
             }
-            Kind::Halt => break,
             Kind::Unsupported(what) => {
                 fail(failures, line, "", format!("unsupported record: {what}"));
                 continue;
@@ -569,6 +561,8 @@ SELECT * FROM missing
 
 statement error
 SELECT 1
+----
+any error
 
 statement error
 SELECT * FROM missing
@@ -598,6 +592,11 @@ SELECT * FROM t
 Table with name t does not exist
 
 loop i 0 2
+
+statement ok
+SELECT 1
+
+endloop
 ",
         )
         .unwrap();
@@ -607,7 +606,7 @@ loop i 0 2
         };
         let lines: Vec<usize> = failures.iter().map(|f| f.line).collect();
         // the last entry names the kept test dir
-        assert_eq!(lines, vec![4, 7, 10, 15, 20, 37, 0], "{failures:#?}");
+        assert_eq!(lines, vec![4, 7, 12, 17, 22, 39, 0], "{failures:#?}");
         assert!(failures[0].message.contains("expected success"));
         assert!(failures[1].message.contains("expected an error"));
         assert!(failures[2].message.contains("some other message"));

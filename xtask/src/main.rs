@@ -15,6 +15,7 @@ mod dist;
 mod e2e;
 mod ext;
 mod footer;
+mod json;
 mod paths;
 mod python_host;
 mod scenario;

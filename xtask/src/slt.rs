@@ -1,33 +1,32 @@
-//! A parser for the subset of DuckDB's sqllogictest dialect that moraine's
-//! scenario files use.
+//! The records of a sqllogictest file, as `cargo xtask e2e` runs them.
+//!
+//! The repository has one parser of DuckDB's sqllogictest dialect:
+//! `tests/conformance/slt/parser.py`, which the conformance runner uses directly. This module
+//! does not parse `.test` files itself: it runs `python -m slt.dump FILE` in
+//! `tests/conformance` with the interpreter xtask uses for its Python tests
+//! ([`crate::deps::python`]: `$PYTHON`, else `python3`; the parser needs nothing beyond the
+//! standard library) and turns the JSON lines it prints (see `slt/dump.py`) into [`Record`]s.
+//!
+//! What the e2e runner does with a record:
 //!
 //! ```text
-//! # a comment (between records)
-//! statement ok
-//! <SQL, one or more lines>
-//!
-//! statement error
-//! <SQL>
-//! ----
-//! <expected substring of the error message; optional>
-//!
+//! statement ok|error  [conN]           -- error: the text after ---- must be in the message
 //! query <types> [nosort|rowsort|valuesort] [label]
-//! <SQL>
-//! ----
-//! <expected rows: tab-separated values, NULL for null, (empty) for ''>
-//!
-//! restart            -- a new CLI process; only on-disk state survives
-//! require <name>     -- skip the file unless <name> is available
-//! mode skip|unskip   -- skip records until `mode unskip`
-//! halt               -- stop the file here
+//!                                      -- expected rows after ----; none: not checked
+//! restart                              -- a new CLI process; only on-disk state survives
+//! require <name>                       -- skip the file unless <name> is available
 //! ```
 //!
-//! Records end at a blank line (or the end of the file). Anything else is
-//! parsed as [`Kind::Unsupported`] so a runner can say exactly what it lacks;
-//! DuckDB's loops, `concurrentloop`, named connections and `<REGEX>:`
-//! matching are the obvious next additions for a conformance runner.
+//! The parser itself applies `mode skip`/`mode unskip`, `skipif duckdb`/`onlyif duckdb` and
+//! `halt` (the records they drop never reach this module). Everything else the dialect has
+//! (loops and foreach, `statement maybe`, conditions on loop variables, `load`, `set`, ...)
+//! comes through as [`Kind::Unsupported`] with its header line, so the runner can say exactly
+//! what it lacks; named connections come through and the runner refuses them.
 
 use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use crate::json::{self, Json};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Script {
@@ -77,186 +76,180 @@ pub enum Kind {
     },
     Restart,
     Require(String),
+    /// `mode <m>` for any `m` but skip/unskip, which the parser applies.
     Mode(String),
-    Halt,
+    /// A record the e2e runner cannot run: its header line.
     Unsupported(String),
 }
 
+/// The directory `python -m slt.dump` runs in.
+fn conformance_dir() -> PathBuf {
+    crate::paths::workspace_root().join("tests/conformance")
+}
+
+/// Parse `path` with the repository's sqllogictest parser (`python -m slt.dump`).
 pub fn parse_file(path: &Path) -> Result<Script, String> {
-    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    parse(path, &text)
-}
-
-fn is_blank(l: &str) -> bool {
-    l.trim().is_empty()
-}
-
-pub fn parse(path: &Path, text: &str) -> Result<Script, String> {
-    let lines: Vec<&str> = text
-        .lines()
-        .map(|l| l.strip_suffix('\r').unwrap_or(l))
-        .collect();
-    let mut records = Vec::new();
-    let mut i = 0;
-    let err = |line: usize, msg: &str| format!("{}:{line}: {msg}", path.display());
-
-    // collect lines from `start` until a blank line or EOF; split on a `----` line
-    let body = |start: usize| -> (Vec<&str>, Option<Vec<&str>>, usize) {
-        let mut j = start;
-        let mut sql = Vec::new();
-        while j < lines.len() && !is_blank(lines[j]) && lines[j].trim_end() != "----" {
-            sql.push(lines[j]);
-            j += 1;
-        }
-        if j < lines.len() && lines[j].trim_end() == "----" {
-            j += 1;
-            let mut res = Vec::new();
-            while j < lines.len() && !is_blank(lines[j]) {
-                res.push(lines[j]);
-                j += 1;
-            }
-            (sql, Some(res), j)
+    let abs = std::path::absolute(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let python = crate::deps::python();
+    let out = Command::new(&python)
+        .args(["-m", "slt.dump"])
+        .arg(&abs)
+        .current_dir(conformance_dir())
+        .output()
+        .map_err(|e| {
+            format!(
+                "running {} -m slt.dump (the sqllogictest parser): {e}",
+                python.to_string_lossy()
+            )
+        })?;
+    if !out.status.success() {
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let msg = stderr.trim();
+        return Err(if msg.is_empty() {
+            format!("{}: python -m slt.dump: {}", path.display(), out.status)
         } else {
-            (sql, None, j)
-        }
-    };
-
-    while i < lines.len() {
-        let line = lines[i];
-        let trimmed = line.trim();
-        if trimmed.is_empty() || trimmed.starts_with('#') {
-            i += 1;
-            continue;
-        }
-        let header_line = i + 1;
-        let tokens: Vec<&str> = trimmed.split_whitespace().collect();
-        match tokens[0] {
-            "statement" => {
-                let expect = match tokens.get(1) {
-                    Some(&"ok") => Expect::Ok,
-                    Some(&"error") => Expect::Error(None),
-                    other => {
-                        return Err(err(
-                            header_line,
-                            &format!("unknown statement kind {other:?}"),
-                        ))
-                    }
-                };
-                let connection = tokens.get(2).map(|s| s.to_string());
-                let (sql, res, next) = body(i + 1);
-                if sql.is_empty() {
-                    return Err(err(header_line, "statement without SQL"));
-                }
-                let expect = match (expect, res) {
-                    (Expect::Ok, Some(_)) => {
-                        return Err(err(
-                            header_line,
-                            "`statement ok` cannot have a ---- section",
-                        ))
-                    }
-                    (Expect::Error(_), Some(r)) if !r.is_empty() => {
-                        Expect::Error(Some(r.join("\n")))
-                    }
-                    (e, _) => e,
-                };
-                records.push(Record {
-                    line: header_line,
-                    kind: Kind::Statement {
-                        expect,
-                        sql: sql.join("\n"),
-                        connection,
-                    },
-                });
-                i = next;
-            }
-            "query" => {
-                let types = tokens
-                    .get(1)
-                    .ok_or_else(|| err(header_line, "query without column types"))?
-                    .to_string();
-                let mut sort = SortMode::NoSort;
-                let mut label = None;
-                let mut connection = None;
-                for t in tokens.iter().skip(2) {
-                    match *t {
-                        "nosort" => sort = SortMode::NoSort,
-                        "rowsort" => sort = SortMode::RowSort,
-                        "valuesort" => sort = SortMode::ValueSort,
-                        t if t.starts_with("con") && t[3..].chars().all(|c| c.is_ascii_digit()) => {
-                            connection = Some(t.to_string())
-                        }
-                        t => label = Some(t.to_string()),
-                    }
-                }
-                let (sql, res, next) = body(i + 1);
-                if sql.is_empty() {
-                    return Err(err(header_line, "query without SQL"));
-                }
-                records.push(Record {
-                    line: header_line,
-                    kind: Kind::Query {
-                        types,
-                        sort,
-                        label,
-                        sql: sql.join("\n"),
-                        expected: res.map(|r| r.into_iter().map(String::from).collect()),
-                        connection,
-                    },
-                });
-                i = next;
-            }
-            "restart" => {
-                records.push(Record {
-                    line: header_line,
-                    kind: Kind::Restart,
-                });
-                i += 1;
-            }
-            "require" => {
-                let what = tokens[1..].join(" ");
-                records.push(Record {
-                    line: header_line,
-                    kind: Kind::Require(what),
-                });
-                i += 1;
-            }
-            "mode" => {
-                let what = tokens.get(1).copied().unwrap_or("").to_string();
-                records.push(Record {
-                    line: header_line,
-                    kind: Kind::Mode(what),
-                });
-                i += 1;
-            }
-            "halt" => {
-                records.push(Record {
-                    line: header_line,
-                    kind: Kind::Halt,
-                });
-                i += 1;
-            }
-            _ => {
-                records.push(Record {
-                    line: header_line,
-                    kind: Kind::Unsupported(trimmed.to_string()),
-                });
-                // skip the rest of this record
-                i += 1;
-                while i < lines.len() && !is_blank(lines[i]) {
-                    i += 1;
-                }
-            }
-        }
+            msg.to_string()
+        });
     }
+    let stdout = String::from_utf8(out.stdout)
+        .map_err(|e| format!("{}: slt.dump printed non-UTF-8: {e}", path.display()))?;
+    let records = from_dump(&stdout).map_err(|e| format!("{}: {e}", path.display()))?;
     Ok(Script {
         path: path.to_path_buf(),
         records,
     })
 }
 
+/// The records in `slt.dump`'s output, one JSON object per line.
+pub fn from_dump(text: &str) -> Result<Vec<Record>, String> {
+    let mut records = Vec::new();
+    for (n, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let v = json::parse(line).map_err(|e| format!("slt.dump line {}: {e}", n + 1))?;
+        if let Some(r) = record(&v).map_err(|e| format!("slt.dump line {}: {e}", n + 1))? {
+            records.push(r);
+        }
+    }
+    Ok(records)
+}
+
+fn str_field<'a>(v: &'a Json, key: &str) -> Result<&'a str, String> {
+    v.get(key)
+        .and_then(Json::as_str)
+        .ok_or_else(|| format!("no string {key:?}"))
+}
+
+/// A string field that may be null (or absent).
+fn opt_str(v: &Json, key: &str) -> Result<Option<String>, String> {
+    match v.get(key) {
+        None | Some(Json::Null) => Ok(None),
+        Some(Json::Str(s)) => Ok(Some(s.clone())),
+        Some(other) => Err(format!("{key:?} is not a string: {other:?}")),
+    }
+}
+
+fn str_list(v: &Json, key: &str) -> Result<Option<Vec<String>>, String> {
+    match v.get(key) {
+        None | Some(Json::Null) => Ok(None),
+        Some(Json::Arr(items)) => items
+            .iter()
+            .map(|i| {
+                i.as_str()
+                    .map(String::from)
+                    .ok_or_else(|| format!("{key:?} holds a non-string: {i:?}"))
+            })
+            .collect::<Result<Vec<_>, _>>()
+            .map(Some),
+        Some(other) => Err(format!("{key:?} is not a list: {other:?}")),
+    }
+}
+
+/// One dumped record; `None` for what the parser already applied (`mode skip` and the
+/// records it covers).
+fn record(v: &Json) -> Result<Option<Record>, String> {
+    let line = v
+        .get("line")
+        .and_then(Json::as_f64)
+        .filter(|l| *l >= 1.0 && l.fract() == 0.0)
+        .ok_or("no line number")? as usize;
+    let header = str_field(v, "header")?.trim().to_string();
+    let kind = str_field(v, "kind")?;
+    let unsupported = |why: &str| {
+        Ok(Some(Record {
+            line,
+            kind: Kind::Unsupported(if why.is_empty() {
+                header.clone()
+            } else {
+                format!("{header} ({why})")
+            }),
+        }))
+    };
+    // `skipif i=1` / `onlyif i<3`: only loops have variables, and the runner has no loops
+    let has_conditions = v
+        .get("conditions")
+        .and_then(Json::as_array)
+        .is_some_and(|c| !c.is_empty());
+    if has_conditions {
+        return unsupported("skipif/onlyif on a loop variable");
+    }
+    let kind = match kind {
+        "statement" => {
+            let expect = match str_field(v, "expect")? {
+                "ok" => Expect::Ok,
+                "error" => Expect::Error(opt_str(v, "error")?.filter(|e| !e.is_empty())),
+                _ => return unsupported(""),
+            };
+            Kind::Statement {
+                expect,
+                sql: str_field(v, "sql")?.to_string(),
+                connection: opt_str(v, "connection")?,
+            }
+        }
+        "query" => Kind::Query {
+            types: str_field(v, "types")?.to_string(),
+            sort: match str_field(v, "sort")? {
+                "nosort" => SortMode::NoSort,
+                "rowsort" => SortMode::RowSort,
+                "valuesort" => SortMode::ValueSort,
+                other => return Err(format!("unknown sort mode {other:?}")),
+            },
+            label: opt_str(v, "label")?,
+            sql: str_field(v, "sql")?.to_string(),
+            expected: str_list(v, "expected")?,
+            connection: opt_str(v, "connection")?,
+        },
+        "directive" => {
+            let params = str_list(v, "params")?.unwrap_or_default();
+            match str_field(v, "name")? {
+                "require" => Kind::Require(params.join(" ")),
+                "restart" if params.is_empty() => Kind::Restart,
+                "mode" => Kind::Mode(params.join(" ")),
+                "mode-skip" => return Ok(None),
+                _ => return unsupported(""),
+            }
+        }
+        "skipped" => return Ok(None),
+        "loop" => return unsupported(""),
+        other => return Err(format!("unknown record kind {other:?}")),
+    };
+    Ok(Some(Record { line, kind }))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Parse `text` as a .test file, through python.
+    fn parse_text(text: &str) -> Result<Script, String> {
+        let dir = crate::paths::fresh_temp_dir("moraine-slt").unwrap();
+        let file = dir.join("x.test");
+        std::fs::write(&file, text).unwrap();
+        let r = parse_file(&file);
+        let _ = std::fs::remove_dir_all(&dir);
+        r
+    }
 
     #[test]
     fn parses_the_supported_records() {
@@ -275,6 +268,7 @@ does not exist
 
 statement error
 SELECT broken(
+----
 
 query IT rowsort
 SELECT 1, 'a'
@@ -296,11 +290,35 @@ statement ok con2
 SELECT 1
 
 loop i 0 10
+
 statement ok
 SELECT 1
+
 endloop
+
+mode skip
+
+statement ok
+SELECT 'skipped'
+
+mode unskip
+
+mode output_result
+
+statement maybe
+SELECT 1
+----
+whatever
+
+query I valuesort mylabel
+SELECT 1
+
+halt
+
+statement ok
+SELECT 'after halt'
 ";
-        let s = parse(Path::new("x.test"), text).unwrap();
+        let s = parse_text(text).unwrap();
         let k: Vec<&Kind> = s.records.iter().map(|r| &r.kind).collect();
         assert_eq!(s.records[0].line, 2);
         assert_eq!(k[0], &Kind::Require("ducklake".into()));
@@ -322,6 +340,7 @@ endloop
                 connection: None
             }
         );
+        // an empty ---- section: any error will do
         assert_eq!(
             k[3],
             &Kind::Statement {
@@ -341,6 +360,7 @@ endloop
                 connection: None,
             }
         );
+        assert_eq!(s.records[4].line, 17);
         match k[5] {
             Kind::Query { expected, .. } => assert_eq!(expected, &Some(vec![])),
             other => panic!("{other:?}"),
@@ -355,13 +375,60 @@ endloop
             other => panic!("{other:?}"),
         }
         assert_eq!(k[9], &Kind::Unsupported("loop i 0 10".into()));
-        assert_eq!(k.len(), 10);
+        // mode skip ... mode unskip is applied by the parser
+        assert_eq!(k[10], &Kind::Mode("output_result".into()));
+        assert_eq!(k[11], &Kind::Unsupported("statement maybe".into()));
+        match k[12] {
+            Kind::Query { sort, label, .. } => {
+                assert_eq!(*sort, SortMode::ValueSort);
+                assert_eq!(label.as_deref(), Some("mylabel"));
+            }
+            other => panic!("{other:?}"),
+        }
+        // halt ends the file
+        assert_eq!(k.len(), 13);
+    }
+
+    #[test]
+    fn rejects_malformed_files() {
+        for text in [
+            "statement maybe_not\nSELECT 1\n",
+            "statement ok\n\n",
+            "statement ok\nSELECT 1\n----\nx\n",
+            "statement error\nSELECT 1\n", // DuckDB needs the expected message
+            "loop i 0 2\n",
+            "frobnicate\n",
+        ] {
+            let e = parse_text(text).unwrap_err();
+            // the parser's message names the file and line
+            assert!(e.contains("x.test:"), "{text:?}: {e}");
+        }
+        let e = parse_file(Path::new("/nonexistent/y.test")).unwrap_err();
+        assert!(e.contains("y.test"), "{e}");
+    }
+
+    #[test]
+    fn conditions_on_loop_variables_are_unsupported() {
+        let r = from_dump(
+            r#"{"line": 3, "header": "statement ok", "kind": "statement", "expect": "ok", "sql": "SELECT 1", "error": null, "connection": null, "conditions": [{"keyword": "i", "op": "=", "value": "1", "skip_if": true}]}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            r,
+            vec![Record {
+                line: 3,
+                kind: Kind::Unsupported("statement ok (skipif/onlyif on a loop variable)".into())
+            }]
+        );
+        assert!(from_dump("{\"line\": 1}").is_err());
+        assert!(from_dump("not json").is_err());
     }
 
     /// Every scenario in the repository parses, with nothing the runner lacks.
     #[test]
     fn repository_scenarios_parse() {
         let root = crate::paths::workspace_root().join("tests/e2e");
+        let mut n = 0;
         for dir in [root.clone(), root.join("selftest")] {
             let files = crate::e2e::scenario_files(&dir, None).unwrap();
             // Python-hosted scenarios (tests/e2e/python/*.py) are not sqllogictest files
@@ -370,9 +437,10 @@ endloop
                 .filter(|f| f.extension().is_some_and(|e| e == "test"))
             {
                 let s = parse_file(f).unwrap();
+                n += 1;
                 for r in &s.records {
                     assert!(
-                        !matches!(r.kind, Kind::Unsupported(_)),
+                        !matches!(r.kind, Kind::Unsupported(_) | Kind::Mode(_)),
                         "{}:{}: {:?}",
                         f.display(),
                         r.line,
@@ -381,12 +449,21 @@ endloop
                 }
             }
         }
+        assert!(n > 0);
     }
 
+    /// The parser's own unit tests (tests/conformance/slt/test_parser.py).
     #[test]
-    fn rejects_malformed_headers() {
-        assert!(parse(Path::new("x"), "statement maybe\nSELECT 1\n").is_err());
-        assert!(parse(Path::new("x"), "statement ok\n\n").is_err());
-        assert!(parse(Path::new("x"), "statement ok\nSELECT 1\n----\nx\n").is_err());
+    fn python_parser_unit_tests() {
+        let out = Command::new(crate::deps::python())
+            .args(["-m", "unittest", "slt.test_parser"])
+            .current_dir(conformance_dir())
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
 }

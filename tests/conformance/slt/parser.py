@@ -1,4 +1,9 @@
-"""Reading DuckDB's sqllogictest dialect.
+"""Reading DuckDB's sqllogictest dialect: the repository's one parser of it.
+
+The conformance runner (runtime.py) uses it directly; `cargo xtask e2e` reads its scenario files
+through it too, as JSON lines from `python -m slt.dump FILE` (dump.py), so both runners read a
+file the same way. DuckDB's own Python package for this (`scripts/sqllogictest/` in DuckDB's
+repository) is not published on PyPI, so it cannot be pinned like the rest of the test stack.
 
 The file is read line by line the way DuckDB's own runner reads it:
 
@@ -8,7 +13,7 @@ The file is read line by line the way DuckDB's own runner reads it:
 * an expected error runs from `----` to the next empty line (comment lines included);
 * an expected result runs from `----` to the next empty line. Without `----`, whatever follows
   the SQL up to the next empty line is taken as the result (so a comment right under a query is
-  "expected output", as in DuckDB);
+  "expected output", as in DuckDB); `Query.has_result` tells whether there was a `----`;
 * a line holding only spaces is not empty.
 
 `records()` is a generator and takes the runner's keyword substitution as a callback, because
@@ -59,6 +64,8 @@ class Query:
     connection: str = ""
     label: str = ""
     conditions: List[Condition] = field(default_factory=list)
+    types: str = ""  # the header's type letters (`ITT`), one per column
+    has_result: bool = True  # False when the record has no `----` line
 
 
 @dataclass
@@ -274,6 +281,7 @@ class Parser:
                     self.fail(f"unknown type character in {types!r}, expected T, I or R only")
                 self.pos += 1
                 sql = self._extract_sql()
+                has_result = self.pos < len(self.lines) and self.lines[self.pos] == "----"
                 expected = self._extract_result()
                 sort = "nosort"
                 con = ""
@@ -284,7 +292,7 @@ class Parser:
                         con = params[1]
                 label = params[2] if len(params) > 2 else ""
                 rec = Query(header_line, len(types), sort, self.substitute(sql), expected, con,
-                            label, conditions)
+                            label, conditions, types, has_result)
                 out = self._emit(rec)
                 if out is not None:
                     yield out
