@@ -31,17 +31,28 @@ use std::time::Duration;
 use tracing::Instrument;
 
 mod compactor;
-#[cfg(test)]
-pub(crate) use compactor::START_AFTER as COMPACTOR_START_AFTER;
+mod format;
 mod load;
 mod local;
-#[cfg(test)]
-pub(crate) use load::{image_from_records, load_image};
+mod options;
 mod reclaim;
+mod snapshots;
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+pub(crate) use compactor::START_AFTER as COMPACTOR_START_AFTER;
+pub use format::STORE_FORMAT;
+#[cfg(test)]
+pub(crate) use load::{image_from_records, load_image};
+pub use options::{DEFAULT_IO_TIMEOUT, DEFAULT_READER_POLL};
 pub use reclaim::DEFAULT_RECLAIM_INTERVAL;
 pub use reclaim::{Caller, Reclaimed};
+
+// what the submodules share (each reads this module's names with `use super::*`)
+use format::check_format;
+use options::{io_timeout_option, millis_option, reader_poll_option, Access};
+use snapshots::OpenSnapshots;
 
 /// Every commit flushes one small WAL object, and an open (a writer's, or a reader's) replays
 /// every WAL object written since the last memtable flush. SlateDB flushes the memtable only
@@ -49,18 +60,6 @@ pub use reclaim::{Caller, Reclaimed};
 /// on every attach; a writer flushes its memtable to L0 itself after this many commits (the
 /// writer's compactor merges the L0 tables: `compactor.rs`).
 const COMMITS_PER_MEMTABLE_FLUSH: u64 = 64;
-
-/// Value of `sys/format`: the moraine store format this build writes and reads.
-pub const STORE_FORMAT: &str = "moraine-store-3";
-
-/// The format before the image's own records (`image/`: checkpoint pointer and commit log,
-/// RFC 0009): the same layout without them, read as it is and upgraded by a writer. A build
-/// of that format would refuse `image/` keys as outside its keyspace, hence the new marker.
-const FORMAT_WITHOUT_IMAGE: &str = "moraine-store-2";
-
-/// The format before lakes were keyed apart (RFC 0002): read, and upgraded by a writer, when
-/// all its lakes are in schema `main`, where the two layouts coincide.
-const PREVIOUS_FORMAT: &str = "moraine-store-1";
 
 // ---- the store -------------------------------------------------------------------------------
 
@@ -134,33 +133,6 @@ pub struct Store {
 
 type Registry = Mutex<HashMap<(String, bool), Weak<Store>>>;
 
-/// The SlateDB snapshots a writer took, held weakly: those still open are the committed states
-/// something of the process may still read.
-#[derive(Default)]
-pub(crate) struct OpenSnapshots {
-    taken: Vec<Weak<slatedb::DbSnapshot>>,
-    /// How many may be remembered before the closed ones are forgotten.
-    room: usize,
-}
-
-impl OpenSnapshots {
-    fn add(&mut self, snapshot: &Arc<slatedb::DbSnapshot>) {
-        if self.taken.len() >= self.room {
-            self.taken.retain(|w| w.strong_count() > 0);
-            self.room = (self.taken.len() * 2).max(16);
-        }
-        self.taken.push(Arc::downgrade(snapshot));
-    }
-
-    fn oldest(&self) -> Option<u64> {
-        self.taken
-            .iter()
-            .filter_map(Weak::upgrade)
-            .map(|s| s.seq())
-            .min()
-    }
-}
-
 fn open_stores() -> &'static Registry {
     static REG: OnceLock<Registry> = OnceLock::new();
     REG.get_or_init(|| Mutex::new(HashMap::new()))
@@ -186,53 +158,6 @@ fn writer_settings() -> Settings {
         compactor_options: None,
         ..Settings::default()
     }
-}
-
-/// How long one store operation may take unless the attach says otherwise (DuckDB's
-/// `moraine_io_timeout` setting): opening SlateDB (its manifest, fencing, WAL replay), a
-/// commit's durable write, a close.
-pub const DEFAULT_IO_TIMEOUT: Duration = Duration::from_secs(30);
-
-/// How an attach reaches its store: the credentials of an s3:// store and the time limit of
-/// each operation. An attach that would share an open store must bring the same.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Access {
-    secret: Option<crate::s3::S3Secret>,
-    io_timeout: Duration,
-    /// The most one commit writes (`moraine_max_commit_size`, see `limits.rs`).
-    max_commit_bytes: u64,
-    /// How often a reader polls for the writer's commits (`moraine_reader_poll_interval`).
-    reader_poll: Duration,
-    /// The longest a writer leaves an SST unrewritten (`moraine_reclaim_interval`).
-    reclaim_interval: Duration,
-}
-
-/// The option `key` in milliseconds (from the interval setting `setting`), else `default`.
-fn millis_option(
-    options: &[(String, String)],
-    key: &str,
-    setting: &str,
-    default: Duration,
-) -> Result<Duration> {
-    match options.iter().find(|(k, _)| k == key) {
-        None => Ok(default),
-        Some((_, v)) => match v.parse::<u64>() {
-            Ok(ms) if ms > 0 => Ok(Duration::from_millis(ms)),
-            _ => Err(Error::InvalidInput(format!(
-                "{setting} must be positive (at least a millisecond), not '{v}'"
-            ))),
-        },
-    }
-}
-
-/// The `io_timeout_ms` option (from `moraine_io_timeout`), else [`DEFAULT_IO_TIMEOUT`].
-fn io_timeout_option(options: &[(String, String)]) -> Result<Duration> {
-    millis_option(
-        options,
-        "io_timeout_ms",
-        "moraine_io_timeout",
-        DEFAULT_IO_TIMEOUT,
-    )
 }
 
 /// How many times a garbage-collection pass retries a failed object-store call.
@@ -371,21 +296,6 @@ fn gc_at_close(boundary_files: bool) -> GarbageCollectorOptions {
 /// How long manifests are kept on a store without SlateDB's boundary objects (see
 /// [`gc_options`]).
 const MANIFEST_AGE_WITHOUT_BOUNDARY: Duration = Duration::from_secs(3600);
-
-/// How often a reader polls the writer's manifest and WAL unless the attach says otherwise
-/// (DuckDB's `moraine_reader_poll_interval` setting): its freshness (RFC 0009).
-pub const DEFAULT_READER_POLL: Duration = Duration::from_millis(200);
-
-/// The `reader_poll_ms` option (from `moraine_reader_poll_interval`), else
-/// [`DEFAULT_READER_POLL`].
-fn reader_poll_option(options: &[(String, String)]) -> Result<Duration> {
-    millis_option(
-        options,
-        "reader_poll_ms",
-        "moraine_reader_poll_interval",
-        DEFAULT_READER_POLL,
-    )
-}
 
 fn reader_options(poll: Duration) -> DbReaderOptions {
     DbReaderOptions {
@@ -777,25 +687,6 @@ impl Store {
             .fenced
             .load(Ordering::SeqCst)
             .then_some(slatedb::CloseReason::Fenced))
-    }
-
-    /// A SlateDB snapshot of this writer's state now, remembered (weakly) among the open ones.
-    pub(crate) fn take_snapshot(&self, db: &Db) -> Result<Arc<slatedb::DbSnapshot>> {
-        let snapshot = db.snapshot()?;
-        self.snapshots
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .add(&snapshot);
-        Ok(snapshot)
-    }
-
-    /// The sequence number of the oldest SlateDB snapshot this writer took that is still open:
-    /// the oldest state something of this process (an image a transaction pinned) may read.
-    pub(crate) fn oldest_open_snapshot(&self) -> Option<u64> {
-        self.snapshots
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .oldest()
     }
 
     pub(crate) fn current_image(&self) -> Option<Arc<Image>> {
@@ -1584,48 +1475,6 @@ async fn open_backend(
         }
     }
     Ok(Backend::writer(db))
-}
-
-/// Accept the store's `sys/format`: this build's, or the previous one when its layout is this
-/// one's (every lake in schema `main`); a writer then upgrades the marker.
-async fn check_format(location: &str, backend: &Backend, value: &[u8]) -> Result<()> {
-    if value == STORE_FORMAT.as_bytes() {
-        return Ok(());
-    }
-    if value != PREVIOUS_FORMAT.as_bytes() && value != FORMAT_WITHOUT_IMAGE.as_bytes() {
-        return Err(not_a_store(
-            location,
-            format!(
-                "its sys/format is {:?}; this build reads {STORE_FORMAT:?} (and \
-                 {FORMAT_WITHOUT_IMAGE:?}, {PREVIOUS_FORMAT:?})",
-                String::from_utf8_lossy(value)
-            ),
-        ));
-    }
-    let keyed_apart = value == FORMAT_WITHOUT_IMAGE.as_bytes();
-    for (key, _) in backend.scan(&keys::sys_table_prefix()).await? {
-        if keyed_apart {
-            break;
-        }
-        if let [_, _, Cell::Text(schema), Cell::Text(name)] = keys::decode_key(&key)?.as_slice() {
-            if schema != keys::DEFAULT_LAKE && crate::tables::fixed_table(name).is_some() {
-                return Err(not_a_store(
-                    location,
-                    format!(
-                        "its sys/format is {PREVIOUS_FORMAT:?} and it holds a lake in schema \
-                         {schema}, whose rows that format kept at the keys of schema main's; \
-                         this build ({STORE_FORMAT:?}) keys lakes apart and cannot read it"
-                    ),
-                ));
-            }
-        }
-    }
-    if let Backend::Writer(db, _) = backend {
-        let handle = db.put(keys::sys_format(), STORE_FORMAT.as_bytes()).await?;
-        db.flush().await?;
-        handle.await_durable().await?;
-    }
-    Ok(())
 }
 
 /// Deletes the commit-log records of batches up to `batch`, in batches of a thousand; how many
