@@ -29,8 +29,10 @@ use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 use tracing::Instrument;
 
+mod close;
 mod compactor;
 mod format;
+mod gc;
 mod load;
 mod local;
 mod open;
@@ -40,6 +42,8 @@ mod snapshots;
 #[cfg(test)]
 mod tests;
 
+#[cfg(test)]
+pub(crate) use close::{replay_backlog, REPLAY_BACKLOG_LIMIT};
 #[cfg(test)]
 pub(crate) use compactor::START_AFTER as COMPACTOR_START_AFTER;
 pub use format::STORE_FORMAT;
@@ -51,6 +55,7 @@ pub use reclaim::{Caller, Reclaimed};
 
 // what the submodules share (each reads this module's names with `use super::*`)
 use format::check_format;
+use gc::{gc_at_close, start_collector};
 use open::{not_a_store, writer_settings};
 use options::{io_timeout_option, millis_option, reader_poll_option, Access};
 use snapshots::OpenSnapshots;
@@ -131,143 +136,6 @@ pub struct Store {
     #[cfg(test)]
     pub(crate) head_reads: std::sync::atomic::AtomicU64,
 }
-
-/// How many times a garbage-collection pass retries a failed object-store call.
-const GC_RETRIES: u32 = 3;
-
-/// How often a writer's garbage collector runs; its first pass is one interval after the open,
-/// never during an attach.
-const GC_INTERVAL: Duration = Duration::from_secs(10);
-
-/// A writer's garbage collector: a pass of SlateDB's collector with [`gc_options`] every
-/// [`GC_INTERVAL`], until the store closes. (SlateDB's own background collector makes its first
-/// pass as the database opens, listing every directory while the attach waits for its reads.)
-/// Every minute (every pass, for an interval under a minute) it also reclaims the store's space
-/// when its oldest SST or WAL object is older than `moraine_reclaim_interval` (see `reclaim.rs`),
-/// and after a reclaim that failed waits ten minutes before the next check.
-fn start_collector(store: &Arc<Store>) -> tokio::task::JoinHandle<()> {
-    let object_store = store.objects.store.clone();
-    let boundary_files = store.boundary_files;
-    let interval = store.access.reclaim_interval;
-    let store = Arc::downgrade(store);
-    let check_every = reclaim::check_every(interval, GC_INTERVAL);
-    runtime().spawn(async move {
-        let admin = slatedb::admin::Admin::builder("", object_store.clone()).build();
-        let mut paused_until = None;
-        for pass in 1u32.. {
-            tokio::time::sleep(GC_INTERVAL).await;
-            let pass_done = admin
-                .run_gc_once(gc_options(boundary_files))
-                .instrument(tracing::debug_span!("moraine.gc"));
-            if let Err(e) = pass_done.await {
-                tracing::warn!("moraine: collecting obsolete objects failed: {e}");
-            }
-            let paused = paused_until.is_some_and(|t| tokio::time::Instant::now() < t);
-            if pass % check_every == 0
-                && !paused
-                && !reclaim::reclaim_if_due(&admin, &object_store, &store, interval).await
-            {
-                paused_until = Some(tokio::time::Instant::now() + reclaim::RETRY_AFTER_FAILURE);
-            }
-        }
-    })
-}
-
-/// How a writer collects SlateDB's obsolete objects (RFC 0009). Every commit writes one WAL
-/// object, and every open lists the whole WAL directory, so WAL objects whose records are in
-/// L0 (before the manifest's replay boundary) are collected ten seconds after they were
-/// written, not SlateDB's five minutes: no writer reads them again, and a reader following the
-/// manifest that finds one gone stops its replay there and catches up from the next manifest
-/// (SlateDB's `WalTruncated`). Manifests and compactor state go after a minute. Compacted SSTs
-/// keep SlateDB's five minutes: a reader's scan may still read them through the manifest it
-/// holds.
-///
-/// SlateDB guards manifest and compactor-state collection with boundary objects that it
-/// updates by compare-and-swap (`PutMode::Update`); an object store without that (a local
-/// directory) collects them without the boundary (`boundary_files`), else it could never
-/// collect them. The boundary stops a writer fenced long ago from writing a manifest at an id
-/// already collected (such a writer's WAL writes still fail on SlateDB's WAL fence), and it
-/// sends a reader whose next manifest was collected back to listing: a reader probes for the
-/// manifest after the last one it read, and without the boundary, finding it gone, would take
-/// its last one for the latest. So without the boundary manifests are kept for an hour, and
-/// collected at close only once that old.
-fn gc_options(boundary_files: bool) -> GarbageCollectorOptions {
-    let every = |secs: u64| GarbageCollectorDirectoryOptions {
-        interval: None,
-        min_age: Duration::from_secs(secs),
-        dry_run: false,
-    };
-    GarbageCollectorOptions {
-        wal_options: Some(every(10)),
-        // without the boundary, an hour (see above)
-        manifest_options: Some(if boundary_files {
-            every(60)
-        } else {
-            every(MANIFEST_AGE_WITHOUT_BOUNDARY.as_secs())
-        }),
-        compactions_options: Some(every(60)),
-        boundary_files_enabled: boundary_files,
-        object_store_max_retries: Some(GC_RETRIES),
-        ..GarbageCollectorOptions::default()
-    }
-}
-
-/// How many WAL objects an open now would replay: SlateDB replays every one after its
-/// manifest's replay point, including the empty object each writer's open writes to fence the
-/// writer before it (this writer's own fence took the id the manifest still calls next).
-pub(crate) fn replay_backlog(db: &Db) -> u64 {
-    let manifest = db.manifest();
-    manifest
-        .next_wal_sst_id()
-        .saturating_sub(manifest.replay_after_wal_id())
-}
-
-/// A writer's close moves the replay point when the next open would otherwise replay this many
-/// WAL objects or more: at most one small L0 SST per this many opens that committed nothing,
-/// and no open reads more than about this many objects of WAL.
-pub(crate) const REPLAY_BACKLOG_LIMIT: u64 = 8;
-
-/// What a writer's clean close collects after flushing its memtable, whatever their age: the
-/// WAL objects before the new replay boundary, the compactor's old job states and, where the
-/// store keeps SlateDB's boundary objects, the manifests before the latest (without them, the
-/// manifests older than the hour [`gc_options`] keeps them for: a writer that never stays open
-/// for a collector pass would otherwise leave every manifest it wrote). Every open lists those
-/// directories several times (SlateDB lists a directory to find its latest object), so the
-/// next open lists only what is live. A reader that lists a manifest and finds it gone when it
-/// reads it lists again (SlateDB's manifest store does).
-fn gc_at_close(boundary_files: bool) -> GarbageCollectorOptions {
-    let now = || {
-        Some(GarbageCollectorDirectoryOptions {
-            interval: None,
-            min_age: Duration::ZERO,
-            dry_run: false,
-        })
-    };
-    GarbageCollectorOptions {
-        wal_options: now(),
-        // without the boundary a reader could miss a manifest collected this soon (see above)
-        manifest_options: if boundary_files {
-            now()
-        } else {
-            Some(GarbageCollectorDirectoryOptions {
-                interval: None,
-                min_age: MANIFEST_AGE_WITHOUT_BOUNDARY,
-                dry_run: false,
-            })
-        },
-        compactions_options: now(),
-        wal_fence_options: None,
-        compacted_options: None,
-        detach_options: None,
-        boundary_files_enabled: boundary_files,
-        object_store_max_retries: Some(GC_RETRIES),
-        ..GarbageCollectorOptions::default()
-    }
-}
-
-/// How long manifests are kept on a store without SlateDB's boundary objects (see
-/// [`gc_options`]).
-const MANIFEST_AGE_WITHOUT_BOUNDARY: Duration = Duration::from_secs(3600);
 
 impl Store {
     /// Whether this writer's compactor runs (tests).
@@ -804,7 +672,6 @@ impl Store {
         }
     }
 
-    /// Close the underlying SlateDB handle (also done when the last `Arc` drops).
     /// How many keys each keyspace holds at the latest committed state, as
     /// (keyspace, kind, keys): e.g. ("history", "ducklake_column", 3). The kind is the second
     /// key segment when it is text (a table name), else empty (e.g. `snapshot/<id>`). A lake
@@ -902,130 +769,6 @@ impl Store {
     /// SlateDB's metrics for this store (`moraine_metrics`).
     pub fn metrics(&self) -> Vec<(String, String, i64)> {
         crate::status::metric_rows(&self.metrics)
-    }
-
-    pub fn close(&self) -> Result<()> {
-        if self.closed.swap(true, std::sync::atomic::Ordering::SeqCst) {
-            return Ok(());
-        }
-        let span = tracing::debug_span!("moraine.close", store = %self.url);
-        let _enter = span.enter();
-        let broken = self.broken.load(Ordering::SeqCst);
-        let closing = async {
-            let Backend::Writer(db, _) = &self.backend else {
-                return self.backend.close().await;
-            };
-            if let Some(collector) = self
-                .collector
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .take()
-            {
-                collector.abort();
-            }
-            let running = self
-                .checkpointing
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .take();
-            if broken {
-                // a write of unknown outcome is pending: stop without flushing the memtable
-                // that holds it (SlateDB's WAL upload may still deliver it, as the error said)
-                if let Some(running) = running {
-                    running.abort();
-                }
-                self.compactor.stop().await;
-                db.close_with_options(slatedb::config::CloseOptions { flush_type: None })
-                    .await?;
-                return Ok(());
-            }
-            // a writer leaves a checkpoint of its last commit for the next attach
-            if let Some(running) = running {
-                let _ = running.await;
-            }
-            if self.close_reason().is_none() {
-                if let (Some(image), Some(writer)) = (self.current_image(), self.checkpointer()) {
-                    if let Err(e) = writer.write(&image).await {
-                        tracing::warn!(
-                            "moraine: writing the image checkpoint at close failed: {e}"
-                        );
-                    }
-                }
-            }
-            // A writer still holding the lake leaves nothing for the next open to replay: its
-            // memtable goes to L0, and the WAL objects before the new boundary are collected.
-            // A flush that adds to a full L0 waits for a compaction: the compactor runs for
-            // the replay marker's flush, and for a writer that committed (it runs since the
-            // first commit). A memtable holding only what the open replayed (a writer that
-            // stopped without flushing) is left to the compactor the open's timer starts.
-            let mut holding = self.close_reason().is_none();
-            let marker_due = holding && replay_backlog(db) >= REPLAY_BACKLOG_LIMIT;
-            if compactor::l0_is_full(db) && (marker_due || self.commits.load(Ordering::SeqCst) > 0)
-            {
-                self.start_compactor();
-            }
-            let mut unmarked = false;
-            if marker_due {
-                // SlateDB moves the replay point only when it flushes a memtable holding
-                // something, so writers that commit nothing (one that only queries) each leave
-                // their open's fence in the WAL for every later open to read: give the flush one
-                // record, the store's unchanged format marker, durable first so that the replay
-                // point the flush records is past it
-                let marked = async {
-                    let handle = db.put(keys::sys_format(), STORE_FORMAT.as_bytes()).await?;
-                    db.flush().await?;
-                    handle.await_durable().await
-                };
-                if let Err(e) = marked.await {
-                    // (a writer fenced without knowing it learns it here: nothing to tidy)
-                    tracing::debug!("moraine: writing the replay marker at close failed: {e}");
-                    holding = false;
-                    unmarked = true;
-                }
-            }
-            let tidy = holding
-                && db
-                    .flush_with_options(FlushOptions {
-                        flush_type: FlushType::MemTable,
-                    })
-                    .await
-                    .inspect_err(|e| {
-                        tracing::warn!("moraine: flushing the memtable at close failed: {e}")
-                    })
-                    .is_ok();
-            self.compactor.stop().await;
-            match self.backend.close().await {
-                // the marker's failure closed SlateDB with its reason (fenced, most likely);
-                // every commit this writer acknowledged was durable already
-                Err(e) if unmarked => {
-                    tracing::debug!("moraine: closing after the replay marker failed: {e}")
-                }
-                closed => closed?,
-            }
-            if tidy {
-                let admin = slatedb::admin::Admin::builder("", self.objects.store.clone()).build();
-                if let Err(e) = admin.run_gc_once(gc_at_close(self.boundary_files)).await {
-                    tracing::warn!("moraine: collecting obsolete objects at close failed: {e}");
-                }
-            }
-            Ok(())
-        };
-        let closed = block_on(within(
-            self.access.io_timeout,
-            &self.url,
-            "closing (every commit it acknowledged was already durable)",
-            closing,
-        ));
-        crate::sst_cache::shared().drop_scope(self.cache_scope);
-        closed
-    }
-}
-
-impl Drop for Store {
-    fn drop(&mut self) {
-        if let Err(e) = self.close() {
-            tracing::warn!("moraine: closing {} failed: {e}", self.canonical);
-        }
     }
 }
 
