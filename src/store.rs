@@ -17,11 +17,9 @@ use crate::runtime::{runtime, seconds, unix_micros_now, within};
 use bytes::Bytes;
 use object_store::{ObjectStore, ObjectStoreExt};
 use slatedb::config::{
-    FlushOptions, FlushType, GarbageCollectorDirectoryOptions, GarbageCollectorOptions, PutOptions,
-    Ttl,
+    FlushOptions, FlushType, GarbageCollectorDirectoryOptions, GarbageCollectorOptions,
 };
 use slatedb::{Db, WriteBatch};
-use std::collections::BTreeMap;
 use std::future::Future;
 use std::path::Path;
 use std::sync::atomic::Ordering;
@@ -30,6 +28,7 @@ use std::time::Duration;
 use tracing::Instrument;
 
 mod close;
+mod commit;
 mod compactor;
 mod format;
 mod gc;
@@ -37,6 +36,7 @@ mod load;
 mod local;
 mod open;
 mod options;
+mod pin;
 mod reclaim;
 mod snapshots;
 #[cfg(test)]
@@ -59,13 +59,6 @@ use gc::{gc_at_close, start_collector};
 use open::{not_a_store, writer_settings};
 use options::{io_timeout_option, millis_option, reader_poll_option, Access};
 use snapshots::OpenSnapshots;
-
-/// Every commit flushes one small WAL object, and an open (a writer's, or a reader's) replays
-/// every WAL object written since the last memtable flush. SlateDB flushes the memtable only
-/// after 4096 WAL flushes or 64 MiB, so a lake of small commits would replay thousands of objects
-/// on every attach; a writer flushes its memtable to L0 itself after this many commits (the
-/// writer's compactor merges the L0 tables: `compactor.rs`).
-const COMMITS_PER_MEMTABLE_FLUSH: u64 = 64;
 
 // ---- the store -------------------------------------------------------------------------------
 
@@ -253,23 +246,6 @@ impl Store {
             .then_some(slatedb::CloseReason::Fenced))
     }
 
-    pub(crate) fn current_image(&self) -> Option<Arc<Image>> {
-        self.image.lock().unwrap_or_else(|p| p.into_inner()).clone()
-    }
-
-    #[cfg(test)]
-    pub(crate) fn install_image_for_test(&self, image: Arc<Image>) {
-        self.install_image(Some(image));
-    }
-
-    /// Test hook: as if a commit wrote its batch and then panicked before installing its
-    /// image, leaving `stale` installed.
-    #[cfg(test)]
-    pub(crate) fn lose_install_for_test(&self, stale: Arc<Image>) {
-        self.image_unsure.store(true, Ordering::SeqCst);
-        self.install_image(Some(stale));
-    }
-
     /// `f` on the store's runtime, failing with [`Error::Unreachable`] when it takes longer than
     /// the store's time limit (`what` names it). For reads: a read given up writes nothing.
     pub(crate) fn bounded<T: Send>(
@@ -292,250 +268,6 @@ impl Store {
             )));
         }
         Ok(())
-    }
-
-    fn install_image(&self, image: Option<Arc<Image>>) {
-        let mut installed = self.image.lock().unwrap_or_else(|p| p.into_inner());
-        let new_head = match (&*installed, &image) {
-            (Some(old), Some(new)) => old.head() != new.head(),
-            _ => true,
-        };
-        *installed = image;
-        if new_head {
-            // after the install: a transaction that began later pins it, or a newer one
-            self.head_installed_at
-                .fetch_max(unix_micros_now(), Ordering::SeqCst);
-        }
-    }
-
-    /// When an image of a new head was last installed, in microseconds since the Unix epoch.
-    pub(crate) fn head_installed_at(&self) -> i64 {
-        self.head_installed_at.load(Ordering::SeqCst)
-    }
-
-    /// The image a transaction beginning now reads (RFC 0009): the current one while the store's
-    /// head is the one it was read at, else one read afresh (a reader following the writer, or
-    /// a writer whose image was dropped). Never changes under a transaction that pinned it.
-    pub(crate) fn pin_image(&self) -> Result<Arc<Image>> {
-        let span = tracing::trace_span!("moraine.pin", store = %self.url);
-        let _enter = span.enter();
-        self.check_not_broken()?;
-        if let Backend::Writer(..) = &self.backend {
-            // Only this process writes the lake while its writer is open, and each of its
-            // commits installs its image under the commit lock: the image is the head, and
-            // pinning it reads nothing. A fenced or closed writer fails here, as every read of
-            // it did before the image.
-            if let Some(reason) = self.close_reason() {
-                return Err(Error::from(slatedb::Error::closed(
-                    "the lake's writer is closed".into(),
-                    reason,
-                )));
-            }
-            if !self.image_unsure.load(Ordering::SeqCst) {
-                if let Some(image) = self.current_image() {
-                    return Ok(image);
-                }
-            }
-        }
-        let now = self.bounded("reading the head", self.read_head())?;
-        // an image at or past the head just read is current: a writer's moves only under the
-        // commit lock, and a reader's state only moves forward
-        let current = |image: &Arc<Image>| image.head().batch_count >= now.batch_count;
-        if let Some(image) = self.current_image().filter(current) {
-            return Ok(image);
-        }
-        let _one_at_a_time = self.commit_lock.lock().unwrap_or_else(|p| p.into_inner());
-        // a commit that timed out while this pin waited left a batch of unknown outcome in
-        // SlateDB's memtable, which a read would see: serve nothing
-        self.check_not_broken()?;
-        // Under the commit lock no commit of this process is in flight, so the head read now is
-        // the one to trust (the one read above may be older than a commit that wrote and never
-        // installed its image while this pin waited for the lock).
-        let now = self.bounded("reading the head", self.read_head())?;
-        let previous = self.current_image();
-        if let Some(image) = previous
-            .as_ref()
-            .filter(|i| i.head().batch_count >= now.batch_count)
-        {
-            // an image at the store's head is sure again
-            self.image_unsure.store(false, Ordering::SeqCst);
-            return Ok(image.clone());
-        }
-        let _refresh = tracing::debug_span!(
-            "moraine.refresh",
-            store = %self.url,
-            from = previous.as_ref().map(|i| i.head().batch_count),
-            to = now.batch_count
-        )
-        .entered();
-        let image = Arc::new(self.bounded(
-            "reading the image",
-            load::load_image(self, previous.as_deref(), now),
-        )?);
-        if let (Some(batch), Backend::Writer(..)) = (image.checkpoint_batch(), &self.backend) {
-            // the newest checkpoint is known: the next one is due 64 commits after it
-            let _ = self
-                .checkpointed
-                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |known| {
-                    (known == u64::MAX || known < batch).then_some(batch)
-                });
-        }
-        tracing::debug!(
-            batch = image.head().batch_count,
-            records = image.footprint().0,
-            "moraine: image read from the store"
-        );
-        self.install_image(Some(image.clone()));
-        self.image_unsure.store(false, Ordering::SeqCst);
-        // an attach's image, or one read again from scratch (a dropped image is read like an
-        // attach's): its first transactions will read the planning tables
-        if previous.is_none() {
-            warm_in_background(&image, &self.url);
-        }
-        Ok(image)
-    }
-
-    /// Write what `translate` returns as one SlateDB batch on behalf of a transaction pinned to
-    /// `base`, and advance the image by it. Under the commit lock, a store whose head is no
-    /// longer `base`'s refuses first (a conflict), before anything is translated.
-    pub(crate) fn commit_writes<T>(
-        &self,
-        base: &Arc<Image>,
-        translate: impl FnOnce() -> Result<(BTreeMap<Vec<u8>, Option<Vec<u8>>>, Head, T)>,
-    ) -> Result<T> {
-        let span = tracing::debug_span!(
-            "moraine.commit",
-            store = %self.url,
-            batch = tracing::field::Empty,
-            keys = tracing::field::Empty,
-            bytes = tracing::field::Empty
-        );
-        let _enter = span.enter();
-        let db = match &self.backend {
-            Backend::Writer(db, _) => db,
-            Backend::Reader(_) => {
-                return Err(Error::ReadOnly(format!(
-                    "cannot commit changes to {}",
-                    self.url
-                )))
-            }
-        };
-        let _commit = self.commit_lock.lock().unwrap_or_else(|p| p.into_inner());
-        self.check_not_broken()?;
-        // the store's own head, not the image: a commit that landed but never installed its
-        // image (a panic between the two) must still be seen
-        let head_now = self.bounded("reading the head", self.read_head())?;
-        if head_now != base.head() {
-            if self.current_image().is_some_and(|i| i.head() != head_now) {
-                // the installed image is not the store's head either: the next pin rereads
-                self.install_image(None);
-            }
-            return Err(Error::Conflict(format!(
-                "write conflict: the lake advanced from batch {} to batch {} since this \
-                 transaction began; retry",
-                base.head().batch_count,
-                head_now.batch_count
-            )));
-        }
-        let (writes, head, out) = translate()?;
-        span.record("batch", head.batch_count);
-        span.record("keys", writes.len());
-        let size = crate::limits::CommitSize::of(writes.iter());
-        span.record("bytes", size.bytes);
-        // the commit log record, in the same batch: how an image at the batch before follows
-        let log = checkpoint::encode_log(head, &writes);
-        size.check(log.len(), self.access.max_commit_bytes)?;
-        let mut batch = WriteBatch::new();
-        for (k, v) in &writes {
-            match v {
-                Some(v) => batch.put(k, v),
-                None => batch.delete(k),
-            }
-        }
-        batch.put_with_options(
-            keys::image_log(head.batch_count),
-            log,
-            &PutOptions {
-                ttl: Ttl::ExpireAfterMillis(checkpoint::LOG_TTL.as_millis() as u64),
-            },
-        );
-        self.image_unsure.store(true, Ordering::SeqCst);
-        let written = block_on(
-            async {
-                let write = async {
-                    let handle = db.write(batch).await?;
-                    // make the commit durable now rather than at the next flush tick
-                    db.flush().await?;
-                    handle.await_durable().await?;
-                    Ok::<(), Error>(())
-                };
-                match tokio::time::timeout(self.access.io_timeout, write).await {
-                    Ok(written) => written,
-                    Err(_) => {
-                        // SlateDB holds the batch and retries its upload: it may land later
-                        Err(self.outcome_unknown(&format!(
-                            "the write did not finish within {} (moraine_io_timeout)",
-                            seconds(self.access.io_timeout)
-                        )))
-                    }
-                }
-            }
-            .instrument(tracing::debug_span!("moraine.write")),
-        );
-        if let Err(e) = written {
-            if matches!(e, Error::Fenced(_)) {
-                self.fenced.store(true, Ordering::SeqCst);
-            }
-            // whether any of it landed is the store's to say: read it afresh next time
-            self.install_image(None);
-            self.image_unsure.store(false, Ordering::SeqCst);
-            return Err(e);
-        }
-        match self
-            .take_snapshot(db)
-            .and_then(|snap| base.advance(&writes, head, Some(snap)))
-        {
-            Ok(next) => {
-                let next = Arc::new(next);
-                self.install_image(Some(next.clone()));
-                self.checkpoint_after_commit(next);
-            }
-            Err(e) => {
-                tracing::warn!("moraine: the image could not follow a commit ({e}); rereading");
-                self.install_image(None);
-            }
-        }
-        self.image_unsure.store(false, Ordering::SeqCst);
-        self.commits.fetch_add(1, Ordering::SeqCst);
-        // a writer that commits has work for its compactor (started at the first commit, and
-        // again if it stopped on an error)
-        self.start_compactor();
-        self.last_commit_micros
-            .store(unix_micros_now(), Ordering::SeqCst);
-        // the commit is installed: pins and commits need not wait for the flush below
-        drop(_commit);
-        if self
-            .unflushed_commits
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
-            + 1
-            >= COMMITS_PER_MEMTABLE_FLUSH
-        {
-            self.unflushed_commits
-                .store(0, std::sync::atomic::Ordering::Relaxed);
-            let flushed = self.bounded("flushing the memtable", async {
-                Ok(db
-                    .flush_with_options(FlushOptions {
-                        flush_type: FlushType::MemTable,
-                    })
-                    .await?)
-            });
-            if let Err(e) = flushed {
-                // the commit is durable in the WAL; only the next open's replay grows
-                tracing::warn!("moraine: flushing the memtable after a commit failed: {e}");
-            }
-        }
-        tracing::debug!(snapshot = ?head.snapshot_id, "moraine: committed");
-        Ok(out)
     }
 
     /// Test hook: write a checkpoint of the installed image now.
@@ -561,19 +293,6 @@ impl Store {
     #[cfg(test)]
     pub(crate) fn object_store_for_test(&self) -> Arc<dyn ObjectStore> {
         self.objects.store.clone()
-    }
-
-    /// Test hook: write raw keys outside any transaction (to plant records a load must skip).
-    #[cfg(test)]
-    pub(crate) fn put_raw(&self, key: &[u8], value: &[u8]) -> Result<()> {
-        let db = self.db().ok_or_else(|| Error::ReadOnly(self.url.clone()))?;
-        block_on(async {
-            db.put(key, value).await?;
-            db.flush().await?;
-            Ok::<(), Error>(())
-        })?;
-        self.install_image(None);
-        Ok(())
     }
 
     /// Test hook: waits for the checkpoint read ahead at open and says which object it read
@@ -774,18 +493,6 @@ impl Store {
 
 /// A checkpoint object read ahead: its path and bytes.
 type Prefetch = tokio::task::JoinHandle<Option<(String, Bytes)>>;
-
-/// Serve the live rows an attach's first queries read ([`Image::warm`]) on a blocking thread of
-/// the runtime, while DuckDB runs DuckLake's attach on its own thread: a first read of a table
-/// the warm-up is serving waits for it rather than serving the table again.
-fn warm_in_background(image: &Arc<Image>, url: &str) {
-    let image = image.clone();
-    let span = tracing::debug_span!(parent: None, "moraine.warm", store = %url);
-    runtime().spawn_blocking(move || {
-        let _enter = span.enter();
-        image.warm();
-    });
-}
 
 /// The newest image checkpoint object under `moraine/image/`, if any can be read: the one the
 /// store's `image/checkpoint` names, unless a writer moved it meanwhile (the load checks).
