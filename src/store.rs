@@ -14,7 +14,6 @@ use crate::image::Image;
 use crate::keys;
 use crate::runtime::block_on;
 use crate::runtime::{runtime, seconds, unix_micros_now, within};
-use bytes::Bytes;
 use object_store::{ObjectStore, ObjectStoreExt};
 use slatedb::config::{
     FlushOptions, FlushType, GarbageCollectorDirectoryOptions, GarbageCollectorOptions,
@@ -27,6 +26,7 @@ use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 use tracing::Instrument;
 
+mod checkpointer;
 mod close;
 mod commit;
 mod compactor;
@@ -34,6 +34,7 @@ mod format;
 mod gc;
 mod load;
 mod local;
+mod objects;
 mod open;
 mod options;
 mod pin;
@@ -54,8 +55,10 @@ pub use reclaim::DEFAULT_RECLAIM_INTERVAL;
 pub use reclaim::{Caller, Reclaimed};
 
 // what the submodules share (each reads this module's names with `use super::*`)
+use checkpointer::delete_log_upto;
 use format::check_format;
 use gc::{gc_at_close, start_collector};
+use objects::{prefetch_checkpoint, Objects, Prefetch};
 use open::{not_a_store, writer_settings};
 use options::{io_timeout_option, millis_option, reader_poll_option, Access};
 use snapshots::OpenSnapshots;
@@ -270,127 +273,6 @@ impl Store {
         Ok(())
     }
 
-    /// Test hook: write a checkpoint of the installed image now.
-    #[cfg(test)]
-    /// Waits for a background checkpoint first: one of the same batch writes the same object,
-    /// and a test that then damages it must not race a late rewrite.
-    pub(crate) fn write_checkpoint_for_test(&self) {
-        self.settle_checkpoint_for_test();
-        let image = self.current_image().expect("an installed image");
-        block_on(self.checkpointer().expect("a writer").write(&image)).unwrap();
-    }
-
-    /// Test hook: wait until no background checkpoint is being written.
-    #[cfg(test)]
-    pub(crate) fn settle_checkpoint_for_test(&self) {
-        let running = self.checkpointing.lock().unwrap().take();
-        if let Some(running) = running {
-            let _ = block_on(running);
-        }
-    }
-
-    /// Test hook: the object store SlateDB runs on.
-    #[cfg(test)]
-    pub(crate) fn object_store_for_test(&self) -> Arc<dyn ObjectStore> {
-        self.objects.store.clone()
-    }
-
-    /// Test hook: waits for the checkpoint read ahead at open and says which object it read
-    /// (leaving it for the first load).
-    #[cfg(test)]
-    pub(crate) fn prefetched_path_for_test(&self) -> Option<String> {
-        let task = self.take_prefetched()?;
-        let got = block_on(task).ok().flatten();
-        let path = got.as_ref().map(|(p, _)| p.clone());
-        *self.prefetched.lock().unwrap() = Some(runtime().spawn(async move { got }));
-        path
-    }
-
-    /// The object at `path`: the checkpoint read while SlateDB opened if it is that one (taken:
-    /// only the first load can use it), else read now.
-    pub(crate) async fn read_checkpoint_object(&self, path: &str) -> Result<Bytes> {
-        if let Some(task) = self.take_prefetched() {
-            if let Ok(Some((read, bytes))) = task.await {
-                if read == path {
-                    return Ok(bytes);
-                }
-            }
-        }
-        self.read_object(path).await
-    }
-
-    /// Drop the checkpoint read ahead at open, if no load took it (a load that found no
-    /// checkpoint, or failed before reading it): its bytes are not kept for nothing.
-    pub(crate) fn drop_prefetched(&self) {
-        if let Some(task) = self.take_prefetched() {
-            task.abort();
-        }
-    }
-
-    fn take_prefetched(&self) -> Option<Prefetch> {
-        self.prefetched
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .take()
-    }
-
-    /// The bytes of an object beside SlateDB's (an image checkpoint).
-    pub(crate) async fn read_object(&self, path: &str) -> Result<Bytes> {
-        tracing::trace!(path, "moraine: reading an object");
-        let path = object_store::path::Path::from(path);
-        self.objects
-            .read(&path)
-            .await
-            .map_err(|e| Error::Storage(format!("reading {path}: {e}")))
-    }
-
-    /// After a commit installed `image`: start writing a checkpoint of it in the background
-    /// when the newest one is [`checkpoint::COMMITS_PER_CHECKPOINT`] commits behind and none is
-    /// being written.
-    fn checkpoint_after_commit(&self, image: Arc<Image>) {
-        let known = self.checkpointed.load(Ordering::SeqCst);
-        let since = *self
-            .uncheckpointed_since
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get_or_insert_with(std::time::Instant::now);
-        let behind = known == u64::MAX
-            || image.head().batch_count >= known + checkpoint::COMMITS_PER_CHECKPOINT
-            || since.elapsed() >= checkpoint::CHECKPOINT_AGE;
-        if !behind {
-            return;
-        }
-        let Some(writer) = self.checkpointer() else {
-            return;
-        };
-        let mut running = self.checkpointing.lock().unwrap_or_else(|p| p.into_inner());
-        if running.as_ref().is_some_and(|h| !h.is_finished()) {
-            return;
-        }
-        *self
-            .uncheckpointed_since
-            .lock()
-            .unwrap_or_else(|p| p.into_inner()) = None;
-        *running = Some(runtime().spawn(async move {
-            if let Err(e) = writer.write(&image).await {
-                tracing::warn!("moraine: writing an image checkpoint failed: {e}");
-            }
-        }));
-    }
-
-    /// What writes this writer's checkpoints; `None` on a reader.
-    fn checkpointer(&self) -> Option<Checkpointer> {
-        match &self.backend {
-            Backend::Writer(db, _) => Some(Checkpointer {
-                db: db.clone(),
-                object_store: self.objects.store.clone(),
-                checkpointed: self.checkpointed.clone(),
-                url: self.url.clone(),
-            }),
-            Backend::Reader(_) => None,
-        }
-    }
-
     /// How many keys each keyspace holds at the latest committed state, as
     /// (keyspace, kind, keys): e.g. ("history", "ducklake_column", 3). The kind is the second
     /// key segment when it is text (a table name), else empty (e.g. `snapshot/<id>`). A lake
@@ -488,166 +370,5 @@ impl Store {
     /// SlateDB's metrics for this store (`moraine_metrics`).
     pub fn metrics(&self) -> Vec<(String, String, i64)> {
         crate::status::metric_rows(&self.metrics)
-    }
-}
-
-/// A checkpoint object read ahead: its path and bytes.
-type Prefetch = tokio::task::JoinHandle<Option<(String, Bytes)>>;
-
-/// The newest image checkpoint object under `moraine/image/`, if any can be read: the one the
-/// store's `image/checkpoint` names, unless a writer moved it meanwhile (the load checks).
-/// Best effort: any failure leaves the load to read what the pointer names.
-async fn prefetch_checkpoint(objects: Objects) -> Option<(String, Bytes)> {
-    let span = tracing::debug_span!("moraine.checkpoint.prefetch");
-    read_newest_checkpoint(objects).instrument(span).await
-}
-
-/// The object store a lake is on, and the same store when it is a local directory.
-#[derive(Clone)]
-struct Objects {
-    store: Arc<dyn ObjectStore>,
-    local: Option<Arc<local::LocalStore>>,
-}
-
-impl Objects {
-    /// The whole object at `path`: mapped when the store is a local directory
-    /// ([`local::LocalStore::map`]), else read.
-    async fn read(&self, path: &object_store::path::Path) -> std::result::Result<Bytes, String> {
-        if let Some(mapped) = self.local.as_ref().and_then(|l| l.map(path)) {
-            return mapped.map_err(|e| e.to_string());
-        }
-        let got = self.store.get(path).await.map_err(|e| e.to_string())?;
-        got.bytes().await.map_err(|e| e.to_string())
-    }
-}
-
-async fn read_newest_checkpoint(objects: Objects) -> Option<(String, Bytes)> {
-    let object_store = &objects.store;
-    let dir = object_store::path::Path::from(checkpoint::OBJECT_DIR);
-    let listed = object_store.list_with_delimiter(Some(&dir)).await.ok()?;
-    let newest = listed
-        .objects
-        .into_iter()
-        .filter_map(|m| {
-            Some((
-                checkpoint::batch_of_object(m.location.as_ref())?,
-                m.location,
-            ))
-        })
-        .max_by_key(|(batch, _)| *batch)?
-        .1;
-    let bytes = objects.read(&newest).await.ok()?;
-    Some((newest.to_string(), bytes))
-}
-
-/// Deletes the commit-log records of batches up to `batch`, in batches of a thousand; how many
-/// there were. A reader that needed one follows from the newest image checkpoint instead.
-async fn delete_log_upto(db: &Db, batch: u64) -> Result<u64> {
-    let range = keys::image_log(0)..=keys::image_log(batch);
-    let mut it = db.scan_with_options(range, &bulk_scan()).await?;
-    let mut doomed = Vec::new();
-    while let Some(kv) = it.next().await? {
-        doomed.push(kv.key);
-    }
-    for keys in doomed.chunks(1000) {
-        let mut batch = WriteBatch::new();
-        for k in keys {
-            batch.delete(k);
-        }
-        db.write(batch).await?.await_durable().await?;
-    }
-    Ok(doomed.len() as u64)
-}
-
-/// Writes a writer's image checkpoints (`checkpoint.rs`), in the background or at close; holds
-/// what that needs rather than the store, so that dropping the store's last handle closes it.
-struct Checkpointer {
-    db: Db,
-    object_store: Arc<dyn ObjectStore>,
-    checkpointed: Arc<std::sync::atomic::AtomicU64>,
-    url: String,
-}
-
-impl Checkpointer {
-    /// Write a checkpoint of `image` (a committed state of this writer) and point
-    /// `image/checkpoint` at it, unless the newest one holds that batch already; then delete
-    /// the checkpoint objects older than the one it replaces (a reader may still be reading
-    /// that one).
-    async fn write(&self, image: &Image) -> Result<()> {
-        let span = tracing::debug_span!(
-            "moraine.checkpoint",
-            store = %self.url,
-            batch = image.head().batch_count
-        );
-        self.write_unlogged(image).instrument(span).await
-    }
-
-    async fn write_unlogged(&self, image: &Image) -> Result<()> {
-        let batch = image.head().batch_count;
-        let mut previous = self.checkpointed.load(Ordering::SeqCst);
-        if previous == u64::MAX {
-            previous = match self.db.get(keys::image_checkpoint()).await? {
-                Some(v) => checkpoint::decode_pointer(&v)?.0,
-                None => 0,
-            };
-            self.checkpointed.store(previous, Ordering::SeqCst);
-        }
-        if batch <= previous {
-            return Ok(());
-        }
-        let sections = image.checkpoint_sections();
-        let object = checkpoint::encode_checkpoint(image.head(), &sections);
-        let path = checkpoint::object_path(batch);
-        self.object_store
-            .put(
-                &object_store::path::Path::from(path.as_str()),
-                object.into(),
-            )
-            .await
-            .map_err(|e| Error::Storage(format!("writing {path}: {e}")))?;
-        let handle = self
-            .db
-            .put(
-                keys::image_checkpoint(),
-                checkpoint::encode_pointer(batch, &path),
-            )
-            .await?;
-        self.db.flush().await?;
-        handle.await_durable().await?;
-        self.checkpointed.store(batch, Ordering::SeqCst);
-        // the checkpoint it replaced stays for readers that read the pointer before, with the
-        // log after it; the log up to it serves nobody now: a reader further behind follows
-        // from this checkpoint
-        self.delete_checkpoints_before(previous).await?;
-        if previous > 0 {
-            delete_log_upto(&self.db, previous).await?;
-        }
-        Ok(())
-    }
-
-    /// Delete the checkpoint objects of batches before `bound`; how many went. A failed delete
-    /// is logged and left for a later one.
-    async fn delete_checkpoints_before(&self, bound: u64) -> Result<u64> {
-        let dir = object_store::path::Path::from(checkpoint::OBJECT_DIR);
-        let listed = self
-            .object_store
-            .list_with_delimiter(Some(&dir))
-            .await
-            .map_err(|e| Error::Storage(format!("listing {dir}: {e}")))?;
-        let old = listed
-            .objects
-            .into_iter()
-            .map(|m| m.location)
-            .filter(|l| checkpoint::batch_of_object(l.as_ref()).is_some_and(|b| b < bound));
-        let mut deleted = 0;
-        for location in old {
-            match self.object_store.delete(&location).await {
-                Ok(()) => deleted += 1,
-                Err(e) => tracing::warn!(
-                    "moraine: deleting the old image checkpoint {location} failed: {e}"
-                ),
-            }
-        }
-        Ok(deleted)
     }
 }
