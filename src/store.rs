@@ -40,6 +40,7 @@ mod options;
 mod pin;
 mod reclaim;
 mod snapshots;
+mod status;
 #[cfg(test)]
 mod tests;
 
@@ -134,68 +135,6 @@ pub struct Store {
 }
 
 impl Store {
-    /// Whether this writer's compactor runs (tests).
-    #[cfg(test)]
-    pub(crate) fn compactor_running(&self) -> bool {
-        self.compactor.running().is_some()
-    }
-
-    /// The pace this writer's compactor runs at, if it runs (tests).
-    #[cfg(test)]
-    pub(crate) fn compactor_pace(&self) -> Option<compactor::Pace> {
-        self.compactor.running()
-    }
-
-    /// Starts a writer's compactor now, if it is not running yet (`compactor.rs`).
-    pub(crate) fn start_compactor(&self) {
-        if let Backend::Writer(..) = &self.backend {
-            // a fenced writer's compactor would fence the newer writer's
-            if self.close_reason().is_none() {
-                self.compactor.start(&self.objects.store, &self.metrics);
-            }
-        }
-    }
-
-    /// Runs a writer's compactor at `pace` from now (stopping the one that runs at another
-    /// pace first), unless the store was fenced or closed (`compactor.rs`). Waits for the change
-    /// within the store's time limit; past it, the change goes on in the background.
-    pub(crate) fn pace_compactor(&self, pace: compactor::Pace) {
-        if let Some(change) = self.set_compactor_pace(pace) {
-            let changed = async {
-                change
-                    .await
-                    .map_err(|e| Error::Storage(format!("restarting the compactor: {e}")))?;
-                Ok(())
-            };
-            if let Err(e) = self.bounded("restarting the compactor", changed) {
-                tracing::warn!("moraine: the compactor is not at {pace:?} yet: {e}");
-            }
-        }
-    }
-
-    /// [`Store::pace_compactor`] without waiting: the change is made in the background.
-    pub(crate) fn pace_compactor_later(&self, pace: compactor::Pace) {
-        drop(self.set_compactor_pace(pace));
-    }
-
-    fn set_compactor_pace(&self, pace: compactor::Pace) -> Option<tokio::task::JoinHandle<bool>> {
-        match &self.backend {
-            Backend::Writer(_, status) if self.close_reason().is_none() => {
-                // asked again before the change starts a compactor: a writer fenced or closed
-                // meanwhile starts none
-                let (status, fenced) = (status.clone(), self.fenced.clone());
-                let open = move || {
-                    status.borrow().close_reason.is_none() && !fenced.load(Ordering::SeqCst)
-                };
-                Some(
-                    self.compactor
-                        .set_pace(&self.objects.store, &self.metrics, pace, open),
-                )
-            }
-            _ => None,
-        }
-    }
-
     /// The handle the committed state is read through (what an image is given to read a
     /// reader's latest state).
     pub(crate) fn backend(&self) -> &Backend {
@@ -273,33 +212,6 @@ impl Store {
         Ok(())
     }
 
-    /// How many keys each keyspace holds at the latest committed state, as
-    /// (keyspace, kind, keys): e.g. ("history", "ducklake_column", 3). The kind is the second
-    /// key segment when it is text (a table name), else empty (e.g. `snapshot/<id>`). A lake
-    /// other than the default one names its keyspaces `lake/<schema>/<keyspace>`.
-    /// An operator's view of the store; reads everything, so not for hot paths.
-    pub fn keyspace_counts(self: &Arc<Self>) -> Result<Vec<(String, String, u64)>> {
-        let entries = self.bounded("reading every record", self.backend.scan(&[]))?;
-        let mut counts: Vec<(String, String, u64)> = Vec::new();
-        for (key, _) in entries {
-            let segments = keys::decode_key(&key)?;
-            let text = |i: usize| match segments.get(i) {
-                Some(Cell::Text(s)) => s.clone(),
-                _ => String::new(),
-            };
-            // another lake's keys lead with lake/<schema>/: its keyspaces are named with it
-            let (keyspace, kind) = match text(0).as_str() {
-                "lake" => (format!("lake/{}/{}", text(1), text(2)), text(3)),
-                _ => (text(0), text(1)),
-            };
-            match counts.last_mut() {
-                Some(last) if last.0 == keyspace && last.1 == kind => last.2 += 1,
-                _ => counts.push((keyspace, kind, 1)),
-            }
-        }
-        Ok(counts)
-    }
-
     /// A commit whose outcome is unknown (`why`): this handle serves nothing more (a re-attach
     /// reads what the store holds), and the error says so.
     pub fn outcome_unknown(&self, why: &str) -> Error {
@@ -310,65 +222,5 @@ impl Store {
              what the lake holds",
             self.url
         ))
-    }
-
-    /// An operator's view of this handle (`moraine_status`): reads the head from the store,
-    /// the rest from memory. A head that cannot be read (an outage, a fenced writer) is
-    /// reported, not raised: the view is for when something is wrong.
-    pub fn status(&self) -> Result<crate::status::Status> {
-        // after a commit of unknown outcome, a read would see that commit's batch in SlateDB's
-        // memtable, which may never land: the committed head is not known
-        let head = match self.check_not_broken() {
-            Ok(()) => self.head(),
-            Err(e) => Err(e),
-        };
-        let manifest = match &self.backend {
-            Backend::Writer(db, _) => db.manifest(),
-            Backend::Reader(reader) => reader.manifest(),
-        };
-        let closed = self.close_reason();
-        let state = if self.broken.load(Ordering::SeqCst) {
-            "outcome unknown"
-        } else if matches!(closed, Some(slatedb::CloseReason::Fenced)) {
-            "fenced"
-        } else if closed.is_some() || self.closed.load(Ordering::SeqCst) {
-            "closed"
-        } else {
-            "open"
-        };
-        let image = self.current_image();
-        let footprint = image.as_ref().map(|i| i.footprint());
-        let known = self.checkpointed.load(Ordering::SeqCst);
-        let last = self.last_commit_micros.load(Ordering::SeqCst);
-        Ok(crate::status::Status {
-            url: self.url.clone(),
-            mode: if self.read_only { "reader" } else { "writer" },
-            state,
-            head_batch: head.as_ref().ok().map(|h| h.batch_count),
-            head_snapshot: head.as_ref().ok().and_then(|h| h.snapshot_id),
-            problem: head.err().map(|e| e.to_string()),
-            manifest_id: manifest.id(),
-            writer_epoch: manifest.writer_epoch(),
-            l0_ssts: manifest.l0().len(),
-            sorted_runs: manifest.compacted().len(),
-            image_batch: image.as_ref().map(|i| i.head().batch_count),
-            image_records: footprint.map(|f| f.0),
-            image_bytes: footprint.map(|f| f.1),
-            checkpoint_batch: image
-                .as_ref()
-                .and_then(|i| i.checkpoint_batch())
-                .max((known != u64::MAX && known > 0).then_some(known)),
-            commits: self.commits.load(Ordering::SeqCst),
-            last_commit_micros: (last > 0).then_some(last),
-            io_timeout_ms: self.access.io_timeout.as_millis() as u64,
-            max_commit_bytes: self.access.max_commit_bytes,
-            reader_poll_ms: self.access.reader_poll.as_millis() as u64,
-            reclaim_interval_ms: self.access.reclaim_interval.as_millis() as u64,
-        })
-    }
-
-    /// SlateDB's metrics for this store (`moraine_metrics`).
-    pub fn metrics(&self) -> Vec<(String, String, i64)> {
-        crate::status::metric_rows(&self.metrics)
     }
 }
