@@ -2,13 +2,11 @@
 //! SlateDB over process-local in-memory object stores (`memory://`). Every test commits through
 //! `Transaction` and checks both what a new transaction serves and the raw keyspace.
 
-use super::tests::{
-    self, col, column_of, def, everything, first_cells, inline_def, mem_url, raw, row, rows_of,
-    snap, table_row, INL, M,
-};
 use super::*;
 use crate::cell::Cell::{Int, Text};
 use crate::chunk::decode_chunk;
+use crate::testing::lakes::{column_of, everything, first_cells, raw, rows_of};
+use crate::testing::{self, col, def, inline_def, mem_url, row, snap, table_row, INL, M};
 
 const LAKE_TABLES: &[&str] = &[
     "ducklake_metadata",
@@ -42,7 +40,7 @@ fn changes(id: i64) -> Row {
 
 /// Inlined row `row_id`, begun at `begin`, live.
 fn inl(row_id: i64, begin: i64) -> Row {
-    tests::inl(row_id, begin, None, &format!("v{row_id}"))
+    testing::inl(row_id, begin, None, &format!("v{row_id}"))
 }
 
 /// A lake the way DuckLake creates one: its tables, the inlined table, snapshot 0.

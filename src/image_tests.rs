@@ -1,10 +1,11 @@
 //! The committed image (RFC 0009): advanced by this process's commits, it is the image a fresh
 //! read of the store gives; a transaction reads the image it pinned and nothing later.
 
-use super::tests::*;
 use super::*;
 use crate::cell::Cell::{Int, Text};
 use crate::image::Image;
+use crate::testing::lakes::*;
+use crate::testing::*;
 
 /// A small deterministic generator (xorshift64*), so a failing seed can be replayed.
 struct Rng(u64);

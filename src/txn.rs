@@ -893,4 +893,4 @@ mod expiry_tests;
 mod image_tests;
 #[cfg(test)]
 #[path = "txn_tests.rs"]
-pub(crate) mod tests;
+mod tests;

@@ -406,7 +406,7 @@ impl Store {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::txn::tests::init_lake;
+    use crate::testing::init_lake;
 
     /// Pace changes in a row, not waited for, and a start while one is under way leave one
     /// compactor at a time, at the latest pace; a close while one is stopping waits for it,

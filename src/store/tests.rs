@@ -5,9 +5,10 @@
 use super::*;
 use crate::catalog::fixed_table_def;
 use crate::cell::Cell::{Int, Text};
+use crate::testing::faulty::{commit_snapshot_2, faulty_lake, reopen, AFTER_COMMIT_1};
+use crate::testing::lakes::*;
 use crate::testing::*;
 use crate::txn::rowid;
-use crate::txn::tests::*;
 
 #[test]
 fn memory_stores_are_shared_by_name_across_attaches() {
