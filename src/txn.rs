@@ -892,5 +892,4 @@ mod expiry_tests;
 #[path = "image_tests.rs"]
 mod image_tests;
 #[cfg(test)]
-#[path = "txn_tests.rs"]
 mod tests;
