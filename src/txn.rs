@@ -889,7 +889,4 @@ const _: () = {
 #[path = "expiry_tests.rs"]
 mod expiry_tests;
 #[cfg(test)]
-#[path = "image_tests.rs"]
-mod image_tests;
-#[cfg(test)]
 mod tests;

@@ -1,15 +1,24 @@
-//! Image tests: the spaces keys lie in, history ranges, values computed once, and rows served
-//! from records kept encoded.
+//! Image tests. Units: the spaces keys lie in, history ranges, values computed once, and rows
+//! served from records kept encoded. On real SlateDB, the committed image (RFC 0009): advanced
+//! by this process's commits, it is the image a fresh read of the store gives; a transaction
+//! reads the image it pinned and nothing later.
 
 use super::history::HistoryHeld;
 use super::serve::Once;
 use super::spaces::{history_range_end, is_history_prefix, place_of, place_space, Place};
+use super::Image;
 use crate::catalog::Kind;
+use crate::cell::Cell::{Int, Text};
 use crate::cell::{decode_row, Cell, Row};
 use crate::error::Error;
 use crate::keys;
 use crate::kinds;
 use crate::rowset::RowSet;
+use crate::runtime::block_on;
+use crate::store::Store;
+use crate::testing::lakes::*;
+use crate::testing::*;
+use crate::txn::{rowid, Transaction};
 use bytes::Bytes;
 use std::sync::Arc;
 
@@ -202,4 +211,653 @@ fn a_snapshot_half_is_served_as_the_row_record_it_holds() {
             assert!(SnapshotRecord::half_record(&cut, half).is_err());
         }
     }
+}
+
+// ---- the committed image on real SlateDB --------------------------------------------------------
+
+/// A small deterministic generator (xorshift64*), so a failing seed can be replayed.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n.max(1) as u64) as usize
+    }
+
+    fn chance(&mut self, percent: u64) -> bool {
+        self.next() % 100 < percent
+    }
+}
+
+fn fresh_image(store: &Arc<Store>) -> Image {
+    block_on(crate::store::image_from_records(store, None, None)).unwrap()
+}
+
+/// The rowids of the rows of `table` that `keep` picks, as a transaction sees them.
+fn pick(t: &mut Transaction, table: &str, keep: impl Fn(&Row) -> bool) -> Vec<(i64, Row)> {
+    let m = t.rows(M, table, true).unwrap();
+    m.rows
+        .iter()
+        .enumerate()
+        .filter(|(_, r)| keep(r))
+        .map(|(i, r)| (rowid(m.id, i), r.clone()))
+        .collect()
+}
+
+/// One random commit: a snapshot with catalog changes (new tables, renames, statistics,
+/// inlined rows and their ends), or a maintenance commit (expired versions and snapshots,
+/// scheduled files).
+fn random_commit(store: &Arc<Store>, rng: &mut Rng, next_snapshot: &mut i64, next_id: &mut i64) {
+    let mut t = store.begin();
+    let head = t.head_snapshot(M).unwrap().unwrap();
+    if rng.chance(25) {
+        // maintenance: drop ended table versions, a snapshot below head, schedule or unschedule
+        let ended = pick(&mut t, "ducklake_table", |r| !r[3].is_null());
+        let gone: Vec<i64> = ended
+            .iter()
+            .filter(|_| rng.chance(50))
+            .map(|(id, _)| *id)
+            .collect();
+        if !gone.is_empty() {
+            t.stage_delete(M, "ducklake_table", gone).unwrap();
+        }
+        let old = pick(&mut t, "ducklake_snapshot", |r| r[0].as_int() < Some(head));
+        if !old.is_empty() && rng.chance(50) {
+            let (id, _) = old[rng.below(old.len())];
+            t.stage_delete(M, "ducklake_snapshot", vec![id]).unwrap();
+        }
+        if rng.chance(50) {
+            let scheduled = pick(&mut t, "ducklake_files_scheduled_for_deletion", |_| true);
+            if let Some((id, _)) = scheduled.first() {
+                t.stage_delete(M, "ducklake_files_scheduled_for_deletion", vec![*id])
+                    .unwrap();
+            }
+        } else {
+            *next_id += 1;
+            t.stage_insert(
+                M,
+                "ducklake_files_scheduled_for_deletion",
+                vec![gc_row(*next_id)],
+            )
+            .unwrap();
+        }
+        t.commit().unwrap();
+        return;
+    }
+    let s = *next_snapshot;
+    *next_snapshot += 1;
+    t.stage_insert(M, "ducklake_snapshot", vec![snap(s)])
+        .unwrap();
+    t.stage_insert(M, "ducklake_snapshot_changes", vec![changes(s, "random")])
+        .unwrap();
+    for _ in 0..rng.below(3) {
+        *next_id += 1;
+        let name = format!("t{next_id}");
+        t.stage_insert(
+            M,
+            "ducklake_table",
+            vec![table_row(*next_id, s, None, &name)],
+        )
+        .unwrap();
+        t.stage_insert(M, "ducklake_table_stats", vec![stats_row(*next_id, 0)])
+            .unwrap();
+    }
+    let live = pick(&mut t, "ducklake_table", |r| {
+        r[3].is_null() && r[2].as_int() < Some(s)
+    });
+    if !live.is_empty() && rng.chance(40) {
+        // rename: end the live version and begin the next
+        let (id, old) = live[rng.below(live.len())].clone();
+        let mut ended = old.clone();
+        ended[3] = Int(s);
+        t.stage_update(M, "ducklake_table", vec![(id, ended)])
+            .unwrap();
+        let table_id = old[0].as_int().unwrap();
+        t.stage_insert(
+            M,
+            "ducklake_table",
+            vec![table_row(table_id, s, None, &format!("r{s}"))],
+        )
+        .unwrap();
+    }
+    let stats = pick(&mut t, "ducklake_table_stats", |_| true);
+    if !stats.is_empty() && rng.chance(50) {
+        let (id, mut r) = stats[rng.below(stats.len())].clone();
+        r[1] = Int(rng.below(1000) as i64);
+        t.stage_update(M, "ducklake_table_stats", vec![(id, r)])
+            .unwrap();
+    }
+    if rng.chance(50) {
+        let rows: Vec<Row> = (0..1 + rng.below(3))
+            .map(|_| {
+                *next_id += 1;
+                inl(*next_id, s, None, "x")
+            })
+            .collect();
+        t.stage_insert(M, INL, rows).unwrap();
+    }
+    let inlined = pick(&mut t, INL, |r| r[2].is_null() && r[1].as_int() < Some(s));
+    if !inlined.is_empty() && rng.chance(40) {
+        let (id, mut r) = inlined[rng.below(inlined.len())].clone();
+        r[2] = Int(s);
+        t.stage_update(M, INL, vec![(id, r)]).unwrap();
+    }
+    t.commit().unwrap();
+}
+
+/// The first commit of the random-commit tests: the inlined table and snapshot 1.
+fn seed_inline_table(store: &Arc<Store>) {
+    let mut t = store.begin();
+    t.create_table(inline_def()).unwrap();
+    t.stage_insert(M, "ducklake_snapshot", vec![snap(1)])
+        .unwrap();
+    t.stage_insert(M, "ducklake_snapshot_changes", vec![changes(1, "inl")])
+        .unwrap();
+    t.commit().unwrap();
+}
+
+#[test]
+fn an_image_advanced_by_commits_is_the_image_read_afresh() {
+    for seed in 1..=12u64 {
+        let store = new_lake(&mem_url("image-prop"));
+        seed_inline_table(&store);
+        let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
+        let (mut next_snapshot, mut next_id) = (2, 100);
+        for step in 0..40 {
+            random_commit(&store, &mut rng, &mut next_snapshot, &mut next_id);
+            let advanced = store.current_image().expect("a commit installs its image");
+            let fresh = fresh_image(&store);
+            assert!(
+                advanced.same_records(&fresh),
+                "seed {seed} step {step}: the advanced image differs from a fresh read\n\
+                 advanced {advanced:?}\nfresh {fresh:?}"
+            );
+            // and what a transaction reads from each is the same, history included
+            for table in ["ducklake_table", "ducklake_snapshot", INL] {
+                let on_advanced = rows_of(&store, table, true);
+                store.install_image_for_test(Arc::new(fresh_image(&store)));
+                assert_eq!(
+                    on_advanced,
+                    rows_of(&store, table, true),
+                    "seed {seed} step {step}: {table}"
+                );
+            }
+        }
+    }
+}
+
+/// An image read from a checkpoint and the commit log after it is the image read from the
+/// records, at every head; a reader brought up to date by the log is too.
+#[test]
+fn an_image_from_a_checkpoint_and_the_log_is_the_image_read_afresh() {
+    for seed in 1..=4u64 {
+        let dir = tempfile::tempdir().unwrap();
+        let url = dir.path().join("lake").to_str().unwrap().to_string();
+        let store = new_lake(&url);
+        seed_inline_table(&store);
+        store.write_checkpoint_for_test();
+        let reader = Store::open(&url, true).unwrap();
+        let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
+        let (mut next_snapshot, mut next_id) = (2, 100);
+        for step in 0..25 {
+            random_commit(&store, &mut rng, &mut next_snapshot, &mut next_id);
+            if rng.chance(20) {
+                store.write_checkpoint_for_test();
+            }
+            let head = store.head().unwrap();
+            let fresh = fresh_image(&store).all_records();
+            let loaded = block_on(crate::store::load_image(&store, None, head)).unwrap();
+            assert_eq!(loaded.head(), head, "seed {seed} step {step}");
+            assert!(
+                loaded.checkpoint_batch().is_some(),
+                "seed {seed} step {step}"
+            );
+            assert!(
+                loaded.all_records() == fresh,
+                "seed {seed} step {step}: the checkpoint and log image differs"
+            );
+            // the reader: a new transaction's image, once it has seen this head
+            within_5s(&format!("the reader seeing {head:?}"), || {
+                let pinned = reader.pin_image().unwrap();
+                let seen = pinned.head() == head;
+                assert!(
+                    !seen || pinned.all_records() == fresh,
+                    "seed {seed} step {step}: the reader's image differs"
+                );
+                seen
+            });
+        }
+    }
+}
+
+/// A lake in a local directory with a checkpoint after its first table and a commit after it.
+fn checkpointed_lake() -> (tempfile::TempDir, String, Arc<Store>) {
+    let dir = tempfile::tempdir().unwrap();
+    let url = dir.path().join("lake").to_str().unwrap().to_string();
+    let store = new_lake(&url);
+    commit_table(&store, 1, 1, "t1");
+    store.write_checkpoint_for_test();
+    commit_table(&store, 2, 2, "t2");
+    store.settle_checkpoint_for_test();
+    (dir, url, store)
+}
+
+/// A damaged checkpoint object is never used: the image is read from the records instead, and
+/// the next checkpoint replaces it.
+#[test]
+fn a_damaged_checkpoint_is_refused_and_the_records_are_read() {
+    let (_dir, url, store) = checkpointed_lake();
+    let pointer = raw(&store, &keys::image_checkpoint());
+    let (_, path) = crate::checkpoint::decode_pointer(&pointer[0].1).unwrap();
+    let os = store.object_store_for_test();
+    let object_path = object_store::path::Path::from(path.as_str());
+    let mut bytes = block_on(async {
+        use object_store::ObjectStoreExt;
+        os.get(&object_path).await.unwrap().bytes().await.unwrap()
+    })
+    .to_vec();
+    let last = bytes.len() / 2;
+    bytes[last] ^= 0xff;
+    block_on(async {
+        use object_store::ObjectStoreExt;
+        os.put(&object_path, bytes.into()).await.unwrap()
+    });
+    let head = store.head().unwrap();
+    let loaded = block_on(crate::store::load_image(&store, None, head)).unwrap();
+    assert!(loaded.checkpoint_batch().is_none());
+    assert!(loaded.all_records() == fresh_image(&store).all_records());
+    drop(store);
+    // a new process reads the records too, and its next checkpoint replaces the damaged one
+    let store = Store::open(&url, false).unwrap();
+    assert_eq!(
+        column_of(&store, "ducklake_table", false, "table_name").len(),
+        2
+    );
+    commit_table(&store, 3, 3, "t3");
+    store.write_checkpoint_for_test();
+    let head = store.head().unwrap();
+    let loaded = block_on(crate::store::load_image(&store, None, head)).unwrap();
+    assert!(loaded.checkpoint_batch().is_some());
+    assert!(loaded.all_records() == fresh_image(&store).all_records());
+}
+
+#[test]
+fn a_pinned_transaction_does_not_see_a_later_commit() {
+    let store = new_lake(&mem_url("pinned"));
+    commit_table(&store, 1, 1, "t1");
+    let mut early = store.begin();
+    // pinned by its first read, of another table
+    assert_eq!(early.head_snapshot(M).unwrap(), Some(1));
+    commit_table(&store, 2, 2, "t2");
+    let names = |t: &mut Transaction| {
+        col(
+            &t.rows(M, "ducklake_table", false).unwrap().rows,
+            "ducklake_table",
+            "table_name",
+        )
+    };
+    assert_eq!(names(&mut early), vec![Text("t1".into())]);
+    assert_eq!(early.head().unwrap().snapshot_id, Some(1));
+    let mut late = store.begin();
+    assert_eq!(names(&mut late), vec![Text("t1".into()), Text("t2".into())]);
+    // the early transaction still cannot commit over the later one
+    early
+        .stage_insert(M, "ducklake_table_stats", vec![stats_row(1, 1)])
+        .unwrap();
+    let e = early.commit().unwrap_err();
+    assert!(e.is_conflict() && e.to_string().contains("conflict"), "{e}");
+}
+
+#[test]
+fn a_transaction_unchanged_in_a_table_reads_the_images_rows_themselves() {
+    let store = new_lake(&mem_url("shared-rows"));
+    commit_table(&store, 1, 1, "t1");
+    let mut a = store.begin();
+    let mut b = store.begin();
+    let ma = a.rows(M, "ducklake_table", false).unwrap();
+    let mb = b.rows(M, "ducklake_table", false).unwrap();
+    assert_ne!(ma.id, 0);
+    assert!(
+        Arc::ptr_eq(&ma.rows.0, &mb.rows.0),
+        "one decoded row set, shared"
+    );
+    // a staged change makes the transaction its own copy; the other keeps the image's
+    a.stage_insert(M, "ducklake_table", vec![table_row(9, 1, None, "t9")])
+        .unwrap();
+    let ma2 = a.rows(M, "ducklake_table", false).unwrap();
+    assert!(!Arc::ptr_eq(&ma2.rows.0, &mb.rows.0));
+    assert_eq!(ma2.rows.len(), 2);
+    assert_eq!(b.rows(M, "ducklake_table", false).unwrap().rows.len(), 1);
+}
+
+/// A writer on a local directory with table t1 at snapshot 1, a reader of it in the same
+/// process (its own SlateDB reader, as in another process), and a reader transaction pinned
+/// at snapshot 1.
+fn writer_and_pinned_reader() -> (tempfile::TempDir, Arc<Store>, Arc<Store>, Transaction) {
+    let dir = tempfile::tempdir().unwrap();
+    let url = dir.path().join("lake").display().to_string();
+    let writer = new_lake(&url);
+    commit_table(&writer, 1, 1, "t1");
+    let reader = Store::open(&url, true).unwrap();
+    let mut pinned = reader.begin();
+    assert_eq!(pinned.head_snapshot(M).unwrap(), Some(1));
+    (dir, writer, reader, pinned)
+}
+
+#[test]
+fn a_reader_follows_the_writer_one_whole_commit_at_a_time() {
+    let (_dir, writer, reader, mut pinned) = writer_and_pinned_reader();
+    for s in 2..=6 {
+        commit_table(&writer, s, s, &format!("t{s}"));
+    }
+    // a transaction pinned before the commits reads its own view to the end, without error
+    for _ in 0..3 {
+        let rows = pinned.rows(M, "ducklake_table", false).unwrap();
+        assert_eq!(rows.rows.len(), 1);
+        std::thread::sleep(std::time::Duration::from_millis(150));
+    }
+    assert_eq!(
+        pinned
+            .rows(M, "ducklake_snapshot", false)
+            .unwrap()
+            .rows
+            .len(),
+        2
+    );
+    // a new transaction sees the writer's commits within the reader's poll interval
+    within_5s("the reader seeing head 6", || {
+        let mut t = reader.begin();
+        let head = t.head_snapshot(M).unwrap();
+        let tables = t.rows(M, "ducklake_table", false).unwrap().rows.len() as i64;
+        // whatever head it pinned, the rows are exactly that head's
+        assert_eq!(Some(tables), head, "a torn view");
+        head == Some(6)
+    });
+}
+
+/// Polls `done` until it holds, failing the test after five seconds.
+fn within_5s(what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while !done() {
+        assert!(std::time::Instant::now() < deadline, "timed out: {what}");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn a_commit_checks_the_stores_own_head_not_only_the_image() {
+    let store = new_lake(&mem_url("lost-install"));
+    commit_table(&store, 1, 1, "t1");
+    let stale = store.current_image().unwrap();
+    let mut stale_txn = store.begin();
+    assert_eq!(stale_txn.head_snapshot(M).unwrap(), Some(1));
+    commit_table(&store, 2, 2, "t2");
+    // as if the second commit landed but never installed its image (a panic between the two)
+    store.lose_install_for_test(stale);
+    // a commit from the old state is refused: the store's head says another commit landed
+    stale_txn
+        .stage_insert(M, "ducklake_table_stats", vec![stats_row(1, 1)])
+        .unwrap();
+    let e = stale_txn.commit().unwrap_err();
+    assert!(e.is_conflict() && e.to_string().contains("conflict"), "{e}");
+    // and a new transaction rereads the store instead of trusting the stale image
+    let mut t = store.begin();
+    assert_eq!(t.head_snapshot(M).unwrap(), Some(2));
+}
+
+/// However a writer came to hold an image behind the store's head, the conflict its next commit
+/// meets drops that image, so DuckLake's retry reads the head instead of conflicting forever.
+#[test]
+fn a_conflict_drops_an_image_behind_the_stores_head() {
+    let store = new_lake(&mem_url("stale-behind-head"));
+    commit_table(&store, 1, 1, "t1");
+    let stale = store.current_image().unwrap();
+    commit_table(&store, 2, 2, "t2");
+    // installed without the unsure mark: pins trust it
+    store.install_image_for_test(stale);
+    let mut t = store.begin();
+    assert_eq!(t.head_snapshot(M).unwrap(), Some(1));
+    t.stage_insert(M, "ducklake_table_stats", vec![stats_row(1, 1)])
+        .unwrap();
+    let e = t.commit().unwrap_err();
+    assert!(e.is_conflict(), "{e}");
+    // the retry's transaction reads the store's head
+    let mut retry = store.begin();
+    assert_eq!(retry.head_snapshot(M).unwrap(), Some(2));
+}
+
+#[test]
+fn a_reader_never_serves_a_version_twice_when_the_writer_ends_it_after_the_pin() {
+    let (_dir, writer, reader, mut pinned) = writer_and_pinned_reader();
+    // a hand edit: end t1's version at the head snapshot, minting none
+    let mut t = writer.begin();
+    let m = t.rows(M, "ducklake_table", false).unwrap();
+    t.stage_update(
+        M,
+        "ducklake_table",
+        vec![(rowid(m.id, 0), table_row(1, 1, Some(1), "t1"))],
+    )
+    .unwrap();
+    t.commit().unwrap();
+    // wait until the reader process state has the edit
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while reader.head().unwrap().batch_count < writer.head().unwrap().batch_count {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the reader never moved"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    // the pinned transaction's history read finds the ended version in the reader's latest
+    // state; it must not add it beside the live version its image holds
+    let rows = pinned.rows(M, "ducklake_table", true).unwrap();
+    assert_eq!(rows.rows, vec![table_row(1, 1, None, "t1")]);
+    // a new transaction sees the edit
+    assert_eq!(
+        rows_of(&reader, "ducklake_table", true),
+        vec![table_row(1, 1, Some(1), "t1")]
+    );
+}
+
+/// The checkpoint an attach reads ahead (the newest object, read while SlateDB opens) is used
+/// only when it is the one `image/checkpoint` names: an object newer than the pointer (a writer
+/// that died between writing a checkpoint and recording it) is not.
+#[test]
+fn a_checkpoint_read_ahead_is_used_only_if_the_pointer_names_it() {
+    let (_dir, url, store) = checkpointed_lake();
+    let os = store.object_store_for_test();
+    drop(store);
+    // the pointed-at checkpoint is read ahead and used: the load does not read it again (gone
+    // by then, it would fall back to the records)
+    let store = Store::open(&url, true).unwrap();
+    let read_ahead = store.prefetched_path_for_test();
+    let pointer = raw(&store, &keys::image_checkpoint());
+    let (batch, path) = crate::checkpoint::decode_pointer(&pointer[0].1).unwrap();
+    assert_eq!(read_ahead.as_deref(), Some(path.as_str()));
+    let object = object_store::path::Path::from(path.as_str());
+    let kept = block_on(async {
+        use object_store::ObjectStoreExt;
+        let bytes = os.get(&object).await.unwrap().bytes().await.unwrap();
+        os.delete(&object).await.unwrap();
+        bytes
+    });
+    let head = store.head().unwrap();
+    let image = store.pin_image().unwrap();
+    assert_eq!(image.head(), head);
+    assert_eq!(image.checkpoint_batch(), Some(batch));
+    drop((image, store));
+    block_on(async {
+        use object_store::ObjectStoreExt;
+        os.put(&object, kept.into()).await.unwrap()
+    });
+    // a newer object the pointer does not name is read ahead, and refused
+    let stray = object_store::path::Path::from(crate::checkpoint::object_path(batch + 1000));
+    block_on(async {
+        use object_store::ObjectStoreExt;
+        os.put(&stray, b"not a checkpoint".to_vec().into())
+            .await
+            .unwrap()
+    });
+    let store = Store::open(&url, true).unwrap();
+    assert_eq!(
+        store.prefetched_path_for_test().as_deref(),
+        Some(stray.as_ref())
+    );
+    let image = store.pin_image().unwrap();
+    assert_eq!(image.checkpoint_batch(), Some(batch));
+    assert!(image.all_records() == fresh_image(&store).all_records());
+    assert_eq!(
+        column_of(&store, "ducklake_table", false, "table_name").len(),
+        2
+    );
+}
+
+/// A table whose every version has ended has no live record in the image: its rows with
+/// history are read from the store once per image and shared by the transactions on it, and
+/// the image after a commit that ends another version reads them afresh.
+#[test]
+fn a_table_with_only_ended_versions_reads_its_history_once_per_image() {
+    let store = new_lake(&mem_url("history-only"));
+    commit_table(&store, 1, 1, "t1");
+    commit_table(&store, 2, 2, "t2");
+    // a hand edit ends t1's version at the head snapshot
+    let end = |id: i64, name: &str, at: usize| {
+        let mut t = store.begin();
+        let m = t.rows(M, "ducklake_table", false).unwrap();
+        t.stage_update(
+            M,
+            "ducklake_table",
+            vec![(rowid(m.id, at), table_row(id, id, Some(2), name))],
+        )
+        .unwrap();
+        t.commit().unwrap();
+    };
+    end(1, "t1", 0);
+    end(2, "t2", 0);
+    // no live ducklake_table record is left: the space is gone, the history is in the store
+    let mut a = store.begin();
+    let mut b = store.begin();
+    let ra = a.rows(M, "ducklake_table", true).unwrap();
+    let rb = b.rows(M, "ducklake_table", true).unwrap();
+    assert_eq!(ra.rows.len(), 2);
+    assert!(
+        Arc::ptr_eq(&ra.rows.0, &rb.rows.0),
+        "one history read, shared"
+    );
+    assert!(a.rows(M, "ducklake_table", false).unwrap().rows.is_empty());
+    drop((a, b));
+    // the next image holds a third ended version, read afresh
+    commit_table(&store, 3, 3, "t3");
+    let mut t = store.begin();
+    let m = t.rows(M, "ducklake_table", false).unwrap();
+    t.stage_update(
+        M,
+        "ducklake_table",
+        vec![(rowid(m.id, 0), table_row(3, 3, Some(3), "t3"))],
+    )
+    .unwrap();
+    t.commit().unwrap();
+    let mut c = store.begin();
+    let rc = c.rows(M, "ducklake_table", true).unwrap();
+    assert_eq!(
+        col(&rc.rows, "ducklake_table", "table_id"),
+        vec![Int(1), Int(2), Int(3)]
+    );
+}
+
+/// An attach serves the live rows of the tables DuckLake plans every query with on a
+/// background thread: the rows a cold read of the same checkpoint serves, and the very rows a
+/// transaction then reads; the per-file tables it reads only to prune are left for their
+/// first use.
+#[test]
+fn an_attach_serves_the_planning_tables_in_the_background_as_a_cold_read_would() {
+    let (_dir, url, store) = checkpointed_lake();
+    let mut t = store.begin();
+    t.create_table(inline_def()).unwrap();
+    t.create_table(def("ducklake_file_column_stats")).unwrap();
+    t.stage_insert(M, "ducklake_snapshot", vec![snap(3)])
+        .unwrap();
+    t.stage_insert(M, INL, vec![inl(0, 3, None, "x")]).unwrap();
+    // tables DuckLake reads only to prune by a filter, or for maintenance: not warmed
+    let file_stats = [
+        ("data_file_id", Int(1)),
+        ("table_id", Int(1)),
+        ("column_id", Int(1)),
+    ];
+    t.stage_insert(
+        M,
+        "ducklake_file_column_stats",
+        vec![row("ducklake_file_column_stats", &file_stats)],
+    )
+    .unwrap();
+    t.stage_insert(M, "ducklake_files_scheduled_for_deletion", vec![gc_row(1)])
+        .unwrap();
+    t.commit().unwrap();
+    store.write_checkpoint_for_test();
+    drop(store);
+    let store = Store::open(&url, false).unwrap();
+    let image = store.pin_image().unwrap();
+    let planned = ["ducklake_snapshot", "ducklake_table", INL];
+    within_5s("the warm-up", || {
+        let served = image.served_live_for_test();
+        planned.iter().all(|t| served.contains_key(*t))
+    });
+    // a second warm-up waits for the first one's work in progress and serves what it left
+    image.warm();
+    let served = image.served_live_for_test();
+    assert!(!served.contains_key("ducklake_file_column_stats"));
+    for name in served.keys() {
+        assert!(
+            crate::tables::read_to_plan(name) || crate::catalog::is_inlined_table_name(name),
+            "{name} was served"
+        );
+    }
+    let head = store.head().unwrap();
+    let cold = block_on(crate::store::load_image(&store, None, head)).unwrap();
+    assert!(cold.checkpoint_batch().is_some());
+    assert!(cold.served_live_for_test().is_empty());
+    let catalog = cold.catalog().unwrap();
+    for name in planned {
+        let def = &catalog.tables[&(M.to_string(), name.to_string())];
+        let kind = crate::catalog::kind_of(def).unwrap();
+        let rows = block_on(cold.rows(store.backend(), def, &kind, false)).unwrap();
+        assert!(!rows.is_empty(), "{name}");
+        assert_eq!(**rows, **served[name], "{name}");
+        let m = store.begin().rows(M, name, false).unwrap();
+        assert!(Arc::ptr_eq(&m.rows.0, &served[name]), "{name}: read again");
+    }
+}
+
+/// A checkpoint section holds its decoded space only while an image does: once a commit has
+/// replaced the space and the images before it are gone, the decoded copy is freed, though the
+/// images after the commit still share the section.
+#[test]
+fn a_decoded_section_lives_only_as_long_as_an_image_holds_it() {
+    let (_dir, url, store) = checkpointed_lake();
+    store.write_checkpoint_for_test();
+    drop(store);
+    let store = Store::open(&url, false).unwrap();
+    let prefix = crate::image::place_space_for_test(&keys::current_prefix(M, "ducklake_table"));
+    let before = store.pin_image().unwrap();
+    assert_eq!(rows_of(&store, "ducklake_table", false).len(), 2);
+    assert!(before.section_decoded_for_test(&prefix));
+    commit_table(&store, 3, 3, "t3");
+    let after = store.current_image().unwrap();
+    assert_eq!(after.checkpoint_batch(), before.checkpoint_batch());
+    assert!(
+        before.section_decoded_for_test(&prefix),
+        "held by the image before"
+    );
+    drop(before);
+    // (the attach's warm-up may hold the first image a moment longer)
+    within_5s("the replaced space to be freed", || {
+        !after.section_decoded_for_test(&prefix)
+    });
+    assert_eq!(rows_of(&store, "ducklake_table", false).len(), 3);
 }
