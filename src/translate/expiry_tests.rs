@@ -7,6 +7,7 @@ use crate::cell::Cell::{Int, Text};
 use crate::chunk::decode_chunk;
 use crate::testing::lakes::{column_of, everything, first_cells, raw, rows_of};
 use crate::testing::{self, col, def, inline_def, mem_url, row, snap, table_row, INL, M};
+use crate::txn::{rowid, Materialized, Transaction};
 
 const LAKE_TABLES: &[&str] = &[
     "ducklake_metadata",
@@ -201,7 +202,7 @@ fn inline_delete_of_a_missing_version_fails_the_transaction_and_writes_nothing()
         let mut t = store.begin();
         let m = t.rows(M, INL, false).unwrap();
         t.stage_delete(M, INL, vec![inl_rowid(&m, 3, 2)]).unwrap();
-        t.ops.push(Op::Delete {
+        t.stage_unchecked_for_test(Op::Delete {
             schema: M.into(),
             table: INL.into(),
             old: ghost.clone(),
@@ -673,7 +674,7 @@ fn deleting_a_versioned_row_prunes_exactly_that_version() {
     // the same version again, from a stale selection: gone, so the commit conflicts
     let before = everything(&store);
     let mut t = store.begin();
-    t.ops.push(Op::Delete {
+    t.stage_unchecked_for_test(Op::Delete {
         schema: M.into(),
         table: "ducklake_table".into(),
         old: v1.clone(),
