@@ -40,7 +40,13 @@ pub(crate) const LAYERS: &[(&str, &[&str])] = &[
 
 /// Files that hold tests or test helpers only (each compiled for tests alone), besides every
 /// `tests.rs` and `*_tests.rs`; and the crate root.
-const TEST_ONLY: &[&str] = &["lib.rs", "layers.rs", "testing.rs"];
+const TEST_ONLY: &[&str] = &[
+    "lib.rs",
+    "layers.rs",
+    "testing.rs",
+    "testing/faulty.rs",
+    "testing/lakes.rs",
+];
 
 /// The modules `source` uses through `crate::` paths (and, in a module directly under `src/`,
 /// `super::` paths, which name the crate root), outside its `#[cfg(test)]` modules.

@@ -1,6 +1,8 @@
 //! What tests of the core, and of the extension built on it, share: lakes in memory and on
 //! disk, and the rows DuckLake writes, built by column name. Compiled for the core's own tests
-//! and, with the feature `testing`, for other crates' tests.
+//! and, with the feature `testing`, for other crates' tests. The core's own tests also share
+//! `lakes` (committing tables, reading a store back) and `faulty` (fault injection at the
+//! object-store boundary), compiled for them alone.
 
 use crate::catalog::{fixed_table_def, ColumnDef, TableDef};
 use crate::cell::Cell::{self, Blob, Int, Null, Text};
@@ -8,6 +10,11 @@ use crate::cell::Row;
 use crate::store::Store;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
+
+#[cfg(test)]
+pub(crate) mod faulty;
+#[cfg(test)]
+pub(crate) mod lakes;
 
 pub const M: &str = "main";
 pub const LAKE_TABLES: &[&str] = &[

@@ -9,7 +9,7 @@ use futures::future::BoxFuture;
 use std::collections::BTreeMap;
 
 /// The committed state a write set lies over: the image the commit began on, read through the
-/// store's handle (`image.rs` implements it). A trait, so that the write rules of each kind,
+/// store's handle (`image/read.rs` implements it). A trait, so that the write rules of each kind,
 /// which the image's serving rules sit beside, need not know the image.
 pub(crate) trait Committed: Sync {
     /// The committed value of `key`.

@@ -336,10 +336,77 @@ pub(crate) fn l0_is_full(db: &Db) -> bool {
     db.manifest().l0().len() >= writer_settings().l0_max_ssts
 }
 
+impl Store {
+    /// Whether this writer's compactor runs (tests).
+    #[cfg(test)]
+    pub(crate) fn compactor_running(&self) -> bool {
+        self.compactor.running().is_some()
+    }
+
+    /// The pace this writer's compactor runs at, if it runs (tests).
+    #[cfg(test)]
+    pub(crate) fn compactor_pace(&self) -> Option<Pace> {
+        self.compactor.running()
+    }
+
+    /// Starts a writer's compactor now, if it is not running yet (`compactor.rs`).
+    pub(crate) fn start_compactor(&self) {
+        if let Backend::Writer(..) = &self.backend {
+            // a fenced writer's compactor would fence the newer writer's
+            if self.close_reason().is_none() {
+                self.compactor.start(&self.objects.store, &self.metrics);
+            }
+        }
+    }
+
+    /// Runs a writer's compactor at `pace` from now (stopping the one that runs at another
+    /// pace first), unless the store was fenced or closed (`compactor.rs`). Waits for the change
+    /// within the store's time limit; past it, the change goes on in the background.
+    pub(crate) fn pace_compactor(&self, pace: Pace) {
+        if let Some(change) = self.set_compactor_pace(pace) {
+            let changed = async {
+                change
+                    .await
+                    .map_err(|e| Error::Storage(format!("restarting the compactor: {e}")))?;
+                Ok(())
+            };
+            if let Err(e) = self.bounded("restarting the compactor", changed) {
+                tracing::warn!(
+                    target: "moraine::store",
+                    "moraine: the compactor is not at {pace:?} yet: {e}"
+                );
+            }
+        }
+    }
+
+    /// [`Store::pace_compactor`] without waiting: the change is made in the background.
+    pub(crate) fn pace_compactor_later(&self, pace: Pace) {
+        drop(self.set_compactor_pace(pace));
+    }
+
+    fn set_compactor_pace(&self, pace: Pace) -> Option<tokio::task::JoinHandle<bool>> {
+        match &self.backend {
+            Backend::Writer(_, status) if self.close_reason().is_none() => {
+                // asked again before the change starts a compactor: a writer fenced or closed
+                // meanwhile starts none
+                let (status, fenced) = (status.clone(), self.fenced.clone());
+                let open = move || {
+                    status.borrow().close_reason.is_none() && !fenced.load(Ordering::SeqCst)
+                };
+                Some(
+                    self.compactor
+                        .set_pace(&self.objects.store, &self.metrics, pace, open),
+                )
+            }
+            _ => None,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::txn::tests::init_lake;
+    use crate::testing::init_lake;
 
     /// Pace changes in a row, not waited for, and a start while one is under way leave one
     /// compactor at a time, at the latest pace; a close while one is stopping waits for it,

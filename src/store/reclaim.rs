@@ -625,7 +625,8 @@ pub(super) async fn reclaim_if_due(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::txn::tests::{commit_table, new_lake};
+    use crate::testing::lakes::{column_of, commit_table, raw, rows_of};
+    use crate::testing::{init_lake, new_lake, snap, table_row};
 
     /// Every file under `dir` whose bytes hold `needle`.
     fn holding(dir: &Path, needle: &[u8]) -> Vec<String> {
@@ -646,7 +647,7 @@ mod tests {
         let url = dir.path().join("lake").to_str().unwrap().to_string();
         let options = [("io_timeout_ms".to_string(), ms.to_string())];
         let store = Store::open_with(&url, false, &options).unwrap();
-        crate::txn::tests::init_lake(&store);
+        init_lake(&store);
         (dir, store)
     }
 
@@ -676,7 +677,7 @@ mod tests {
         assert_eq!(holding(&path, marker.as_bytes()), Vec::<String>::new());
         // (checkpoints deleted the log up to the one before; the reclaim deletes the rest)
         assert!(done.log_records > 0, "{done:?}");
-        let log = crate::txn::tests::raw(&store, &keys::image_log_prefix());
+        let log = raw(&store, &keys::image_log_prefix());
         assert_eq!(log.len(), 0, "no commit-log record is left");
         assert!(
             done.compacted >= 2 && done.image_checkpoints >= 1,
@@ -688,7 +689,7 @@ mod tests {
         assert_eq!((again.log_records, again.image_checkpoints), (0, 0));
         drop(store);
         let store = Store::open(&url, false).unwrap();
-        let names = crate::txn::tests::column_of(&store, "ducklake_table", false, "table_name");
+        let names = column_of(&store, "ducklake_table", false, "table_name");
         assert_eq!(names.len(), 69);
         assert!(Store::open(&url, true)
             .unwrap()
@@ -754,13 +755,9 @@ mod tests {
             .iter()
             .position(|r| r.contains(&crate::cell::Cell::Int(1)))
             .unwrap();
-        t.stage_insert(
-            "main",
-            "ducklake_snapshot",
-            vec![crate::txn::tests::snap(3)],
-        )
-        .unwrap();
-        let ended = crate::txn::tests::table_row(1, 1, Some(3), "t1");
+        t.stage_insert("main", "ducklake_snapshot", vec![snap(3)])
+            .unwrap();
+        let ended = table_row(1, 1, Some(3), "t1");
         t.stage_update(
             "main",
             "ducklake_table",
@@ -821,21 +818,21 @@ mod tests {
             .is_empty());
         let with_history = pinned.rows("main", "ducklake_table", true).unwrap();
         assert_eq!(with_history.rows, vec![ended.clone()]);
-        let names = crate::txn::tests::column_of(&store, "ducklake_table", false, "table_name");
+        let names = column_of(&store, "ducklake_table", false, "table_name");
         assert_eq!(names, vec![crate::cell::Cell::Text("t5".into())]);
         drop(pinned);
         drop(store);
         let store = Store::open(&url, false).unwrap();
         assert_eq!(
-            crate::txn::tests::rows_of(&store, "ducklake_table", true),
-            vec![ended, crate::txn::tests::table_row(5, 5, None, "t5")]
+            rows_of(&store, "ducklake_table", true),
+            vec![ended, table_row(5, 5, None, "t5")]
         );
     }
 
     /// The commit-log records and image checkpoint objects of the store: what a reclaim's
     /// first steps delete.
     fn log_and_checkpoints(store: &Arc<Store>, path: &Path) -> (usize, Vec<String>) {
-        let log = crate::txn::tests::raw(store, &keys::image_log_prefix()).len();
+        let log = raw(store, &keys::image_log_prefix()).len();
         let mut objects: Vec<String> = walk(path)
             .into_iter()
             .filter(|p| p.contains("checkpoint"))

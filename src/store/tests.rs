@@ -1,13 +1,35 @@
 //! Store tests on real SlateDB (memory:// stores and local directories): opening and sharing,
-//! the writer's compactor, what a close leaves, WAL replay, fencing, format upgrades, and the
-//! checkpoints' commit log. Lakes are built through transactions with the shared helpers.
+//! the writer's compactor, what a close leaves, WAL replay, fencing, format upgrades, the
+//! checkpoints' commit log, and a commit's write when the object store fails or the commit is
+//! too large. Lakes are built through transactions with the shared helpers.
 
 use super::*;
 use crate::catalog::fixed_table_def;
-use crate::cell::Cell::{Int, Text};
+use crate::cell::Cell::{Int, Null, Text};
+use crate::testing::faulty::{
+    self, commit_snapshot_2, commit_snapshot_2_in_background, faulty_lake, reopen, AFTER_COMMIT_1,
+};
+use crate::testing::lakes::*;
 use crate::testing::*;
 use crate::txn::rowid;
-use crate::txn::tests::*;
+
+#[test]
+fn a_fresh_store_has_an_empty_head_and_the_main_schema() {
+    let store = Store::open(&mem_url("fresh"), false).unwrap();
+    assert_eq!(
+        store.head().unwrap(),
+        Head {
+            snapshot_id: None,
+            batch_count: 0
+        }
+    );
+    let mut t = store.begin();
+    assert_eq!(t.schemas().unwrap(), vec!["main".to_string()]);
+    assert!(t.tables(M).unwrap().is_empty());
+    assert!(!t.has_writes());
+    t.commit().unwrap(); // nothing staged: trivially commits, writes nothing
+    assert_eq!(store.head().unwrap().batch_count, 0);
+}
 
 #[test]
 fn memory_stores_are_shared_by_name_across_attaches() {
@@ -640,4 +662,232 @@ fn a_checkpoint_trims_the_log_before_the_one_it_replaces() {
         column_of(&reader, "ducklake_table", false, "table_name").len(),
         200
     );
+}
+
+// ---- a commit's write: object-store failures, the size limit ------------------------------------
+
+#[test]
+fn a_commit_whose_object_store_writes_fail_returns_the_error_and_writes_nothing() {
+    let mem = Arc::new(object_store::memory::InMemory::new());
+    let (faulty, store) = faulty_lake(&mem);
+    let before = everything(&store);
+    assert_eq!(store.head().unwrap(), AFTER_COMMIT_1);
+
+    // Every write fails, and not with an error SlateDB retries: the commit returns the error.
+    faulty.fail_writes(true, false);
+    let rx = commit_snapshot_2_in_background(&store);
+    let err = rx
+        .recv_timeout(std::time::Duration::from_secs(30))
+        .expect("the commit returns instead of hanging")
+        .unwrap_err();
+    assert!(faulty.injected() > 0, "the commit reached the object store");
+    let msg = err.to_string();
+    assert!(matches!(err, Error::Storage(_)), "{err:?}");
+    assert!(
+        msg.contains("storage error") && msg.contains(faulty::MESSAGE) && msg.contains("wal/"),
+        "the error names the failed write underneath: {msg}"
+    );
+    assert!(
+        !err.is_conflict(),
+        "DuckLake must not retry it as a conflict: {msg}"
+    );
+
+    // The store does not carry on as if the commit had not happened: with writes working again,
+    // this handle still refuses work, and closing it writes nothing.
+    faulty.fail_writes(false, false);
+    let injected = faulty.injected();
+    let mut t = store.begin();
+    let later = t
+        .stage_insert(M, "ducklake_table_stats", vec![stats_row(1, 1)])
+        .and_then(|_| t.commit());
+    assert!(matches!(later, Err(Error::Storage(_))), "{later:?}");
+    store.close().unwrap();
+    drop(store);
+    assert_eq!(faulty.injected(), injected);
+
+    // Re-opened from the same objects: the first commit is there, the second is not.
+    let store = reopen(&mem);
+    assert_eq!(store.head().unwrap(), AFTER_COMMIT_1);
+    assert_eq!(everything(&store), before);
+    assert_eq!(table_names(&store), vec![Text("kept".into())]);
+    assert_eq!(
+        column_of(&store, "ducklake_snapshot", true, "snapshot_id"),
+        vec![Int(0), Int(1)]
+    );
+    assert!(rows_of(&store, "ducklake_table_stats", true).is_empty());
+    // and the lake is healthy: the same commit succeeds now
+    commit_snapshot_2(&store).unwrap();
+    assert_eq!(
+        table_names(&store),
+        vec![Text("kept".into()), Text("lost".into())]
+    );
+}
+
+#[test]
+fn a_commit_outliving_the_time_limit_says_its_outcome_is_unknown_and_the_handle_stops() {
+    use std::time::Duration;
+    let mem = Arc::new(object_store::memory::InMemory::new());
+    let (faulty, store) = faulty_lake(&mem);
+    store.close().unwrap();
+    drop(store);
+    // the same lake, attached with a 1 s limit; every write then fails with an error SlateDB
+    // retries (a network failure): the commit gives up after the limit
+    let store = Store::open_on_limited(
+        faulty.clone(),
+        false,
+        "faulty://limited",
+        Duration::from_secs(1),
+    )
+    .unwrap();
+    assert_eq!(store.head().unwrap(), AFTER_COMMIT_1);
+    faulty.fail_writes(true, true);
+    let rx = commit_snapshot_2_in_background(&store);
+    let e = rx
+        .recv_timeout(Duration::from_secs(30))
+        .expect("the commit returns after the limit, not when the store comes back")
+        .unwrap_err();
+    assert!(matches!(e, Error::OutcomeUnknown(_)), "{e}");
+    assert!(
+        e.to_string().contains("may or may not have been applied"),
+        "{e}"
+    );
+    // the handle serves nothing more, even once the store is back
+    faulty.fail_writes(false, true);
+    let pin = store.begin().head_snapshot(M).unwrap_err();
+    assert!(matches!(pin, Error::OutcomeUnknown(_)), "{pin}");
+    let again = commit_snapshot_2(&store).unwrap_err();
+    assert!(matches!(again, Error::OutcomeUnknown(_)), "{again}");
+    // closing waits for SlateDB's writer task, which may still be between retries of the write
+    // (its backoff reaches 1 s, jittered): it finishes, or gives up at the limit saying so
+    match store.close() {
+        Ok(()) | Err(Error::Unreachable { .. }) => {}
+        Err(other) => panic!("closing a broken handle: {other:?}"),
+    }
+    drop(store);
+    // a fresh attach reads the store's truth: the commit whole or not at all
+    let store = reopen(&mem);
+    let head = store.head().unwrap();
+    let names = table_names(&store);
+    if head == AFTER_COMMIT_1 {
+        assert_eq!(names, vec![Text("kept".into())]);
+    } else {
+        assert_eq!(head.snapshot_id, Some(2), "{head:?}");
+        assert_eq!(names, vec![Text("kept".into()), Text("lost".into())]);
+    }
+    // and commits again
+    commit_table(&store, 3, 3, "after");
+}
+
+#[test]
+fn a_commit_during_a_retryable_object_store_outage_waits_and_is_stored_iff_acknowledged() {
+    use std::time::Duration;
+    // Errors SlateDB retries (a network failure, a 5xx): the commit waits for the store to come
+    // back (SlateDB retries without bound by default), then lands and is acknowledged.
+    let mem = Arc::new(object_store::memory::InMemory::new());
+    let (faulty, store) = faulty_lake(&mem);
+    faulty.fail_writes(true, true);
+    let rx = commit_snapshot_2_in_background(&store);
+    assert!(
+        rx.recv_timeout(Duration::from_millis(1500)).is_err(),
+        "the commit cannot be acknowledged while every write fails"
+    );
+    assert!(faulty.injected() > 0);
+    faulty.fail_writes(false, true);
+    rx.recv_timeout(Duration::from_secs(20))
+        .expect("the commit returns once writes succeed")
+        .unwrap();
+    store.close().unwrap();
+    drop(store);
+    let store = reopen(&mem);
+    assert_eq!(
+        store.head().unwrap(),
+        Head {
+            snapshot_id: Some(2),
+            batch_count: 3
+        }
+    );
+    assert_eq!(
+        table_names(&store),
+        vec![Text("kept".into()), Text("lost".into())]
+    );
+
+    // A new writer opens the lake while the commit is still waiting: whichever wins, the commit
+    // is stored exactly when it was acknowledged.
+    let mem = Arc::new(object_store::memory::InMemory::new());
+    let (faulty, store) = faulty_lake(&mem);
+    faulty.fail_writes(true, true);
+    let rx = commit_snapshot_2_in_background(&store);
+    assert!(rx.recv_timeout(Duration::from_millis(1500)).is_err());
+    faulty.fail_writes(false, true);
+    let other = reopen(&mem); // fences `store`
+    let result = rx
+        .recv_timeout(Duration::from_secs(20))
+        .expect("the waiting commit returns once writes succeed or it is fenced");
+    eprintln!("fenced-while-waiting outcome: {result:?}");
+    drop(store);
+    let other_head = other.head().unwrap();
+    drop(other);
+    let store = reopen(&mem);
+    assert_eq!(store.head().unwrap(), other_head);
+    match result {
+        Ok(()) => assert_eq!(
+            table_names(&store),
+            vec![Text("kept".into()), Text("lost".into())],
+            "an acknowledged commit is stored"
+        ),
+        Err(e) => {
+            let msg = e.to_string();
+            assert!(msg.contains("fenced"), "{msg}");
+            assert_eq!(store.head().unwrap(), AFTER_COMMIT_1, "{msg}");
+            assert_eq!(table_names(&store), vec![Text("kept".into())], "{msg}");
+        }
+    }
+}
+
+/// A commit larger than `moraine_max_commit_size` is refused naming the limit and the table of
+/// its largest record, before anything is written; the next commit within the limit lands.
+#[test]
+fn a_commit_over_the_size_limit_is_refused_and_writes_nothing() {
+    let url = mem_url("max-commit");
+    let store =
+        Store::open_with(&url, false, &[("max_commit_size".into(), "64KiB".into())]).unwrap();
+    init_lake(&store);
+    let head = store.head().unwrap();
+    let option = |v: String| {
+        row(
+            "ducklake_metadata",
+            &[
+                ("key", Text("comment".into())),
+                ("value", Text(v)),
+                ("scope", Null),
+                ("scope_id", Null),
+            ],
+        )
+    };
+    let mut t = store.begin();
+    t.stage_insert(M, "ducklake_metadata", vec![option("x".repeat(100_000))])
+        .unwrap();
+    let e = t.commit().unwrap_err();
+    assert_eq!(e.kind(), crate::error::Kind::InvalidInput);
+    let m = e.to_string();
+    assert!(
+        m.contains("moraine_max_commit_size (64.0 KiB)") && m.contains("of ducklake_metadata"),
+        "{m}"
+    );
+    assert_eq!(store.head().unwrap(), head);
+    assert_eq!(
+        column_of(&store, "ducklake_metadata", false, "key").len(),
+        1,
+        "nothing of the refused commit is there"
+    );
+    let mut t = store.begin();
+    t.stage_insert(M, "ducklake_metadata", vec![option("x".repeat(1_000))])
+        .unwrap();
+    t.commit().unwrap();
+    assert_eq!(store.head().unwrap().batch_count, head.batch_count + 1);
+    // a size the store cannot take is refused at open, naming it
+    let Err(e) = Store::open_with(&url, false, &[("max_commit_size".into(), "2GiB".into())]) else {
+        panic!("a 2GiB limit was accepted");
+    };
+    assert!(e.to_string().contains("'2GiB'"), "{e}");
 }

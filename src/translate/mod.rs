@@ -20,6 +20,8 @@
 //! Nothing is written unless all of it translates.
 
 mod embedded;
+#[cfg(test)]
+mod expiry_tests;
 mod maintenance;
 
 use crate::catalog::{self, Kind, TableDef};

@@ -2,13 +2,12 @@
 //! SlateDB over process-local in-memory object stores (`memory://`). Every test commits through
 //! `Transaction` and checks both what a new transaction serves and the raw keyspace.
 
-use super::tests::{
-    self, col, column_of, def, everything, first_cells, inline_def, mem_url, raw, row, rows_of,
-    snap, table_row, INL, M,
-};
 use super::*;
 use crate::cell::Cell::{Int, Text};
 use crate::chunk::decode_chunk;
+use crate::testing::lakes::{column_of, everything, first_cells, raw, rows_of};
+use crate::testing::{self, col, def, inline_def, mem_url, row, snap, table_row, INL, M};
+use crate::txn::{rowid, Materialized, Transaction};
 
 const LAKE_TABLES: &[&str] = &[
     "ducklake_metadata",
@@ -42,7 +41,7 @@ fn changes(id: i64) -> Row {
 
 /// Inlined row `row_id`, begun at `begin`, live.
 fn inl(row_id: i64, begin: i64) -> Row {
-    tests::inl(row_id, begin, None, &format!("v{row_id}"))
+    testing::inl(row_id, begin, None, &format!("v{row_id}"))
 }
 
 /// A lake the way DuckLake creates one: its tables, the inlined table, snapshot 0.
@@ -203,7 +202,7 @@ fn inline_delete_of_a_missing_version_fails_the_transaction_and_writes_nothing()
         let mut t = store.begin();
         let m = t.rows(M, INL, false).unwrap();
         t.stage_delete(M, INL, vec![inl_rowid(&m, 3, 2)]).unwrap();
-        t.ops.push(Op::Delete {
+        t.stage_unchecked_for_test(Op::Delete {
             schema: M.into(),
             table: INL.into(),
             old: ghost.clone(),
@@ -675,7 +674,7 @@ fn deleting_a_versioned_row_prunes_exactly_that_version() {
     // the same version again, from a stale selection: gone, so the commit conflicts
     let before = everything(&store);
     let mut t = store.begin();
-    t.ops.push(Op::Delete {
+    t.stage_unchecked_for_test(Op::Delete {
         schema: M.into(),
         table: "ducklake_table".into(),
         old: v1.clone(),

@@ -1,0 +1,167 @@
+//! Reading an image: the committed catalog, lake heads, point reads and scans (of live records
+//! from memory, of history from storage), and the image as the committed state a commit's write
+//! set lies over.
+
+use super::history::History;
+use super::spaces::{is_history_prefix, place_of, place_space, Place};
+use super::Image;
+use crate::backend::{bulk_scan, Backend};
+use crate::catalog::CommittedCatalog;
+use crate::cell::{decode_row, Cell};
+use crate::error::{Error, Result};
+use crate::keys;
+use bytes::Bytes;
+use slatedb::DbSnapshot;
+use std::sync::Arc;
+
+impl Image {
+    /// The head snapshot of `lake`: the default lake's is in `sys/head`, any other lake's in
+    /// `lake/<lake>/head`. `None` for a lake with no snapshot yet.
+    pub fn lake_snapshot(&self, lake: &str) -> Result<Option<i64>> {
+        if lake == keys::DEFAULT_LAKE {
+            return Ok(self.head.snapshot_id);
+        }
+        let key = keys::lake_head(lake);
+        match self.entry(&place_space(&key)?, &key) {
+            None => Ok(None),
+            Some(e) => match decode_row(&e.value)?.as_slice() {
+                [Cell::Int(id)] => Ok(Some(*id)),
+                _ => Err(Error::Corrupt(format!("lake/{lake}/head is malformed"))),
+            },
+        }
+    }
+
+    /// The committed schemas and table definitions, decoded once per image.
+    pub(crate) fn catalog(&self) -> Result<Arc<CommittedCatalog>> {
+        if let Some(cat) = self.catalog.get() {
+            return Ok(cat.clone());
+        }
+        let schemas = self.scan_live(&keys::sys_schema_prefix())?;
+        let tables = self.scan_live(&keys::sys_table_prefix())?;
+        let cat = Arc::new(CommittedCatalog::decode(
+            schemas.iter().map(|(_, v)| v.as_ref()),
+            tables.iter().map(|(_, v)| v.as_ref()),
+        )?);
+        Ok(self.catalog.get_or_init(|| cat).clone())
+    }
+
+    /// A point read at this image (history keys read on demand).
+    pub(crate) async fn get(&self, backend: &Backend, key: &[u8]) -> Result<Option<Bytes>> {
+        match place_of(key)? {
+            Place::Space(space) => Ok(match self.space(&space)? {
+                Some(s) => s.entries.get(key).map(|e| e.value.clone()),
+                None => None,
+            }),
+            Place::Image => Err(Error::InvalidInput(
+                "image/ records are not read through an image".into(),
+            )),
+            Place::History(_) => match self.history.snapshot() {
+                Some(s) => Ok(s.get(key).await?),
+                None => {
+                    let v = backend.get(key).await?;
+                    Ok(v.filter(|v| self.ended_by_head(key, v)))
+                }
+            },
+        }
+    }
+
+    /// Every record under `prefix` at this image, in key order. The prefix lies within one
+    /// space, spans whole spaces, or lies within the history keyspace.
+    pub(crate) async fn scan(
+        &self,
+        backend: &Backend,
+        prefix: &[u8],
+    ) -> Result<Vec<(Bytes, Bytes)>> {
+        if is_history_prefix(prefix)? {
+            let records = match self.history.snapshot() {
+                Some(s) => {
+                    if !self.history_held(&s).await?.may_hold(prefix) {
+                        return Ok(Vec::new());
+                    }
+                    scan_snapshot(&s, prefix).await?
+                }
+                None => backend.scan(prefix).await?,
+            };
+            return Ok(match self.history {
+                History::Snapshot(_) => records,
+                History::Latest => records
+                    .into_iter()
+                    .filter(|(k, v)| self.ended_by_head(k, v))
+                    .collect(),
+            });
+        }
+        self.scan_live(prefix)
+    }
+
+    /// Every record under `prefix`, which lies within one space or spans whole spaces, in key
+    /// order.
+    fn scan_live(&self, prefix: &[u8]) -> Result<Vec<(Bytes, Bytes)>> {
+        let mut out = Vec::new();
+        // the space holding the prefix, if the prefix lies within one
+        if let Ok(Place::Space(space_prefix)) = place_of(prefix) {
+            if prefix.starts_with(&space_prefix) {
+                if let Some(space) = self.space(&space_prefix)? {
+                    out.extend(
+                        space
+                            .range(prefix)
+                            .map(|(k, e)| (Bytes::copy_from_slice(k), e.value.clone())),
+                    );
+                }
+                return Ok(out);
+            }
+        }
+        // else every space the prefix spans, in key order
+        let spanned: Vec<Vec<u8>> = self
+            .sections
+            .range(prefix.to_vec()..)
+            .take_while(|(p, _)| p.starts_with(prefix))
+            .map(|(p, _)| p.clone())
+            .collect();
+        for p in spanned {
+            self.space(&p)?;
+        }
+        for (space_prefix, space) in self.loaded().range(prefix.to_vec()..) {
+            if !space_prefix.starts_with(prefix) {
+                break;
+            }
+            out.extend(
+                space
+                    .entries
+                    .iter()
+                    .map(|(k, e)| (Bytes::copy_from_slice(k), e.value.clone())),
+            );
+        }
+        Ok(out)
+    }
+}
+
+pub(super) async fn scan_snapshot(snap: &DbSnapshot, prefix: &[u8]) -> Result<Vec<(Bytes, Bytes)>> {
+    let mut it = snap
+        .scan_prefix_with_options(prefix, .., &bulk_scan())
+        .await?;
+    let mut out = Vec::new();
+    while let Some(kv) = it.next().await? {
+        out.push((kv.key, kv.value));
+    }
+    Ok(out)
+}
+
+/// An image read through the store's handle: the committed state a commit's write set lies
+/// over.
+pub(crate) struct ImageAt<'a> {
+    pub image: &'a Image,
+    pub backend: &'a Backend,
+}
+
+impl crate::write_set::Committed for ImageAt<'_> {
+    fn get<'a>(&'a self, key: &'a [u8]) -> futures::future::BoxFuture<'a, Result<Option<Bytes>>> {
+        Box::pin(self.image.get(self.backend, key))
+    }
+
+    fn scan<'a>(
+        &'a self,
+        prefix: &'a [u8],
+    ) -> futures::future::BoxFuture<'a, Result<Vec<(Bytes, Bytes)>>> {
+        Box::pin(self.image.scan(self.backend, prefix))
+    }
+}

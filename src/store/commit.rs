@@ -1,0 +1,183 @@
+//! A commit: one SlateDB batch written durably under the commit lock, with its commit-log record,
+//! the image advanced by it, and the memtable flushed every [`COMMITS_PER_MEMTABLE_FLUSH`]
+//! commits.
+
+use super::*;
+use slatedb::config::{PutOptions, Ttl};
+use std::collections::BTreeMap;
+
+/// Every commit flushes one small WAL object, and an open (a writer's, or a reader's) replays
+/// every WAL object written since the last memtable flush. SlateDB flushes the memtable only
+/// after 4096 WAL flushes or 64 MiB, so a lake of small commits would replay thousands of objects
+/// on every attach; a writer flushes its memtable to L0 itself after this many commits (the
+/// writer's compactor merges the L0 tables: `compactor.rs`).
+const COMMITS_PER_MEMTABLE_FLUSH: u64 = 64;
+
+impl Store {
+    /// Write what `translate` returns as one SlateDB batch on behalf of a transaction pinned to
+    /// `base`, and advance the image by it. Under the commit lock, a store whose head is no
+    /// longer `base`'s refuses first (a conflict), before anything is translated.
+    pub(crate) fn commit_writes<T>(
+        &self,
+        base: &Arc<Image>,
+        translate: impl FnOnce() -> Result<(BTreeMap<Vec<u8>, Option<Vec<u8>>>, Head, T)>,
+    ) -> Result<T> {
+        let span = tracing::debug_span!(
+            target: "moraine::store",
+            "moraine.commit",
+            store = %self.url,
+            batch = tracing::field::Empty,
+            keys = tracing::field::Empty,
+            bytes = tracing::field::Empty
+        );
+        let _enter = span.enter();
+        let db = match &self.backend {
+            Backend::Writer(db, _) => db,
+            Backend::Reader(_) => {
+                return Err(Error::ReadOnly(format!(
+                    "cannot commit changes to {}",
+                    self.url
+                )))
+            }
+        };
+        let _commit = self.commit_lock.lock().unwrap_or_else(|p| p.into_inner());
+        self.check_not_broken()?;
+        // the store's own head, not the image: a commit that landed but never installed its
+        // image (a panic between the two) must still be seen
+        let head_now = self.bounded("reading the head", self.read_head())?;
+        if head_now != base.head() {
+            if self.current_image().is_some_and(|i| i.head() != head_now) {
+                // the installed image is not the store's head either: the next pin rereads
+                self.install_image(None);
+            }
+            return Err(Error::Conflict(format!(
+                "write conflict: the lake advanced from batch {} to batch {} since this \
+                 transaction began; retry",
+                base.head().batch_count,
+                head_now.batch_count
+            )));
+        }
+        let (writes, head, out) = translate()?;
+        span.record("batch", head.batch_count);
+        span.record("keys", writes.len());
+        let size = crate::limits::CommitSize::of(writes.iter());
+        span.record("bytes", size.bytes);
+        // the commit log record, in the same batch: how an image at the batch before follows
+        let log = checkpoint::encode_log(head, &writes);
+        size.check(log.len(), self.access.max_commit_bytes)?;
+        let mut batch = WriteBatch::new();
+        for (k, v) in &writes {
+            match v {
+                Some(v) => batch.put(k, v),
+                None => batch.delete(k),
+            }
+        }
+        batch.put_with_options(
+            keys::image_log(head.batch_count),
+            log,
+            &PutOptions {
+                ttl: Ttl::ExpireAfterMillis(checkpoint::LOG_TTL.as_millis() as u64),
+            },
+        );
+        self.image_unsure.store(true, Ordering::SeqCst);
+        let written = block_on(
+            async {
+                let write = async {
+                    let handle = db.write(batch).await?;
+                    // make the commit durable now rather than at the next flush tick
+                    db.flush().await?;
+                    handle.await_durable().await?;
+                    Ok::<(), Error>(())
+                };
+                match tokio::time::timeout(self.access.io_timeout, write).await {
+                    Ok(written) => written,
+                    Err(_) => {
+                        // SlateDB holds the batch and retries its upload: it may land later
+                        Err(self.outcome_unknown(&format!(
+                            "the write did not finish within {} (moraine_io_timeout)",
+                            seconds(self.access.io_timeout)
+                        )))
+                    }
+                }
+            }
+            .instrument(tracing::debug_span!(target: "moraine::store", "moraine.write")),
+        );
+        if let Err(e) = written {
+            if matches!(e, Error::Fenced(_)) {
+                self.fenced.store(true, Ordering::SeqCst);
+            }
+            // whether any of it landed is the store's to say: read it afresh next time
+            self.install_image(None);
+            self.image_unsure.store(false, Ordering::SeqCst);
+            return Err(e);
+        }
+        match self
+            .take_snapshot(db)
+            .and_then(|snap| base.advance(&writes, head, Some(snap)))
+        {
+            Ok(next) => {
+                let next = Arc::new(next);
+                self.install_image(Some(next.clone()));
+                self.checkpoint_after_commit(next);
+            }
+            Err(e) => {
+                tracing::warn!(
+                    target: "moraine::store",
+                    "moraine: the image could not follow a commit ({e}); rereading"
+                );
+                self.install_image(None);
+            }
+        }
+        self.image_unsure.store(false, Ordering::SeqCst);
+        self.commits.fetch_add(1, Ordering::SeqCst);
+        // a writer that commits has work for its compactor (started at the first commit, and
+        // again if it stopped on an error)
+        self.start_compactor();
+        self.last_commit_micros
+            .store(unix_micros_now(), Ordering::SeqCst);
+        // the commit is installed: pins and commits need not wait for the flush below
+        drop(_commit);
+        if self
+            .unflushed_commits
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+            + 1
+            >= COMMITS_PER_MEMTABLE_FLUSH
+        {
+            self.unflushed_commits
+                .store(0, std::sync::atomic::Ordering::Relaxed);
+            let flushed = self.bounded("flushing the memtable", async {
+                Ok(db
+                    .flush_with_options(FlushOptions {
+                        flush_type: FlushType::MemTable,
+                    })
+                    .await?)
+            });
+            if let Err(e) = flushed {
+                // the commit is durable in the WAL; only the next open's replay grows
+                tracing::warn!(
+                    target: "moraine::store",
+                    "moraine: flushing the memtable after a commit failed: {e}"
+                );
+            }
+        }
+        tracing::debug!(
+            target: "moraine::store",
+            snapshot = ?head.snapshot_id,
+            "moraine: committed"
+        );
+        Ok(out)
+    }
+
+    /// Test hook: write raw keys outside any transaction (to plant records a load must skip).
+    #[cfg(test)]
+    pub(crate) fn put_raw(&self, key: &[u8], value: &[u8]) -> Result<()> {
+        let db = self.db().ok_or_else(|| Error::ReadOnly(self.url.clone()))?;
+        block_on(async {
+            db.put(key, value).await?;
+            db.flush().await?;
+            Ok::<(), Error>(())
+        })?;
+        self.install_image(None);
+        Ok(())
+    }
+}

@@ -1,0 +1,401 @@
+//! Opening a store: the process-wide table of open stores (an attach of a URL already open
+//! shares it), the checks of a store URL's location, and SlateDB's handle opened on it, a writer
+//! creating the store (its `sys/format` marker and empty head) when the location is empty.
+
+use super::*;
+use crate::url::{self, StoreUrl};
+use slatedb::config::{DbReaderOptions, Settings};
+use slatedb::{DbReader, DbReaderMode};
+use std::collections::HashMap;
+use std::sync::OnceLock;
+
+type Registry = Mutex<HashMap<(String, bool), Weak<Store>>>;
+
+fn open_stores() -> &'static Registry {
+    static REG: OnceLock<Registry> = OnceLock::new();
+    REG.get_or_init(|| Mutex::new(HashMap::new()))
+}
+
+pub(super) fn not_a_store(location: impl Into<String>, reason: impl Into<String>) -> Error {
+    Error::NotAStore {
+        location: location.into(),
+        reason: reason.into(),
+    }
+}
+
+/// Writer settings: commits flush the WAL themselves (see `Store::commit_writes`), so the
+/// background flush interval only bounds stray writes; the manifest is polled often enough to
+/// notice a fencing writer promptly.
+pub(super) fn writer_settings() -> Settings {
+    Settings {
+        flush_interval: Some(Duration::from_millis(50)),
+        manifest_poll_interval: Duration::from_millis(500),
+        // moraine runs the collector itself (`start_collector`)
+        garbage_collector_options: None,
+        // and the compactor (`compactor.rs`)
+        compactor_options: None,
+        ..Settings::default()
+    }
+}
+
+fn reader_options(poll: Duration) -> DbReaderOptions {
+    DbReaderOptions {
+        manifest_poll_interval: poll,
+        ..DbReaderOptions::default()
+    }
+}
+
+/// Check a local directory before SlateDB touches it.
+fn check_local_dir(path: &Path, read_only: bool) -> Result<()> {
+    let shown = path.display().to_string();
+    match std::fs::metadata(path) {
+        Ok(m) if !m.is_dir() => Err(not_a_store(shown, "it is a regular file, not a directory")),
+        Ok(_) => {
+            let entries: Vec<String> = std::fs::read_dir(path)
+                .map_err(|e| Error::Storage(format!("cannot list {shown}: {e}")))?
+                .filter_map(|e| e.ok())
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect();
+            if entries.is_empty() {
+                if read_only {
+                    return Err(not_a_store(
+                        shown,
+                        "the directory is empty (no lake was created here)",
+                    ));
+                }
+                return Ok(());
+            }
+            if !entries.iter().any(|e| e == "manifest") {
+                return Err(not_a_store(
+                    shown,
+                    "the directory is not empty and holds no SlateDB manifest",
+                ));
+            }
+            Ok(())
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            if read_only {
+                return Err(not_a_store(shown, "nothing exists at this path"));
+            }
+            std::fs::create_dir_all(path).map_err(|e| {
+                Error::Storage(format!("cannot create the lake directory {shown}: {e}"))
+            })
+        }
+        Err(e) => Err(Error::Storage(format!("cannot inspect {shown}: {e}"))),
+    }
+}
+
+impl Store {
+    /// Open (or, for a writer, create) the lake at `url`.
+    ///
+    /// An open store is shared: opening the same canonical URL with the same mode while a
+    /// previous `Arc<Store>` is alive returns that store (a second SlateDB writer would fence
+    /// the first).
+    pub fn open(url: &str, read_only: bool) -> Result<Arc<Store>> {
+        Store::open_with(url, read_only, &[])
+    }
+
+    /// [`Store::open`] with the options the attach passes: for an `s3://` URL, the fields of
+    /// the DuckDB secret that covers it (`s3.*`, see [`crate::s3::S3Secret`]).
+    pub fn open_with(
+        url: &str,
+        read_only: bool,
+        options: &[(String, String)],
+    ) -> Result<Arc<Store>> {
+        let _span = tracing::debug_span!(
+            target: "moraine::store",
+            "moraine.attach",
+            url,
+            mode = if read_only { "reader" } else { "writer" }
+        )
+        .entered();
+        let parsed = url::parse(url)?;
+        let access = Access {
+            secret: crate::s3::S3Secret::from_options(options)?,
+            io_timeout: io_timeout_option(options)?,
+            max_commit_bytes: crate::limits::max_commit_option(options)?,
+            reader_poll: reader_poll_option(options)?,
+            reclaim_interval: reclaim::reclaim_interval_option(options)?,
+        };
+        let canonical = parsed.canonical();
+        let mut reg = open_stores().lock().unwrap_or_else(|p| p.into_inner());
+        reg.retain(|_, w| w.strong_count() > 0);
+        if let Some(existing) = reg
+            .get(&(canonical.clone(), read_only))
+            .and_then(Weak::upgrade)
+        {
+            if existing.access != access {
+                return Err(Error::InvalidInput(format!(
+                    "{canonical} is already attached in this process with {}; DETACH it \
+                     first, or attach it with the same secret, the same http_proxy settings \
+                     and the same moraine_io_timeout, moraine_max_commit_size, \
+                     moraine_reader_poll_interval and moraine_reclaim_interval",
+                    match &existing.access.secret {
+                        Some(s) => format!("secret '{}'", s.name),
+                        None => "no secret".to_string(),
+                    }
+                )));
+            }
+            if existing.shareable() {
+                return Ok(existing);
+            }
+            // an attach whose commit had an unknown outcome, or whose writer another process
+            // fenced, is not handed out again: a new open reads the store's truth (and fences
+            // the broken writer)
+        }
+        let mut local = None;
+        let (object_store, location): (Arc<dyn ObjectStore>, String) = match &parsed {
+            StoreUrl::Local(path) => {
+                check_local_dir(path, read_only)?;
+                let fs = Arc::new(local::LocalStore::new(path).map_err(|e| {
+                    Error::Storage(format!("cannot open directory {}: {e}", path.display()))
+                })?);
+                local = Some(fs.clone());
+                (fs, path.display().to_string())
+            }
+            StoreUrl::Memory(name) => {
+                if read_only && !url::memory_store_exists(name) {
+                    return Err(not_a_store(
+                        canonical.clone(),
+                        "no lake was created under this name in this process",
+                    ));
+                }
+                (url::memory_store(name), canonical.clone())
+            }
+            StoreUrl::S3 { bucket, prefix } => {
+                let secret = access.secret.as_ref().ok_or_else(|| Error::Url {
+                    url: url.to_string(),
+                    reason: format!(
+                        "no DuckDB secret of type s3 covers it; create one first, for example \
+                         CREATE SECRET (TYPE s3, KEY_ID '...', SECRET '...', REGION '...', \
+                         SCOPE '{canonical}'), or name one with META_SECRET"
+                    ),
+                })?;
+                let store =
+                    crate::s3::object_store(url, bucket, prefix, secret, access.io_timeout)?;
+                block_on(crate::s3::probe(
+                    &store,
+                    &canonical,
+                    secret,
+                    access.io_timeout,
+                ))?;
+                (store, canonical.clone())
+            }
+        };
+        // a local directory cannot update SlateDB's GC boundary objects in place
+        let boundary_files = !matches!(parsed, StoreUrl::Local(_));
+        let store = Store::on_backend(
+            Objects {
+                store: object_store,
+                local,
+            },
+            boundary_files,
+            read_only,
+            url,
+            &canonical,
+            location,
+            access,
+        )?;
+        reg.insert((canonical, read_only), Arc::downgrade(&store));
+        Ok(store)
+    }
+
+    /// Open (or create) a lake on an object store the caller supplies, under `label` in
+    /// messages. Test hook for fault injection at the object-store boundary: not shared through
+    /// the process-wide table, so every call opens its own SlateDB handle (a second writer
+    /// fences the first, as across processes).
+    #[cfg(test)]
+    pub(crate) fn open_on(
+        object_store: Arc<dyn ObjectStore>,
+        read_only: bool,
+        label: &str,
+    ) -> Result<Arc<Store>> {
+        Store::open_on_limited(object_store, read_only, label, DEFAULT_IO_TIMEOUT)
+    }
+
+    /// [`Store::open_on`] with the time limit `io_timeout`.
+    #[cfg(test)]
+    pub(crate) fn open_on_limited(
+        object_store: Arc<dyn ObjectStore>,
+        read_only: bool,
+        label: &str,
+        io_timeout: Duration,
+    ) -> Result<Arc<Store>> {
+        Store::on_backend(
+            Objects {
+                store: object_store,
+                local: None,
+            },
+            true,
+            read_only,
+            label,
+            label,
+            label.to_string(),
+            Access {
+                secret: None,
+                io_timeout,
+                max_commit_bytes: crate::limits::MAX_COMMIT_BYTES,
+                reader_poll: DEFAULT_READER_POLL,
+                reclaim_interval: reclaim::DEFAULT_RECLAIM_INTERVAL,
+            },
+        )
+    }
+
+    /// Opens SlateDB on `objects` (under its own scope of the SST cache, given back if the
+    /// open fails) and wraps it; `location` names it in errors.
+    fn on_backend(
+        objects: Objects,
+        boundary_files: bool,
+        read_only: bool,
+        url: &str,
+        canonical: &str,
+        location: String,
+        access: Access,
+    ) -> Result<Arc<Store>> {
+        let cache_scope = crate::sst_cache::new_scope();
+        let metrics = Arc::new(slatedb_common::metrics::DefaultMetricsRecorder::new());
+        // the attach's image load needs the newest checkpoint: read it while SlateDB opens
+        let prefetched = runtime().spawn(prefetch_checkpoint(objects.clone()));
+        let object_store = objects.store.clone();
+        let backend = block_on(within(
+            access.io_timeout,
+            &location,
+            "opening SlateDB",
+            open_backend(
+                object_store.clone(),
+                read_only,
+                location.clone(),
+                cache_scope,
+                metrics.clone(),
+                access.reader_poll,
+            ),
+        ))
+        .inspect_err(|_| {
+            prefetched.abort();
+            crate::sst_cache::shared().drop_scope(cache_scope)
+        })?;
+        let store = Arc::new(Store {
+            url: url.to_string(),
+            canonical: canonical.to_string(),
+            read_only,
+            closed: std::sync::atomic::AtomicBool::new(false),
+            row_locks: Default::default(),
+            backend,
+            objects,
+            boundary_files,
+            checkpointed: Arc::new(std::sync::atomic::AtomicU64::new(u64::MAX)),
+            checkpointing: Mutex::new(None),
+            prefetched: Mutex::new(Some(prefetched)),
+            uncheckpointed_since: Mutex::new(None),
+            collector: Mutex::new(None),
+            compactor: Default::default(),
+            image: Mutex::new(None),
+            commit_lock: Mutex::new(()),
+            reclaiming: Mutex::new(()),
+            snapshots: Default::default(),
+            head_installed_at: Default::default(),
+            unflushed_commits: Default::default(),
+            cache_scope,
+            image_unsure: Default::default(),
+            access,
+            broken: Default::default(),
+            fenced: Default::default(),
+            metrics,
+            commits: Default::default(),
+            last_commit_micros: Default::default(),
+            #[cfg(test)]
+            head_reads: Default::default(),
+        });
+        if let Backend::Writer(..) = &store.backend {
+            *store.collector.lock().unwrap_or_else(|p| p.into_inner()) =
+                Some(start_collector(&store));
+            // never at the open, however full L0 is: commits and the close start it for their
+            // flushes, and the timer bounds the rarer ones (`compactor.rs`)
+            store.compactor.start_later(&store);
+        }
+        Ok(store)
+    }
+
+    /// Whether a new ATTACH in this process may share this open store: not after a commit of
+    /// unknown outcome, and not once SlateDB has closed it (a writer another one fenced).
+    fn shareable(&self) -> bool {
+        !self.broken.load(Ordering::SeqCst) && self.close_reason().is_none()
+    }
+}
+
+async fn open_backend(
+    object_store: Arc<dyn ObjectStore>,
+    read_only: bool,
+    location: String,
+    cache_scope: u64,
+    metrics: Arc<slatedb_common::metrics::DefaultMetricsRecorder>,
+    reader_poll: Duration,
+) -> Result<Backend> {
+    if read_only {
+        let reader = DbReader::builder("", object_store)
+            .with_reader_mode(DbReaderMode::FollowLatest)
+            .with_options(reader_options(reader_poll))
+            .with_db_cache(crate::sst_cache::shared(), cache_scope)
+            .with_metrics_recorder(metrics)
+            .build()
+            .await
+            .map_err(|e| match e.kind() {
+                slatedb::ErrorKind::Invalid | slatedb::ErrorKind::Data => {
+                    not_a_store(location.clone(), format!("SlateDB cannot open it ({e})"))
+                }
+                _ => Error::from(e),
+            })?;
+        let backend = Backend::Reader(Box::new(reader));
+        let checked = match backend.get(&keys::sys_format()).await? {
+            Some(v) => check_format(&location, &backend, &v).await,
+            None => Err(not_a_store(
+                location,
+                "it holds no moraine sys/format marker",
+            )),
+        };
+        if let Err(e) = checked {
+            let _ = backend.close().await;
+            return Err(e);
+        }
+        return Ok(backend);
+    }
+    let db = Db::builder("", object_store)
+        .with_settings(writer_settings())
+        .with_db_cache(crate::sst_cache::shared(), cache_scope)
+        .with_metrics_recorder(metrics)
+        .build()
+        .await?;
+    match db.get(keys::sys_format()).await? {
+        Some(v) => {
+            let backend = Backend::writer(db);
+            if let Err(e) = check_format(&location, &backend, &v).await {
+                let _ = backend.close().await;
+                return Err(e);
+            }
+            return Ok(backend);
+        }
+        None => {
+            // A fresh SlateDB database becomes a moraine store; one holding other keys is not.
+            let mut it = db.scan(..).await?;
+            if let Some(kv) = it.next().await? {
+                drop(it);
+                let _ = db.close().await;
+                return Err(not_a_store(
+                    location,
+                    format!(
+                        "it is a SlateDB database without moraine's sys/format marker (first key {:?})",
+                        String::from_utf8_lossy(&kv.key)
+                    ),
+                ));
+            }
+            drop(it);
+            let mut batch = WriteBatch::new();
+            batch.put(keys::sys_format(), STORE_FORMAT.as_bytes());
+            batch.put(keys::sys_head(), Head::default().encode());
+            let handle = db.write(batch).await?;
+            db.flush().await?;
+            handle.await_durable().await?;
+        }
+    }
+    Ok(Backend::writer(db))
+}

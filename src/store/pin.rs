@@ -1,0 +1,140 @@
+//! The committed image transactions pin (RFC 0009): the one a writer's commits install, or one
+//! read afresh when the store's head has moved (a reader following the writer) or the image was
+//! dropped; an attach's first image warms the planning tables in the background.
+
+use super::*;
+
+impl Store {
+    pub(crate) fn current_image(&self) -> Option<Arc<Image>> {
+        self.image.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    #[cfg(test)]
+    pub(crate) fn install_image_for_test(&self, image: Arc<Image>) {
+        self.install_image(Some(image));
+    }
+
+    /// Test hook: as if a commit wrote its batch and then panicked before installing its
+    /// image, leaving `stale` installed.
+    #[cfg(test)]
+    pub(crate) fn lose_install_for_test(&self, stale: Arc<Image>) {
+        self.image_unsure.store(true, Ordering::SeqCst);
+        self.install_image(Some(stale));
+    }
+
+    pub(super) fn install_image(&self, image: Option<Arc<Image>>) {
+        let mut installed = self.image.lock().unwrap_or_else(|p| p.into_inner());
+        let new_head = match (&*installed, &image) {
+            (Some(old), Some(new)) => old.head() != new.head(),
+            _ => true,
+        };
+        *installed = image;
+        if new_head {
+            // after the install: a transaction that began later pins it, or a newer one
+            self.head_installed_at
+                .fetch_max(unix_micros_now(), Ordering::SeqCst);
+        }
+    }
+
+    /// When an image of a new head was last installed, in microseconds since the Unix epoch.
+    pub(crate) fn head_installed_at(&self) -> i64 {
+        self.head_installed_at.load(Ordering::SeqCst)
+    }
+
+    /// The image a transaction beginning now reads (RFC 0009): the current one while the store's
+    /// head is the one it was read at, else one read afresh (a reader following the writer, or
+    /// a writer whose image was dropped). Never changes under a transaction that pinned it.
+    pub(crate) fn pin_image(&self) -> Result<Arc<Image>> {
+        let span = tracing::trace_span!(target: "moraine::store", "moraine.pin", store = %self.url);
+        let _enter = span.enter();
+        self.check_not_broken()?;
+        if let Backend::Writer(..) = &self.backend {
+            // Only this process writes the lake while its writer is open, and each of its
+            // commits installs its image under the commit lock: the image is the head, and
+            // pinning it reads nothing. A fenced or closed writer fails here, as every read of
+            // it did before the image.
+            if let Some(reason) = self.close_reason() {
+                return Err(Error::from(slatedb::Error::closed(
+                    "the lake's writer is closed".into(),
+                    reason,
+                )));
+            }
+            if !self.image_unsure.load(Ordering::SeqCst) {
+                if let Some(image) = self.current_image() {
+                    return Ok(image);
+                }
+            }
+        }
+        let now = self.bounded("reading the head", self.read_head())?;
+        // an image at or past the head just read is current: a writer's moves only under the
+        // commit lock, and a reader's state only moves forward
+        let current = |image: &Arc<Image>| image.head().batch_count >= now.batch_count;
+        if let Some(image) = self.current_image().filter(current) {
+            return Ok(image);
+        }
+        let _one_at_a_time = self.commit_lock.lock().unwrap_or_else(|p| p.into_inner());
+        // a commit that timed out while this pin waited left a batch of unknown outcome in
+        // SlateDB's memtable, which a read would see: serve nothing
+        self.check_not_broken()?;
+        // Under the commit lock no commit of this process is in flight, so the head read now is
+        // the one to trust (the one read above may be older than a commit that wrote and never
+        // installed its image while this pin waited for the lock).
+        let now = self.bounded("reading the head", self.read_head())?;
+        let previous = self.current_image();
+        if let Some(image) = previous
+            .as_ref()
+            .filter(|i| i.head().batch_count >= now.batch_count)
+        {
+            // an image at the store's head is sure again
+            self.image_unsure.store(false, Ordering::SeqCst);
+            return Ok(image.clone());
+        }
+        let _refresh = tracing::debug_span!(
+            target: "moraine::store",
+            "moraine.refresh",
+            store = %self.url,
+            from = previous.as_ref().map(|i| i.head().batch_count),
+            to = now.batch_count
+        )
+        .entered();
+        let image = Arc::new(self.bounded(
+            "reading the image",
+            load::load_image(self, previous.as_deref(), now),
+        )?);
+        if let (Some(batch), Backend::Writer(..)) = (image.checkpoint_batch(), &self.backend) {
+            // the newest checkpoint is known: the next one is due 64 commits after it
+            let _ = self
+                .checkpointed
+                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |known| {
+                    (known == u64::MAX || known < batch).then_some(batch)
+                });
+        }
+        tracing::debug!(
+            target: "moraine::store",
+            batch = image.head().batch_count,
+            records = image.footprint().0,
+            "moraine: image read from the store"
+        );
+        self.install_image(Some(image.clone()));
+        self.image_unsure.store(false, Ordering::SeqCst);
+        // an attach's image, or one read again from scratch (a dropped image is read like an
+        // attach's): its first transactions will read the planning tables
+        if previous.is_none() {
+            warm_in_background(&image, &self.url);
+        }
+        Ok(image)
+    }
+}
+
+/// Serve the live rows an attach's first queries read ([`Image::warm`]) on a blocking thread of
+/// the runtime, while DuckDB runs DuckLake's attach on its own thread: a first read of a table
+/// the warm-up is serving waits for it rather than serving the table again.
+fn warm_in_background(image: &Arc<Image>, url: &str) {
+    let image = image.clone();
+    let span =
+        tracing::debug_span!(target: "moraine::store", parent: None, "moraine.warm", store = %url);
+    runtime().spawn_blocking(move || {
+        let _enter = span.enter();
+        image.warm();
+    });
+}

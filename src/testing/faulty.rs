@@ -1,0 +1,189 @@
+//! Fault injection at the object-store boundary, with real SlateDB on top: an `ObjectStore`
+//! that delegates to an `InMemory` and, while switched on, fails every write (`put`,
+//! `put_opts`, `put_multipart`, `copy`); and the lakes the failure tests build on it.
+
+use super::lakes::commit_table;
+use super::{changes, init_lake, snap, stats_row, table_row, M};
+use crate::error::Result;
+use crate::head::Head;
+use crate::store::Store;
+use async_trait::async_trait;
+use futures::stream::BoxStream;
+use object_store::memory::InMemory;
+use object_store::path::Path;
+use object_store::{
+    CopyOptions, GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta, ObjectStore,
+    PutMultipartOptions, PutOptions, PutPayload, PutResult,
+};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+
+pub const MESSAGE: &str = "injected object-store write failure";
+
+#[derive(Debug)]
+pub struct FaultyStore {
+    inner: Arc<InMemory>,
+    failing: AtomicBool,
+    /// Retryable errors (what a network failure or a 5xx is) or not.
+    retryable: AtomicBool,
+    pub injected: AtomicUsize,
+}
+
+impl FaultyStore {
+    pub fn new(inner: Arc<InMemory>) -> Arc<Self> {
+        Arc::new(FaultyStore {
+            inner,
+            failing: AtomicBool::new(false),
+            retryable: AtomicBool::new(true),
+            injected: AtomicUsize::new(0),
+        })
+    }
+
+    pub fn fail_writes(&self, on: bool, retryable: bool) {
+        self.retryable.store(retryable, Ordering::SeqCst);
+        self.failing.store(on, Ordering::SeqCst);
+    }
+
+    pub fn injected(&self) -> usize {
+        self.injected.load(Ordering::SeqCst)
+    }
+
+    fn check(&self, op: &str, location: &Path) -> object_store::Result<()> {
+        if !self.failing.load(Ordering::SeqCst) {
+            return Ok(());
+        }
+        self.injected.fetch_add(1, Ordering::SeqCst);
+        let source = format!("{MESSAGE} ({op} {location})").into();
+        Err(if self.retryable.load(Ordering::SeqCst) {
+            object_store::Error::Generic {
+                store: "FaultyStore",
+                source,
+            }
+        } else {
+            object_store::Error::NotSupported { source }
+        })
+    }
+}
+
+impl std::fmt::Display for FaultyStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "FaultyStore({})", self.inner)
+    }
+}
+
+#[async_trait]
+impl ObjectStore for FaultyStore {
+    async fn put_opts(
+        &self,
+        location: &Path,
+        payload: PutPayload,
+        opts: PutOptions,
+    ) -> object_store::Result<PutResult> {
+        self.check("put", location)?;
+        self.inner.put_opts(location, payload, opts).await
+    }
+
+    async fn put_multipart_opts(
+        &self,
+        location: &Path,
+        opts: PutMultipartOptions,
+    ) -> object_store::Result<Box<dyn MultipartUpload>> {
+        self.check("put_multipart", location)?;
+        self.inner.put_multipart_opts(location, opts).await
+    }
+
+    async fn get_opts(
+        &self,
+        location: &Path,
+        options: GetOptions,
+    ) -> object_store::Result<GetResult> {
+        self.inner.get_opts(location, options).await
+    }
+
+    async fn get_ranges(
+        &self,
+        location: &Path,
+        ranges: &[std::ops::Range<u64>],
+    ) -> object_store::Result<Vec<bytes::Bytes>> {
+        self.inner.get_ranges(location, ranges).await
+    }
+
+    fn delete_stream(
+        &self,
+        locations: BoxStream<'static, object_store::Result<Path>>,
+    ) -> BoxStream<'static, object_store::Result<Path>> {
+        self.inner.delete_stream(locations)
+    }
+
+    fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
+        self.inner.list(prefix)
+    }
+
+    fn list_with_offset(
+        &self,
+        prefix: Option<&Path>,
+        offset: &Path,
+    ) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
+        self.inner.list_with_offset(prefix, offset)
+    }
+
+    async fn list_with_delimiter(&self, prefix: Option<&Path>) -> object_store::Result<ListResult> {
+        self.inner.list_with_delimiter(prefix).await
+    }
+
+    async fn copy_opts(
+        &self,
+        from: &Path,
+        to: &Path,
+        options: CopyOptions,
+    ) -> object_store::Result<()> {
+        self.check("copy", to)?;
+        self.inner.copy_opts(from, to, options).await
+    }
+}
+
+/// Commit snapshot 2: a table `lost` and its stats (what the failure tests try to store).
+pub(crate) fn commit_snapshot_2(store: &Arc<Store>) -> Result<()> {
+    let mut t = store.begin();
+    t.stage_insert(M, "ducklake_snapshot", vec![snap(2)])?;
+    t.stage_insert(
+        M,
+        "ducklake_snapshot_changes",
+        vec![changes(2, "created_table")],
+    )?;
+    t.stage_insert(M, "ducklake_table", vec![table_row(2, 2, None, "lost")])?;
+    t.stage_insert(M, "ducklake_table_stats", vec![stats_row(2, 7)])?;
+    t.commit()
+}
+
+/// Start `commit_snapshot_2` on a helper thread; its result arrives on the receiver.
+pub(crate) fn commit_snapshot_2_in_background(
+    store: &Arc<Store>,
+) -> std::sync::mpsc::Receiver<Result<()>> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let store = store.clone();
+    std::thread::spawn(move || {
+        let _ = tx.send(commit_snapshot_2(&store));
+    });
+    rx
+}
+
+/// A lake on a fault-injecting object store over `mem`, holding snapshots 0 and 1 (table `kept`).
+pub(crate) fn faulty_lake(
+    mem: &Arc<object_store::memory::InMemory>,
+) -> (Arc<FaultyStore>, Arc<Store>) {
+    let faulty = FaultyStore::new(mem.clone());
+    let store = Store::open_on(faulty.clone(), false, "faulty://lake").unwrap();
+    init_lake(&store);
+    commit_table(&store, 1, 1, "kept");
+    (faulty, store)
+}
+
+pub(crate) fn reopen(mem: &Arc<object_store::memory::InMemory>) -> Arc<Store> {
+    Store::open_on(mem.clone(), false, "memory://reopened").unwrap()
+}
+
+pub(crate) const AFTER_COMMIT_1: Head = Head {
+    snapshot_id: Some(1),
+    batch_count: 2,
+};

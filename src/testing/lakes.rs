@@ -1,0 +1,66 @@
+//! What the core's own tests share beyond the public helpers: committing tables, and reading a
+//! store back through a new transaction or past the image, in its raw keyspace.
+
+use super::*;
+use crate::keys;
+use crate::runtime::block_on;
+use crate::txn::Transaction;
+
+/// Commit snapshot `id` creating table `table_id`.
+pub(crate) fn commit_table(store: &Arc<Store>, id: i64, table_id: i64, name: &str) {
+    let mut t = store.begin();
+    t.stage_insert(M, "ducklake_snapshot", vec![snap(id)])
+        .unwrap();
+    t.stage_insert(
+        M,
+        "ducklake_snapshot_changes",
+        vec![changes(id, "created_table")],
+    )
+    .unwrap();
+    t.stage_insert(
+        M,
+        "ducklake_table",
+        vec![table_row(table_id, id, None, name)],
+    )
+    .unwrap();
+    t.commit().unwrap();
+}
+
+/// What the store itself holds under `prefix` (history included), read past the image.
+pub(crate) fn raw(store: &Arc<Store>, prefix: &[u8]) -> Vec<(Vec<u8>, Vec<u8>)> {
+    block_on(store.backend.scan(prefix))
+        .unwrap()
+        .into_iter()
+        .map(|(k, v)| (k.to_vec(), v.to_vec()))
+        .collect()
+}
+
+pub(crate) fn rows_of(store: &Arc<Store>, table: &str, history: bool) -> Vec<Row> {
+    store.begin().rows(M, table, history).unwrap().rows.to_vec()
+}
+
+/// One column of the rows a new transaction reads from `table`.
+pub(crate) fn column_of(store: &Arc<Store>, table: &str, history: bool, name: &str) -> Vec<Cell> {
+    col(&rows_of(store, table, history), table, name)
+}
+
+/// Every catalog record of the store: all of it but the image's own records (`image/`: the
+/// commit log and the checkpoint pointer, which a background checkpoint may write at any time).
+pub(crate) fn everything(store: &Arc<Store>) -> Vec<(Vec<u8>, Vec<u8>)> {
+    let image = keys::image_prefix();
+    raw(store, &[])
+        .into_iter()
+        .filter(|(k, _)| !k.starts_with(&image))
+        .collect()
+}
+
+/// The first cell of every row `t` reads from `table` (with history).
+pub(crate) fn first_cells(t: &mut Transaction, table: &str) -> Vec<Cell> {
+    let m = t.rows(M, table, true).unwrap();
+    m.rows.iter().map(|r| r[0].clone()).collect()
+}
+
+/// The names of the live tables a new transaction reads.
+pub(crate) fn table_names(store: &Arc<Store>) -> Vec<Cell> {
+    column_of(store, "ducklake_table", false, "table_name")
+}
