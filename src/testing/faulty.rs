@@ -176,6 +176,8 @@ pub(crate) fn faulty_lake(
     let store = Store::open_on(faulty.clone(), false, "faulty://lake").unwrap();
     init_lake(&store);
     commit_table(&store, 1, 1, "kept");
+    // (a background checkpoint of the setup must not meet the faults a test injects next)
+    store.settle_checkpoint_for_test();
     (faulty, store)
 }
 
