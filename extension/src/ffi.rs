@@ -1485,6 +1485,16 @@ mod tests {
     /// operator stays with DuckDB), the rows handed out, 32-bit vectors, EXPLAIN's lines and a
     /// misfit reported as a corrupt record through DuckDB's IOException. The decisions
     /// themselves are tested in the core (src/scan/tests.rs).
+    /// A scan of `table` in the main lake.
+    unsafe fn scan_of(table: &str) -> *mut MoraineScan {
+        moraine_scan_new(
+            M.as_ptr() as *const c_char,
+            M.len(),
+            table.as_ptr() as *const c_char,
+            table.len(),
+        )
+    }
+
     #[test]
     fn a_scan_marshals_its_predicates_and_rows() {
         let store = new_lake(&mem_url("ffi-scan"));
@@ -1495,12 +1505,7 @@ mod tests {
         unsafe {
             let mut err = no_error();
             let txn = moraine_txn_begin(handle, &mut err);
-            let scan = moraine_scan_new(
-                M.as_ptr() as *const c_char,
-                M.len(),
-                table.as_ptr() as *const c_char,
-                table.len(),
-            );
+            let scan = scan_of(table);
             let predicate = |filter, op, v| MorainePredicate {
                 filter,
                 clause: 0,
@@ -1522,12 +1527,7 @@ mod tests {
             assert_eq!(moraine_mat_len(mat), 0);
             moraine_mat_free(mat);
 
-            let all = moraine_scan_new(
-                M.as_ptr() as *const c_char,
-                M.len(),
-                table.as_ptr() as *const c_char,
-                table.len(),
-            );
+            let all = scan_of(table);
             let mat = moraine_scan_rows(all, txn, &mut err);
             assert_eq!(moraine_mat_len(mat), 1);
             let (mut values, mut valid, mut nulls) = ([9_i32; 1], [9_u8; 1], 9_usize);
@@ -1657,12 +1657,7 @@ mod tests {
                 "{text}"
             );
             // an update's cells are its SET columns: the error names the table's column
-            let scan = moraine_scan_new(
-                M.as_ptr() as *const c_char,
-                M.len(),
-                table.as_ptr() as *const c_char,
-                table.len(),
-            );
+            let scan = scan_of(table);
             let mat = moraine_scan_rows(scan, txn, &mut err);
             assert!(!mat.is_null());
             let rowid = moraine_mat_rowid(mat, 0);
