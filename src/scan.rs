@@ -153,7 +153,10 @@ fn read(def: &TableDef, clauses: &[Vec<&Predicate>]) -> Reading {
                 }
                 let floor = match (above.op, value(above)) {
                     (Op::Gt, Some(s)) => s,
-                    (Op::Ge, Some(s)) => s - 1,
+                    (Op::Ge, Some(s)) => match s.checked_sub(1) {
+                        Some(floor) => floor,
+                        None => return Reading::Nothing,
+                    },
                     _ => return Reading::Nothing,
                 };
                 if floor < 0 {
@@ -194,7 +197,11 @@ impl Filters {
                     *applied = true;
                 }
                 Reading::OnlyLive => self.only_live = true,
-                Reading::LiveAfter(s) => self.live_after = Some(s),
+                // every such filter is a conjunct: the highest floor holds, and a scan told it
+                // needs no history is never told otherwise by a later pass
+                Reading::LiveAfter(s) => {
+                    self.live_after = Some(self.live_after.map_or(s, |floor| floor.max(s)))
+                }
                 Reading::Nothing => {}
             }
         }

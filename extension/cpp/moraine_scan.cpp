@@ -70,14 +70,16 @@ static MoraineMatPtr MoraineRowsToPlan(ClientContext &context, const FunctionDat
 
 //! One filter as predicates (moraine_ffi.h, MorainePredicate).
 struct MorainePredicates {
-	MorainePredicates(LogicalGet &get, idx_t filter) : get(get), filter(filter) {
+	MorainePredicates(LogicalGet &get, idx_t filter, std::deque<string> &scratch)
+	    : get(get), filter(filter), scratch(scratch) {
 	}
 	LogicalGet &get;
 	idx_t filter;
 	idx_t clause = 0;
 	vector<MorainePredicate> out;
-	//! Owns the text and serialized values the cells point to.
-	std::deque<string> scratch;
+	//! Owns the text and serialized values the cells point to, until the pushdown returns (a
+	//! deque: what it holds never moves).
+	std::deque<string> &scratch;
 
 	//! The table column a bound column reference of this scan names, if it is a plain column.
 	optional_idx Column(Expression &expr) {
@@ -215,10 +217,9 @@ static void MoraineScanPushdown(ClientContext &context, LogicalGet &get, Functio
 	vector<MorainePredicate> predicates;
 	std::deque<string> scratch;
 	for (idx_t f = 0; f < filters.size(); f++) {
-		MorainePredicates filter(get, f);
+		MorainePredicates filter(get, f, scratch);
 		if (filter.Filter(*filters[f])) {
 			predicates.insert(predicates.end(), filter.out.begin(), filter.out.end());
-			std::move(filter.scratch.begin(), filter.scratch.end(), std::back_inserter(scratch));
 		}
 	}
 	vector<uint8_t> applied(filters.size(), 0);

@@ -843,6 +843,9 @@ pub unsafe extern "C" fn moraine_scan_push(
     n_filters: usize,
     applied: *mut u8,
 ) -> i32 {
+    if n_filters == 0 {
+        return 0;
+    }
     let applied = std::slice::from_raw_parts_mut(applied, n_filters);
     applied.fill(0);
     let raw = slice(predicates, n);

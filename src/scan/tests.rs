@@ -127,6 +127,10 @@ fn end_snapshot_filters_tell_whether_history_is_needed() {
         Reading::Nothing
     );
     assert_eq!(
+        reading(&[is_null(), p(0, 0, "end_snapshot", Op::Ge, Int(i64::MIN))]),
+        Reading::Nothing
+    );
+    assert_eq!(
         reading(&[is_null(), p(0, 0, "end_snapshot", Op::Lt, Int(4))]),
         Reading::Nothing
     );
@@ -157,6 +161,13 @@ fn end_snapshot_filters_tell_whether_history_is_needed() {
     assert!(!need(after(5), Some(5)), "live after head: no history");
     assert!(need(after(4), Some(5)), "live after an older snapshot");
     assert!(!need(after(0), None), "no snapshot yet: nothing ended");
+
+    // a later pass with a lower floor keeps the higher one
+    let mut filters = Filters::default();
+    let floor = |s| [is_null(), p(0, 0, "end_snapshot", Op::Gt, Int(s))];
+    assert_eq!(filters.push(&def(FILES), &floor(5), 1), vec![false]);
+    assert_eq!(filters.push(&def(FILES), &floor(2), 1), vec![false]);
+    assert_eq!(filters.live_after, Some(5));
 }
 
 #[test]
