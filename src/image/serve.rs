@@ -10,29 +10,9 @@ use crate::error::{Error, Result};
 use crate::keys;
 use crate::kinds;
 use crate::rowset::RowSet;
-use std::sync::{Arc, Mutex};
+use once_cell::sync::OnceCell;
+use std::sync::Arc;
 use tracing::Instrument;
-
-/// A value computed once, by whichever caller asks first; a caller asking meanwhile waits for
-/// it instead of computing it again (the image's background warm-up and a query's first read
-/// of the same table do the work once). A failure is not kept: the next caller tries again.
-pub(super) struct Once<T>(Mutex<Option<T>>);
-
-impl<T: Clone> Once<T> {
-    pub(super) fn new() -> Self {
-        Once(Mutex::new(None))
-    }
-
-    pub(super) fn get_or_try(&self, compute: impl FnOnce() -> Result<T>) -> Result<T> {
-        let mut slot = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(v) = slot.as_ref() {
-            return Ok(v.clone());
-        }
-        let v = compute()?;
-        *slot = Some(v.clone());
-        Ok(v)
-    }
-}
 
 impl Image {
     /// The committed rows of `def` in scan order: live rows, and with `need_history` ended
@@ -108,9 +88,12 @@ impl Image {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .entry(def.name.clone())
-            .or_insert_with(|| Arc::new(Once::new()))
+            .or_insert_with(|| Arc::new(OnceCell::new()))
             .clone();
-        once.get_or_try(|| {
+        // computed once, by whichever caller asks first; a caller asking meanwhile waits for it
+        // (the image's background warm-up and a query's first read of the same table do the
+        // work once); a failure is not kept, and the next caller tries again
+        once.get_or_try_init(|| {
             let _span = tracing::trace_span!(
                 target: "moraine::image",
                 "moraine.image.serve",
@@ -118,6 +101,7 @@ impl Image {
             .entered();
             serve_live(kind, space.range(&live_prefix)).map(Arc::new)
         })
+        .cloned()
     }
 
     /// Serve the live rows of the tables DuckLake reads to plan a query
@@ -169,7 +153,7 @@ impl Image {
         for space in spaces {
             let live = space.live.lock().unwrap_or_else(|p| p.into_inner()).clone();
             for (name, once) in live {
-                if let Some(rows) = once.0.lock().unwrap_or_else(|p| p.into_inner()).clone() {
+                if let Some(rows) = once.get().cloned() {
                     out.insert(name, rows);
                 }
             }

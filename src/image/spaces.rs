@@ -2,7 +2,6 @@
 //! one inlined table, `sys/` and the lake heads), the history keyspace, or the image's own
 //! records; and the spaces an image holds, decoded from its checkpoint's sections on first use.
 
-use super::serve::Once;
 use super::Image;
 use crate::cell::{Cell, Row};
 use crate::chunk::decode_chunk;
@@ -11,6 +10,7 @@ use crate::keys;
 use crate::records::Records;
 use crate::rowset::RowSet;
 use bytes::Bytes;
+use once_cell::sync::OnceCell;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, OnceLock};
 
@@ -54,7 +54,7 @@ impl Entry {
 pub(super) struct Space {
     pub(super) entries: Records<Entry>,
     /// table name -> its live rows in scan order
-    pub(super) live: Mutex<HashMap<String, Arc<Once<Arc<RowSet>>>>>,
+    pub(super) live: Mutex<HashMap<String, Arc<OnceCell<Arc<RowSet>>>>>,
     /// table name -> its live rows and ended versions in scan order
     pub(super) with_history: Mutex<HashMap<String, Arc<RowSet>>>,
 }

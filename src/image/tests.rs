@@ -4,7 +4,6 @@
 //! reads the image it pinned and nothing later.
 
 use super::history::HistoryHeld;
-use super::serve::Once;
 use super::spaces::{history_range_end, is_history_prefix, place_of, place_space, Place};
 use super::Image;
 use crate::catalog::Kind;
@@ -82,18 +81,20 @@ fn a_row_set_kept_encoded_reads_as_its_rows_and_decodes_only_what_is_read() {
 #[test]
 fn a_value_asked_for_at_once_is_computed_once_and_a_failure_is_not_kept() {
     use std::sync::atomic::{AtomicUsize, Ordering};
-    let once = Arc::new(Once::new());
+    // (the image serves a table's live rows through a once_cell OnceCell, for exactly this)
+    let once = Arc::new(once_cell::sync::OnceCell::new());
     let computed = Arc::new(AtomicUsize::new(0));
     let askers: Vec<_> = (0..4)
         .map(|_| {
             let (once, computed) = (once.clone(), computed.clone());
             std::thread::spawn(move || {
-                once.get_or_try(|| {
-                    computed.fetch_add(1, Ordering::SeqCst);
-                    std::thread::sleep(std::time::Duration::from_millis(20));
-                    Ok(7)
-                })
-                .unwrap()
+                *once
+                    .get_or_try_init(|| {
+                        computed.fetch_add(1, Ordering::SeqCst);
+                        std::thread::sleep(std::time::Duration::from_millis(20));
+                        Ok::<_, Error>(7)
+                    })
+                    .unwrap()
             })
         })
         .collect();
@@ -101,11 +102,11 @@ fn a_value_asked_for_at_once_is_computed_once_and_a_failure_is_not_kept() {
         assert_eq!(a.join().unwrap(), 7);
     }
     assert_eq!(computed.load(Ordering::SeqCst), 1);
-    let failing = Once::new();
+    let failing = once_cell::sync::OnceCell::new();
     assert!(failing
-        .get_or_try(|| Err(Error::Corrupt("damaged".into())))
+        .get_or_try_init(|| Err(Error::Corrupt("damaged".into())))
         .is_err());
-    assert_eq!(failing.get_or_try(|| Ok(3)).unwrap(), 3);
+    assert_eq!(*failing.get_or_try_init(|| Ok::<_, Error>(3)).unwrap(), 3);
 }
 
 #[test]
