@@ -35,7 +35,10 @@ pub(crate) const LAYERS: &[(&str, &[&str])] = &[
     ("the store", &["store"]),
     ("translation", &["translate"]),
     ("the transaction", &["txn"]),
-    ("a scan of one table in one transaction", &["scan"]),
+    (
+        "what DuckDB asks of one ATTACH, or of one scan in one transaction",
+        &["attach", "scan"],
+    ),
 ];
 
 /// Files that hold tests or test helpers only (each compiled for tests alone), besides every

@@ -2,6 +2,7 @@
 //! catalog kinds -> overlay -> translation -> one SlateDB write. The DuckDB extension built on it
 //! is the crate in extension/. See notes/core-api.md and rfcs/.
 
+pub mod attach;
 pub(crate) mod backend;
 pub mod catalog;
 pub mod cell;

@@ -108,6 +108,7 @@ typedef struct {
 MoraineStore *moraine_store_open(const char *url, size_t url_len, int read_only, const MoraineOption *options,
                                  size_t n_options, MoraineError *err);
 void moraine_store_free(MoraineStore *store);
+
 // Describes the store (for GetDBPath / diagnostics): writes its URL via cb.
 void moraine_store_url(MoraineStore *store, void *ud, moraine_name_cb cb);
 
@@ -116,6 +117,22 @@ typedef void (*moraine_text_row_cb)(void *ud, const char *a, size_t a_len, const
                                     int64_t value);
 // The key census of the committed store: one row per (keyspace, kind) with its key count.
 int moraine_store_keyspace(MoraineStore *store, void *ud, moraine_text_row_cb cb, MoraineError *err);
+
+// What an ATTACH opens (src/attach.rs): an s3:// store, opened read-only, or read-write again
+// after DuckDB made it read-only by itself (the C++ layer then resets the database's mode).
+typedef struct {
+	bool s3;
+	bool read_only;
+	bool read_write_again;
+} MoraineAttachPlan;
+// Decides what an ATTACH opens from what DuckDB knows of it: its path, the options DuckDB left to
+// the storage extension, the names of every option it carried (`named`; values ignored), whether
+// DuckDB set it read-only, and whether DuckDB's own access_mode is automatic. Writes *out, then
+// calls cb(ud, "url", url, 0) and, when a secret was named, cb(ud, "secret", name, 0). Nonzero
+// with *err set when the ATTACH is refused.
+int moraine_attach_plan(const char *path, size_t path_len, const MoraineOption *options, size_t n_options,
+                        const MoraineOption *named, size_t n_named, bool read_only, bool duckdb_automatic,
+                        MoraineAttachPlan *out, void *ud, moraine_text_row_cb cb, MoraineError *err);
 
 // What the store at `url` touches outside the process (a local store's absolute directory, an
 // s3:// URL), for DuckDB's enable_external_access / allowed_directories check; `cb` is not

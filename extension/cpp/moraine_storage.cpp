@@ -16,25 +16,11 @@
 
 namespace duckdb {
 
-// Whether the ATTACH itself named an access mode (DuckDB bumps an s3:// path attached without one
-// to READ_ONLY before moraine sees it).
-static bool NamesAccessMode(const AttachInfo &info) {
-	for (auto &option : info.options) {
-		auto name = StringUtil::Lower(option.first);
-		if (name == "read_only" || name == "readonly" || name == "read_write" || name == "readwrite") {
-			return true;
-		}
-	}
-	return false;
-}
-
-// DuckDB 1.5.5 (DatabaseManager::AttachDatabase) turns an ATTACH of an s3:// path that names no
-// access mode into READ_ONLY before any storage extension runs, since most remote files cannot be
-// written, and builds the AttachedDatabase read-only; AttachedDatabase has no way back (its type is
-// private, and only SetReadOnlyDatabase exists). A moraine store on S3 is writable, and an ATTACH
-// naming no mode opens a local moraine store read-write, so moraine gives the s3:// store the
-// same mode. The member is reached by an explicit template instantiation, whose arguments may
-// name a private member (C++17 [temp.explicit]/12); the pinned header declares it as used here.
+// An s3:// store DuckDB made read-only by itself gets its read-write mode back (src/attach.rs
+// says when), but AttachedDatabase has no way back (its type is private; only
+// SetReadOnlyDatabase exists). The member is reached by an explicit template instantiation,
+// whose arguments may name a private member (C++17 [temp.explicit]/12); the pinned header
+// declares it as used here.
 namespace {
 template <class Tag, typename Tag::type Member>
 struct PrivateMember {
@@ -48,14 +34,6 @@ struct AttachedDatabaseTypeMember {
 };
 template struct PrivateMember<AttachedDatabaseTypeMember, &AttachedDatabase::type>;
 } // namespace
-
-// Whether DuckDB made this ATTACH of a remote path (the caller checks it is s3://) read-only by
-// itself: no mode in the ATTACH, and DuckDB's own access_mode left automatic (a READ_ONLY DuckDB
-// keeps every attach read-only).
-static bool BumpedToReadOnly(ClientContext &context, const AttachInfo &info, const AttachOptions &options) {
-	return options.access_mode == AccessMode::READ_ONLY && !NamesAccessMode(info) &&
-	       DBConfig::GetConfig(context).options.access_mode == AccessMode::AUTOMATIC;
-}
 
 // The fields of the s3 secret for `path` (named by SECRET, DuckLake's META_SECRET, else the one
 // DuckDB's secret manager matches to the path; the longest SCOPE wins) as s3.* store options,
@@ -117,21 +95,37 @@ static vector<pair<string, string>> S3SecretOptions(ClientContext &context, cons
 static unique_ptr<Catalog> MoraineAttach(optional_ptr<StorageExtensionInfo> storage_info, ClientContext &context,
                                          AttachedDatabase &db, const string &name, AttachInfo &info,
                                          AttachOptions &options) {
-	string secret_name;
+	// what the ATTACH opens is decided in Rust (src/attach.rs)
+	vector<pair<string, string>> given;
 	for (auto &option : options.options) {
-		if (StringUtil::Lower(option.first) == "secret") {
-			secret_name = option.second.ToString();
-			continue;
-		}
-		throw InvalidInputException("moraine: unknown ATTACH option \"%s\" for \"%s\" (moraine accepts READ_ONLY / "
-		                            "READ_WRITE, and SECRET: DuckLake's META_SECRET)",
-		                            option.first, info.path);
+		given.emplace_back(option.first, option.second.ToString());
 	}
-	// with an explicit TYPE (DuckLake's META_TYPE 'moraine') DuckDB leaves the prefix on the path
-	string url = info.path;
-	if (StringUtil::StartsWith(url, "moraine:")) {
-		url = url.substr(8);
+	vector<MoraineOption> left, named;
+	for (auto &option : given) {
+		left.push_back({option.first.c_str(), option.first.size(), option.second.c_str(), option.second.size()});
 	}
+	for (auto &option : info.options) {
+		named.push_back({option.first.c_str(), option.first.size(), "", 0});
+	}
+	struct Texts : MoraineCallbackState {
+		string url, secret;
+	} texts;
+	auto on_text = [](void *ud, const char *name, size_t name_len, const char *value, size_t value_len, int64_t) {
+		auto &texts = *static_cast<Texts *>(ud);
+		MoraineCallback(texts, [&]() {
+			(string(name, name_len) == "url" ? texts.url : texts.secret) = string(value, value_len);
+		});
+	};
+	MoraineAttachPlan plan;
+	MoraineError err {nullptr, 0, MORAINE_ERROR_NONE, MORAINE_EXCEPTION_NONE};
+	if (moraine_attach_plan(info.path.c_str(), info.path.size(), left.data(), left.size(), named.data(), named.size(),
+	                        options.access_mode == AccessMode::READ_ONLY,
+	                        DBConfig::GetConfig(context).options.access_mode == AccessMode::AUTOMATIC, &plan, &texts,
+	                        on_text, &err) != 0) {
+		MoraineThrow(err);
+	}
+	MoraineRethrow(texts);
+	auto &url = texts.url;
 	// DuckDB's file-access rules (enable_external_access = false, allowed_directories) hold for
 	// the directory or bucket the store lives in, as moraine resolves it ("..", relative paths)
 	// (a copy that fails leaves `resolved` holding nothing but the marker: refused, never skipped)
@@ -155,17 +149,11 @@ static unique_ptr<Catalog> MoraineAttach(optional_ptr<StorageExtensionInfo> stor
 		                          "(enable_external_access = false; see allowed_directories)",
 		                          url, resolved);
 	}
-	bool s3 = StringUtil::StartsWith(url, "s3://");
-	if (!secret_name.empty() && !s3) {
-		throw InvalidInputException("moraine: SECRET \"%s\" was given for \"%s\", but only an s3:// lake uses a secret",
-		                            secret_name, url);
-	}
-	if (s3 && BumpedToReadOnly(context, info, options)) {
+	if (plan.read_write_again) {
 		db.*Get(AttachedDatabaseTypeMember()) = AttachedDatabaseType::READ_WRITE_DATABASE;
 		options.access_mode = AccessMode::AUTOMATIC;
 	}
-	bool read_only = options.access_mode == AccessMode::READ_ONLY;
-	auto kv = s3 ? S3SecretOptions(context, url, secret_name) : vector<pair<string, string>>();
+	auto kv = plan.s3 ? S3SecretOptions(context, url, texts.secret) : vector<pair<string, string>>();
 	// interval settings travel as whole milliseconds; Rust refuses what is not positive
 	for (auto &interval : {std::make_pair("moraine_io_timeout", "io_timeout_ms"),
 	                       std::make_pair("moraine_reader_poll_interval", "reader_poll_ms"),
@@ -184,13 +172,12 @@ static unique_ptr<Catalog> MoraineAttach(optional_ptr<StorageExtensionInfo> stor
 	for (auto &o : kv) {
 		marshalled.push_back(MoraineOption {o.first.c_str(), o.first.size(), o.second.c_str(), o.second.size()});
 	}
-	MoraineError err {nullptr, 0, MORAINE_ERROR_NONE, MORAINE_EXCEPTION_NONE};
-	auto store = moraine_store_open(url.c_str(), url.size(), read_only ? 1 : 0, marshalled.data(),
+	auto store = moraine_store_open(url.c_str(), url.size(), plan.read_only ? 1 : 0, marshalled.data(),
 	                                marshalled.size(), &err);
 	if (!store) {
 		MoraineThrow(err);
 	}
-	return make_uniq<MoraineCatalog>(db, make_shared_ptr<MoraineStoreRef>(store), url, read_only);
+	return make_uniq<MoraineCatalog>(db, make_shared_ptr<MoraineStoreRef>(store), url, plan.read_only);
 }
 
 static unique_ptr<TransactionManager> MoraineCreateTransactionManager(optional_ptr<StorageExtensionInfo> storage_info,

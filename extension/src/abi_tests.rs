@@ -366,6 +366,11 @@ fn rust_layouts() -> BTreeMap<&'static str, Layout> {
             value,
             value_len
         }),
+        layout!(MoraineAttachPlan {
+            s3,
+            read_only,
+            read_write_again
+        }),
         layout!(MorainePredicate {
             filter,
             clause,

@@ -385,6 +385,80 @@ pub unsafe extern "C" fn moraine_store_open(
     .unwrap_or(std::ptr::null_mut())
 }
 
+/// What an ATTACH opens ([`moraine::attach::Plan`]).
+#[repr(C)]
+pub struct MoraineAttachPlan {
+    pub s3: bool,
+    pub read_only: bool,
+    pub read_write_again: bool,
+}
+
+/// Decides what an ATTACH opens ([`moraine::attach::plan`]) from what DuckDB knows of it: its
+/// `path`, the `options` DuckDB left to the storage extension, the names of all its options
+/// (`named`, values ignored), whether DuckDB set it `read_only`, and whether DuckDB's own
+/// access mode is automatic. Writes the plan to `out` and calls `cb(ud, "url", url, 0)`, then,
+/// when the ATTACH named a secret, `cb(ud, "secret", name, 0)`; nonzero with `err` set when the
+/// ATTACH is refused.
+#[no_mangle]
+pub unsafe extern "C" fn moraine_attach_plan(
+    path: *const c_char,
+    path_len: usize,
+    options: *const MoraineOption,
+    n_options: usize,
+    named: *const MoraineOption,
+    n_named: usize,
+    read_only: bool,
+    duckdb_automatic: bool,
+    out: *mut MoraineAttachPlan,
+    ud: *mut c_void,
+    cb: TextRowCb,
+    err: *mut MoraineError,
+) -> i32 {
+    let plan = guard(err, || {
+        let pairs = |p: *const MoraineOption, n: usize| -> Result<Vec<(String, String)>> {
+            slice(p, n)
+                .iter()
+                .map(|o| {
+                    Ok((
+                        text(o.key, o.key_len)?.to_string(),
+                        text(o.value, o.value_len)?.to_string(),
+                    ))
+                })
+                .collect()
+        };
+        moraine::attach::plan(&moraine::attach::Facts {
+            path: text(path, path_len)?.to_string(),
+            options: pairs(options, n_options)?,
+            named: pairs(named, n_named)?.into_iter().map(|(n, _)| n).collect(),
+            read_only,
+            duckdb_automatic,
+        })
+    });
+    let Some(plan) = plan else {
+        return 1;
+    };
+    *out = MoraineAttachPlan {
+        s3: plan.s3,
+        read_only: plan.read_only,
+        read_write_again: plan.read_write_again,
+    };
+    let emit = |name: &str, value: &str| {
+        cb(
+            ud,
+            name.as_ptr() as *const c_char,
+            name.len(),
+            value.as_ptr() as *const c_char,
+            value.len(),
+            0,
+        )
+    };
+    emit("url", &plan.url);
+    if let Some(secret) = &plan.secret {
+        emit("secret", secret);
+    }
+    0
+}
+
 #[no_mangle]
 pub unsafe extern "C" fn moraine_store_free(store: *mut MoraineStore) {
     if !store.is_null() {
