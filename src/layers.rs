@@ -36,8 +36,8 @@ pub(crate) const LAYERS: &[(&str, &[&str])] = &[
     ("translation", &["translate"]),
     ("the transaction", &["txn"]),
     (
-        "what DuckDB asks of one ATTACH, or of one scan in one transaction",
-        &["attach", "scan"],
+        "what DuckDB asks: its settings, an ATTACH, a scan in a transaction",
+        &["attach", "scan", "settings"],
     ),
 ];
 

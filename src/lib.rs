@@ -24,6 +24,7 @@ pub mod runtime;
 pub mod s3;
 pub mod scan;
 pub mod serialized;
+pub mod settings;
 mod sst_cache;
 pub mod status;
 pub mod store;

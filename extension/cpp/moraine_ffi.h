@@ -164,9 +164,37 @@ int moraine_store_metrics(MoraineStore *store, void *ud, moraine_text_row_cb cb,
 
 // moraine's version, as its extension footer carries it: a static string.
 const char *moraine_version(void);
-// The default of moraine's setting `name` (moraine_log_level, moraine_max_commit_size,
-// moraine_io_timeout, moraine_reader_poll_interval, moraine_reclaim_interval): a static string in the setting's spelling.
+// moraine's DuckDB settings (src/settings.rs), each global.
+enum MoraineSettingType {
+	MORAINE_SETTING_INTERVAL = 0, // an INTERVAL; its store option is whole milliseconds
+	MORAINE_SETTING_TEXT = 1      // a VARCHAR; its store option is the text
+};
+// What a SET of the setting does besides storing it.
+enum MoraineOnSet {
+	MORAINE_ON_SET_NOTHING = 0,
+	MORAINE_ON_SET_CHECK_MAX_COMMIT_SIZE = 1, // moraine_check_max_commit_size
+	MORAINE_ON_SET_SET_LOG_LEVEL = 2          // moraine_set_log_level
+};
+typedef struct {
+	const char *name;
+	size_t name_len;
+	const char *description;
+	size_t description_len;
+	const char *default_value; // in the setting's own spelling
+	size_t default_len;
+	uint32_t ty;     // MoraineSettingType
+	uint32_t on_set; // MoraineOnSet
+	const char *store_option; // the store option an ATTACH reads the value into (length 0: none)
+	size_t store_option_len;
+} MoraineSetting;
+// Calls cb once per setting, in order (the pointers live for the call).
+void moraine_settings(void *ud, void (*cb)(void *ud, const MoraineSetting *setting));
+// The default of moraine's setting `name`: a static string in the setting's spelling (NULL for
+// another name).
 const char *moraine_setting_default(const char *name);
+// The store option value for an INTERVAL setting of `micros` microseconds written as `shown`:
+// whole milliseconds, or `shown` when not positive (the store then refuses it, naming it).
+void moraine_interval_option(int64_t micros, const char *shown, size_t shown_len, void *ud, moraine_name_cb cb);
 // Checks a moraine_max_commit_size value (0 when it parses; else *err says why).
 int moraine_check_max_commit_size(const char *text, size_t len, MoraineError *err);
 // Sets moraine_log_level (0 on success; a value that does not parse sets *err and changes

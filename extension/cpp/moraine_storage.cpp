@@ -154,20 +154,37 @@ static unique_ptr<Catalog> MoraineAttach(optional_ptr<StorageExtensionInfo> stor
 		options.access_mode = AccessMode::AUTOMATIC;
 	}
 	auto kv = plan.s3 ? S3SecretOptions(context, url, texts.secret) : vector<pair<string, string>>();
-	// interval settings travel as whole milliseconds; Rust refuses what is not positive
-	for (auto &interval : {std::make_pair("moraine_io_timeout", "io_timeout_ms"),
-	                       std::make_pair("moraine_reader_poll_interval", "reader_poll_ms"),
-	                       std::make_pair("moraine_reclaim_interval", "reclaim_interval_ms")}) {
-		Value value;
-		if (context.TryGetCurrentSetting(interval.first, value) && !value.IsNull()) {
-			auto ms = Interval::GetMicro(value.GetValue<interval_t>()) / 1000;
-			kv.emplace_back(interval.second, ms > 0 ? to_string(ms) : value.ToString());
+	// the settings an ATTACH reads (src/settings.rs), as store options
+	struct Read : MoraineCallbackState {
+		ClientContext &context;
+		vector<pair<string, string>> &kv;
+		Read(ClientContext &context, vector<pair<string, string>> &kv) : context(context), kv(kv) {
 		}
-	}
-	Value max_commit;
-	if (context.TryGetCurrentSetting("moraine_max_commit_size", max_commit) && !max_commit.IsNull()) {
-		kv.emplace_back("max_commit_size", max_commit.ToString());
-	}
+	} read(context, kv);
+	moraine_settings(&read, [](void *ud, const MoraineSetting *setting) {
+		auto &read = *static_cast<Read *>(ud);
+		MoraineCallback(read, [&]() {
+			Value value;
+			string option(setting->store_option, setting->store_option_len);
+			if (option.empty() || !read.context.TryGetCurrentSetting(string(setting->name, setting->name_len), value) ||
+			    value.IsNull()) {
+				return;
+			}
+			auto shown = value.ToString();
+			if (setting->ty == MORAINE_SETTING_INTERVAL) {
+				moraine_interval_option(Interval::GetMicro(value.GetValue<interval_t>()), shown.c_str(), shown.size(),
+				                        &shown, [](void *ud, const char *text, size_t len) {
+					                        try {
+						                        *static_cast<string *>(ud) = string(text, len);
+					                        } catch (...) {
+						                        // (the value as written goes to the store, which names it)
+					                        }
+				                        });
+			}
+			read.kv.emplace_back(option, shown);
+		});
+	});
+	MoraineRethrow(read);
 	vector<MoraineOption> marshalled;
 	for (auto &o : kv) {
 		marshalled.push_back(MoraineOption {o.first.c_str(), o.first.size(), o.second.c_str(), o.second.size()});
@@ -213,49 +230,36 @@ shared_ptr<StorageExtension> MoraineStorageExtension() {
 
 } // namespace duckdb
 
-// The default Rust holds for an INTERVAL setting.
-static duckdb::Value MoraineIntervalDefault(const char *name) {
-	return duckdb::Value(moraine_setting_default(name)).DefaultCastAs(duckdb::LogicalType::INTERVAL);
-}
-
 // Called from the Rust entry point `moraine_duckdb_cpp_init`.
 extern "C" void moraine_cpp_register(void *loader_ptr) {
 	auto &loader = *static_cast<duckdb::ExtensionLoader *>(loader_ptr);
-	auto &db = loader.GetDatabaseInstance();
-	auto &config = duckdb::DBConfig::GetConfig(db);
+	auto &config = duckdb::DBConfig::GetConfig(loader.GetDatabaseInstance());
 	duckdb::StorageExtension::Register(config, "moraine", duckdb::MoraineStorageExtension());
-	// the interval settings, read at ATTACH (global: DuckLake attaches its catalog on its own connection)
-	for (auto &setting : {std::make_pair("moraine_io_timeout",
-	                                     "How long one moraine store operation (an ATTACH's reads, a COMMIT's write, a "
-	                                     "DETACH) may take before it fails; read at ATTACH (a global setting: "
-	                                     "DuckLake attaches its catalog on its own connection)"),
-	                      std::make_pair("moraine_reader_poll_interval",
-	                                     "How often a READ_ONLY attach looks for the writer's new commits: how fresh "
-	                                     "its reads are, and how many requests an idle reader makes; read at ATTACH"),
-	                      std::make_pair("moraine_reclaim_interval",
-	                                     "The longest a moraine writer leaves the store's table files unrewritten: the "
-	                                     "bytes of deleted catalog rows leave the store within about this long while a "
-	                                     "writer is attached (moraine_reclaim(lake) does it at once); read at ATTACH")}) {
-		if (!config.HasExtensionOption(setting.first)) {
-			config.AddExtensionOption(setting.first, setting.second, duckdb::LogicalType::INTERVAL,
-			                          MoraineIntervalDefault(setting.first), nullptr, duckdb::SetScope::GLOBAL);
+	// the settings Rust lists (src/settings.rs), all global: DuckLake attaches its catalog on its
+	// own connection
+	struct Register : duckdb::MoraineCallbackState {
+		duckdb::DBConfig &config;
+		explicit Register(duckdb::DBConfig &config) : config(config) {
 		}
-	}
-	if (!config.HasExtensionOption("moraine_max_commit_size")) {
-		config.AddExtensionOption("moraine_max_commit_size",
-		                          "The most one commit may write to a moraine catalog (its keys and values, inlined "
-		                          "rows included), e.g. '64MiB'; at most and by default 1GiB; read at ATTACH",
-		                          duckdb::LogicalType::VARCHAR, duckdb::Value(moraine_setting_default("moraine_max_commit_size")),
-		                          duckdb::MoraineCheckMaxCommitSize,
-		                          duckdb::SetScope::GLOBAL);
-	}
-	if (!config.HasExtensionOption("moraine_log_level")) {
-		config.AddExtensionOption("moraine_log_level",
-		                          "What moraine writes to stderr: a level (off, error, warn, info, debug, trace) for "
-		                          "moraine, then optionally target=level for slatedb, object_store, reqwest; "
-		                          "debug shows each attach, refresh, commit and checkpoint with its time (process-wide)",
-		                          duckdb::LogicalType::VARCHAR, duckdb::Value(moraine_setting_default("moraine_log_level")),
-		                          duckdb::MoraineSetLogLevel, duckdb::SetScope::GLOBAL);
-	}
+	} registered(config);
+	moraine_settings(&registered, [](void *ud, const MoraineSetting *setting) {
+		auto &registered = *static_cast<Register *>(ud);
+		duckdb::MoraineCallback(registered, [&]() {
+			std::string name(setting->name, setting->name_len);
+			if (registered.config.HasExtensionOption(name)) {
+				return;
+			}
+			auto type = setting->ty == MORAINE_SETTING_INTERVAL ? duckdb::LogicalType::INTERVAL
+			                                                      : duckdb::LogicalType::VARCHAR;
+			auto on_set = setting->on_set == MORAINE_ON_SET_CHECK_MAX_COMMIT_SIZE ? duckdb::MoraineCheckMaxCommitSize
+			              : setting->on_set == MORAINE_ON_SET_SET_LOG_LEVEL        ? duckdb::MoraineSetLogLevel
+			                                                                       : nullptr;
+			registered.config.AddExtensionOption(
+			    name, std::string(setting->description, setting->description_len), type,
+			    duckdb::Value(std::string(setting->default_value, setting->default_len)).DefaultCastAs(type), on_set,
+			    duckdb::SetScope::GLOBAL);
+		});
+	});
+	duckdb::MoraineRethrow(registered);
 	duckdb::MoraineRegisterFunctions(loader);
 }

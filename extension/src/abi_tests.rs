@@ -289,6 +289,37 @@ fn rust_constants() -> BTreeMap<&'static str, BTreeMap<String, (String, i64)>> {
         ]),
     );
     out.insert(
+        "MoraineSettingType",
+        named(&[
+            (
+                "MORAINE_SETTING_INTERVAL",
+                "SETTING_INTERVAL",
+                SETTING_INTERVAL.into(),
+            ),
+            ("MORAINE_SETTING_TEXT", "SETTING_TEXT", SETTING_TEXT.into()),
+        ]),
+    );
+    out.insert(
+        "MoraineOnSet",
+        named(&[
+            (
+                "MORAINE_ON_SET_NOTHING",
+                "ON_SET_NOTHING",
+                ON_SET_NOTHING.into(),
+            ),
+            (
+                "MORAINE_ON_SET_CHECK_MAX_COMMIT_SIZE",
+                "ON_SET_CHECK_MAX_COMMIT_SIZE",
+                ON_SET_CHECK_MAX_COMMIT_SIZE.into(),
+            ),
+            (
+                "MORAINE_ON_SET_SET_LOG_LEVEL",
+                "ON_SET_SET_LOG_LEVEL",
+                ON_SET_SET_LOG_LEVEL.into(),
+            ),
+        ]),
+    );
+    out.insert(
         "MoraineOp",
         named(&[
             ("MORAINE_OP_EQ", "OP_EQ", OP_EQ.into()),
@@ -365,6 +396,18 @@ fn rust_layouts() -> BTreeMap<&'static str, Layout> {
             key_len,
             value,
             value_len
+        }),
+        layout!(MoraineSetting {
+            name,
+            name_len,
+            description,
+            description_len,
+            default_value,
+            default_len,
+            ty,
+            on_set,
+            store_option,
+            store_option_len
         }),
         layout!(MoraineAttachPlan {
             s3,
@@ -493,7 +536,7 @@ fn every_header_constant_has_rust_s_value() {
 
 #[test]
 fn every_rust_constant_and_kind_is_checked() {
-    // every TAG_ / FIELD_ / OP_ constant of ffi.rs has its header constant in rust_constants()
+    // every TAG_ / FIELD_ / OP_ / SETTING_ / ON_SET_ constant of ffi.rs has its header constant in rust_constants()
     let checked: Vec<String> = rust_constants()
         .values()
         .flat_map(|m| m.values().map(|(rust, _)| rust.clone()))
@@ -503,7 +546,7 @@ fn every_rust_constant_and_kind_is_checked() {
             continue;
         };
         let name = rest.split(':').next().unwrap_or("").trim();
-        if ["TAG_", "FIELD_", "OP_"]
+        if ["TAG_", "FIELD_", "OP_", "SETTING_", "ON_SET_"]
             .iter()
             .any(|p| name.starts_with(p))
         {

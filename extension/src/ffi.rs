@@ -1279,33 +1279,100 @@ pub extern "C" fn moraine_version() -> *const c_char {
 }
 
 /// The default of moraine's DuckDB setting `name` (NUL-terminated, static); NULL for a name
-/// that is not one of the settings whose default Rust holds.
+/// that is not one of its settings ([`moraine::settings`]).
 #[no_mangle]
 pub unsafe extern "C" fn moraine_setting_default(name: *const c_char) -> *const c_char {
-    static LOG: OnceLock<std::ffi::CString> = OnceLock::new();
-    static MAX_COMMIT: OnceLock<std::ffi::CString> = OnceLock::new();
-    static IO_TIMEOUT: OnceLock<std::ffi::CString> = OnceLock::new();
-    static READER_POLL: OnceLock<std::ffi::CString> = OnceLock::new();
-    static RECLAIM: OnceLock<std::ffi::CString> = OnceLock::new();
-    let c = |cell: &'static OnceLock<std::ffi::CString>, text: &dyn Fn() -> String| {
-        cell.get_or_init(|| std::ffi::CString::new(text()).expect("no NUL in it"))
-            .as_ptr()
-    };
-    let millis = |d: std::time::Duration| format!("{} milliseconds", d.as_millis());
-    match std::ffi::CStr::from_ptr(name).to_bytes() {
-        b"moraine_log_level" => c(&LOG, &|| moraine::telemetry::DEFAULT_FILTER.into()),
-        b"moraine_max_commit_size" => c(&MAX_COMMIT, &|| {
-            moraine::limits::DEFAULT_MAX_COMMIT_SIZE.into()
-        }),
-        b"moraine_io_timeout" => c(&IO_TIMEOUT, &|| millis(moraine::store::DEFAULT_IO_TIMEOUT)),
-        b"moraine_reader_poll_interval" => c(&READER_POLL, &|| {
-            millis(moraine::store::DEFAULT_READER_POLL)
-        }),
-        b"moraine_reclaim_interval" => c(&RECLAIM, &|| {
-            millis(moraine::store::DEFAULT_RECLAIM_INTERVAL)
-        }),
-        _ => std::ptr::null(),
+    static DEFAULTS: OnceLock<Vec<(&'static str, std::ffi::CString)>> = OnceLock::new();
+    let defaults = DEFAULTS.get_or_init(|| {
+        moraine::settings::all()
+            .into_iter()
+            .map(|s| {
+                (
+                    s.name,
+                    std::ffi::CString::new(s.default).expect("no NUL in it"),
+                )
+            })
+            .collect()
+    });
+    let name = std::ffi::CStr::from_ptr(name).to_bytes();
+    defaults
+        .iter()
+        .find(|(n, _)| n.as_bytes() == name)
+        .map_or(std::ptr::null(), |(_, d)| d.as_ptr())
+}
+
+/// One of moraine's DuckDB settings ([`moraine::settings::Setting`]), for registration.
+#[repr(C)]
+pub struct MoraineSetting {
+    pub name: *const c_char,
+    pub name_len: usize,
+    pub description: *const c_char,
+    pub description_len: usize,
+    pub default_value: *const c_char,
+    pub default_len: usize,
+    /// `MoraineSettingType`
+    pub ty: u32,
+    /// `MoraineOnSet`
+    pub on_set: u32,
+    /// The store option an ATTACH reads the value into (`store_option_len` 0: none).
+    pub store_option: *const c_char,
+    pub store_option_len: usize,
+}
+
+/// A setting's DuckDB type (`MoraineSettingType`).
+const SETTING_INTERVAL: u32 = 0;
+const SETTING_TEXT: u32 = 1;
+/// What a `SET` does besides storing the value (`MoraineOnSet`).
+const ON_SET_NOTHING: u32 = 0;
+const ON_SET_CHECK_MAX_COMMIT_SIZE: u32 = 1;
+const ON_SET_SET_LOG_LEVEL: u32 = 2;
+
+type SettingCb = extern "C" fn(ud: *mut c_void, setting: *const MoraineSetting);
+
+/// Calls `cb` once per setting, in order ([`moraine::settings::all`]).
+#[no_mangle]
+pub unsafe extern "C" fn moraine_settings(ud: *mut c_void, cb: SettingCb) {
+    use moraine::settings::{OnSet, Type};
+    for s in quiet("moraine_settings", Vec::new(), moraine::settings::all) {
+        let store_option = s.store_option.unwrap_or("");
+        let setting = MoraineSetting {
+            name: s.name.as_ptr() as *const c_char,
+            name_len: s.name.len(),
+            description: s.description.as_ptr() as *const c_char,
+            description_len: s.description.len(),
+            default_value: s.default.as_ptr() as *const c_char,
+            default_len: s.default.len(),
+            ty: match s.ty {
+                Type::Interval => SETTING_INTERVAL,
+                Type::Text => SETTING_TEXT,
+            },
+            on_set: match s.on_set {
+                OnSet::Nothing => ON_SET_NOTHING,
+                OnSet::CheckMaxCommitSize => ON_SET_CHECK_MAX_COMMIT_SIZE,
+                OnSet::SetLogLevel => ON_SET_SET_LOG_LEVEL,
+            },
+            store_option: store_option.as_ptr() as *const c_char,
+            store_option_len: store_option.len(),
+        };
+        cb(ud, &setting);
     }
+}
+
+/// The store option value an ATTACH passes for an INTERVAL setting of `micros` microseconds,
+/// written as `shown` ([`moraine::settings::interval_option`]), through `cb`.
+#[no_mangle]
+pub unsafe extern "C" fn moraine_interval_option(
+    micros: i64,
+    shown: *const c_char,
+    shown_len: usize,
+    ud: *mut c_void,
+    cb: NameCb,
+) {
+    let shown = String::from_utf8_lossy(slice(shown as *const u8, shown_len));
+    let value = quiet("moraine_interval_option", shown.to_string(), || {
+        moraine::settings::interval_option(micros, &shown)
+    });
+    cb(ud, value.as_ptr() as *const c_char, value.len());
 }
 
 /// Checks a `moraine_max_commit_size` value as the attach will read it; 0 when it parses.
