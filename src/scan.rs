@@ -275,7 +275,7 @@ impl Scan {
         match self.rows(txn) {
             Ok(rows) => Pushdown {
                 applied,
-                empty: rows.len() == 0,
+                empty: rows.is_empty(),
             },
             Err(_) => nothing,
         }
