@@ -285,12 +285,15 @@ impl Scan {
     /// filters may need them), narrowed by the applied filters.
     pub fn rows(&self, txn: &mut Transaction) -> Result<Emitted> {
         let stamp = txn.stamp();
-        let filters = self.state().filters.clone();
-        if let Some((s, f, rows)) = &self.state().kept {
-            if *s == stamp && *f == filters {
-                return Ok(rows.clone());
+        let filters = {
+            let state = self.state();
+            if let Some((s, f, rows)) = &state.kept {
+                if *s == stamp && *f == state.filters {
+                    return Ok(rows.clone());
+                }
             }
-        }
+            state.filters.clone()
+        };
         let lake = &self.schema;
         let history = filters.need_history(|| txn.head_snapshot(lake))?;
         let mat = txn.rows(&self.schema, &self.table, history)?;

@@ -97,11 +97,6 @@ pub fn all() -> Vec<Setting> {
     ]
 }
 
-/// The setting named `name`.
-pub fn find(name: &str) -> Option<Setting> {
-    all().into_iter().find(|s| s.name == name)
-}
-
 /// The store option an ATTACH passes for an INTERVAL setting's value of `micros`
 /// microseconds: whole milliseconds; `shown`, the value as DuckDB writes it, when that is not
 /// positive, so that the store's refusal names what the user set.
@@ -115,6 +110,11 @@ pub fn interval_option(micros: i64, shown: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The setting named `name`.
+    fn find(name: &str) -> Option<Setting> {
+        all().into_iter().find(|s| s.name == name)
+    }
 
     #[test]
     fn each_setting_feeds_the_store_option_the_store_reads_and_its_default_parses() {

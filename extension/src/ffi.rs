@@ -442,21 +442,9 @@ pub unsafe extern "C" fn moraine_attach_plan(
         read_only: plan.read_only,
         read_write_again: plan.read_write_again,
     };
-    let emit = |name: &str, value: &str| {
-        cb(
-            ud,
-            name.as_ptr() as *const c_char,
-            name.len(),
-            value.as_ptr() as *const c_char,
-            value.len(),
-            0,
-        )
-    };
-    emit("url", &plan.url);
-    if let Some(secret) = &plan.secret {
-        emit("secret", secret);
-    }
-    0
+    let mut texts = vec![("url".to_string(), plan.url, 0)];
+    texts.extend(plan.secret.map(|name| ("secret".to_string(), name, 0)));
+    text_rows(Some(texts), ud, cb)
 }
 
 #[no_mangle]
@@ -925,24 +913,21 @@ pub unsafe extern "C" fn moraine_scan_push(
     let raw = slice(predicates, n);
     let pushed = quiet("moraine_scan_push", None, || {
         // a filter with a predicate that does not unmarshal is not pushed at all
-        let broken: Vec<usize> = raw
-            .iter()
-            .filter(|p| op_from_c(p.op).is_none() || cell_from_c(&p.value).is_err())
-            .map(|p| p.filter)
-            .collect();
-        let predicates: Vec<Predicate> = raw
-            .iter()
-            .filter(|p| !broken.contains(&p.filter))
-            .filter_map(|p| {
-                Some(Predicate {
+        let mut broken = Vec::new();
+        let mut predicates = Vec::with_capacity(raw.len());
+        for p in raw {
+            match (op_from_c(p.op), cell_from_c(&p.value)) {
+                (Some(op), Ok(value)) => predicates.push(Predicate {
                     filter: p.filter,
                     clause: p.clause,
                     column: p.column,
-                    op: op_from_c(p.op)?,
-                    value: cell_from_c(&p.value).ok()?,
-                })
-            })
-            .collect();
+                    op,
+                    value,
+                }),
+                _ => broken.push(p.filter),
+            }
+        }
+        predicates.retain(|p| !broken.contains(&p.filter));
         let mut txn = lock(&*txn).ok()?;
         Some((*scan).0.push(&mut txn, &predicates, n_filters))
     });
@@ -1069,16 +1054,11 @@ pub unsafe extern "C" fn moraine_mat_explain(
     cb: TextRowCb,
 ) {
     let lines = quiet("moraine_mat_explain", Vec::new(), || (*mat).0.explain());
-    for (name, value) in lines {
-        cb(
-            ud,
-            name.as_ptr() as *const c_char,
-            name.len(),
-            value.as_ptr() as *const c_char,
-            value.len(),
-            0,
-        );
-    }
+    text_rows(
+        Some(lines.into_iter().map(|(n, v)| (n.into(), v, 0)).collect()),
+        ud,
+        cb,
+    );
 }
 
 /// Sets `err` to the error for the cell at column `col` of the `index`-th row of `mat`, which
