@@ -1,6 +1,6 @@
 //! Compiles the thin C++ layer (cpp/) against the DuckDB v1.5.5 headers that libduckdb-sys
-//! (feature `bundled`) publishes as DEP_DUCKDB_INCLUDE, and the ABI test's view of
-//! cpp/moraine_ffi.h (abi/).
+//! (feature `bundled`) publishes as DEP_DUCKDB_INCLUDE, with the C surface's header that cbindgen
+//! generates from src/ffi.rs (include/moraine_ffi.h; `cargo xtask header`).
 fn main() {
     let include = std::env::var("DEP_DUCKDB_INCLUDE")
         .expect("libduckdb-sys did not publish its include directory (DEP_DUCKDB_INCLUDE); is feature `bundled` on?");
@@ -10,6 +10,7 @@ fn main() {
         .std("c++17")
         .include(&include)
         .include("cpp")
+        .include("include")
         // DuckDB's release build: never DEBUG (some classes change shape under it).
         .define("NDEBUG", None)
         .flag_if_supported("-Wno-unused-parameter")
@@ -22,17 +23,6 @@ fn main() {
         println!("cargo:rerun-if-changed={}", path.display());
     }
     build.compile("moraine_cpp");
-
-    // The constants and struct layouts of moraine_ffi.h as the C++ compiler sees them, which the
-    // ABI test (src/abi_tests.rs) compares with Rust's. Its own archive, in the same OUT_DIR:
-    // nothing is linked from it unless the test names it (`#[link(name = "moraine_abi")]`).
-    cc::Build::new()
-        .cpp(true)
-        .std("c++17")
-        .include("cpp")
-        .cargo_metadata(false)
-        .file("abi/moraine_abi.cpp")
-        .compile("moraine_abi");
-    println!("cargo:rerun-if-changed=abi/moraine_abi.cpp");
+    println!("cargo:rerun-if-changed=include/moraine_ffi.h");
     println!("cargo:rerun-if-changed=build.rs");
 }

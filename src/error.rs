@@ -89,7 +89,7 @@ pub enum Error {
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// What kind of failure an error is: the code that crosses the C surface
-/// (`MoraineErrorKind` in extension/cpp/moraine_ffi.h; the numbers are that enum's).
+/// (`MoraineError::kind` in extension/include/moraine_ffi.h).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(u32)]
 pub enum Kind {
@@ -118,8 +118,7 @@ pub enum Kind {
 }
 
 impl Kind {
-    /// Every kind, in code order (the ABI test, extension/src/abi_tests.rs, checks that this
-    /// holds every variant and that moraine_ffi.h has each with the same number).
+    /// Every kind, in code order.
     pub const ALL: [Kind; 11] = [
         Kind::InvalidInput,
         Kind::Conflict,

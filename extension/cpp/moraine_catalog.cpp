@@ -29,7 +29,7 @@ optional_ptr<CatalogEntry> MoraineCatalog::CreateSchema(CatalogTransaction trans
 	if (info.on_conflict == OnCreateConflict::REPLACE_ON_CONFLICT) {
 		throw NotImplementedException("moraine: CREATE OR REPLACE SCHEMA is not supported");
 	}
-	MoraineError err {nullptr, 0, MORAINE_ERROR_NONE, MORAINE_EXCEPTION_NONE};
+	MoraineError err {};
 	if (moraine_txn_create_schema(moraine_transaction.Txn(), info.schema.c_str(), info.schema.size(),
 	                              if_not_exists ? 1 : 0, &err) != 0) {
 		MoraineThrow(err);
@@ -55,7 +55,7 @@ optional_ptr<SchemaCatalogEntry> MoraineCatalog::LookupSchema(CatalogTransaction
 
 void MoraineCatalog::DropSchema(ClientContext &context, DropInfo &info) {
 	auto &moraine_transaction = MoraineTransaction::Get(context, *this);
-	MoraineError err {nullptr, 0, MORAINE_ERROR_NONE, MORAINE_EXCEPTION_NONE};
+	MoraineError err {};
 	if (moraine_txn_drop_schema(moraine_transaction.Txn(), info.name.c_str(), info.name.size(),
 	                            info.if_not_found == OnEntryNotFound::RETURN_NULL ? 1 : 0, &err) != 0) {
 		MoraineThrow(err);

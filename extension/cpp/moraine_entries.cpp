@@ -27,7 +27,7 @@ void MoraineEntries::LoadSchemas(MoraineTxn *txn) {
 	}
 	// read outside the lock, as a schema's tables are (MoraineSchemaEntry::LoadTables)
 	NameList list;
-	MoraineError err {nullptr, 0, MORAINE_ERROR_NONE, MORAINE_EXCEPTION_NONE};
+	MoraineError err {};
 	if (moraine_txn_schemas(txn, &list, CollectName, &err) != 0) {
 		MoraineThrow(err);
 	}

@@ -49,7 +49,7 @@ static unique_ptr<MoraineRowsBindData> FetchRows(ClientContext &context, TableFu
                                                  int (*fetch)(MoraineStore *, void *, CB, MoraineError *), CB cb) {
 	auto store = MoraineLake(context, function, input.inputs[0].GetValue<string>()).store;
 	auto result = make_uniq<MoraineRowsBindData>();
-	MoraineError err {nullptr, 0, MORAINE_ERROR_NONE, MORAINE_EXCEPTION_NONE};
+	MoraineError err {};
 	if (fetch(store->store, result.get(), cb, &err) != 0) {
 		MoraineThrow(err);
 	}
@@ -167,7 +167,7 @@ static void ReclaimScan(ClientContext &context, TableFunctionInput &input, DataC
 	state.position = 1;
 	auto &bind = input.bind_data->Cast<MoraineReclaimBindData>();
 	MoraineRowsBindData done;
-	MoraineError err {nullptr, 0, MORAINE_ERROR_NONE, MORAINE_EXCEPTION_NONE};
+	MoraineError err {};
 	// the facts Rust decides on (src/store/reclaim.rs, Caller)
 	auto &meta = MetaTransaction::Get(context);
 	auto &databases = DatabaseManager::Get(context);

@@ -57,7 +57,7 @@ static MoraineMatPtr MoraineScanRows(ClientContext &context, const MoraineScanBi
 //! The same, for a planning callback: null when they cannot be read (the scan reports the error).
 static MoraineMatPtr MoraineRowsToPlan(ClientContext &context, const FunctionData *bind_data_p) {
 	try {
-		MoraineError err {nullptr, 0, MORAINE_ERROR_NONE, MORAINE_EXCEPTION_NONE};
+		MoraineError err {};
 		auto mat = MoraineScanRows(context, bind_data_p->Cast<MoraineScanBindData>(), err);
 		if (!mat) {
 			MoraineTakeError(err);
@@ -342,7 +342,7 @@ struct MoraineScanState : public GlobalTableFunctionState {
 
 static unique_ptr<GlobalTableFunctionState> MoraineScanInit(ClientContext &context, TableFunctionInitInput &input) {
 	auto result = make_uniq<MoraineScanState>();
-	MoraineError err {nullptr, 0, MORAINE_ERROR_NONE, MORAINE_EXCEPTION_NONE};
+	MoraineError err {};
 	result->mat = MoraineScanRows(context, input.bind_data->Cast<MoraineScanBindData>(), err);
 	if (!result->mat) {
 		MoraineThrow(err);
@@ -408,7 +408,7 @@ static void MoraineScanFunction(ClientContext &context, TableFunctionInput &inpu
 				auto &table = input.bind_data->Cast<MoraineScanBindData>().table;
 				auto column = table.GetColumn(LogicalIndex(column_id)).Name();
 				auto type = vector.GetType().ToString();
-				MoraineError err {nullptr, 0, MORAINE_ERROR_NONE, MORAINE_EXCEPTION_NONE};
+				MoraineError err {};
 				moraine_mat_misfit(mat, state.position + r, column_id, column.c_str(), column.size(), type.c_str(),
 				                   type.size(), why.c_str(), why.size(), &err);
 				MoraineThrow(err);

@@ -88,7 +88,7 @@ void MoraineSchemaEntry::LoadTables(MoraineTxn *txn) {
 	// read outside the lock: the read waits on the caller's transaction, which must not hold up
 	// the other transactions sharing this schema
 	TableListing listing;
-	MoraineError err {nullptr, 0, MORAINE_ERROR_NONE, MORAINE_EXCEPTION_NONE};
+	MoraineError err {};
 	if (moraine_txn_tables(txn, name.c_str(), name.size(), &listing, OnTable, OnColumn, &err) != 0) {
 		MoraineThrow(err);
 	}
@@ -142,7 +142,7 @@ optional_ptr<CatalogEntry> MoraineSchemaEntry::CreateTable(CatalogTransaction ca
 		                                   type_names[i].size(), const_data_ptr_cast(type_blobs[i].data()),
 		                                   type_blobs[i].size()});
 	}
-	MoraineError err {nullptr, 0, MORAINE_ERROR_NONE, MORAINE_EXCEPTION_NONE};
+	MoraineError err {};
 	if (moraine_txn_create_table(transaction.Txn(), name.c_str(), name.size(), info.table.c_str(), info.table.size(),
 	                             columns.data(), columns.size(), &err) != 0) {
 		MoraineThrow(err);
@@ -179,7 +179,7 @@ void MoraineSchemaEntry::DropEntry(ClientContext &context, DropInfo &info) {
 	}
 	// under the name it is stored as (the user's may differ in case)
 	auto &table_name = existing->name;
-	MoraineError err {nullptr, 0, MORAINE_ERROR_NONE, MORAINE_EXCEPTION_NONE};
+	MoraineError err {};
 	if (moraine_txn_drop_table(transaction.Txn(), name.c_str(), name.size(), table_name.c_str(), table_name.size(),
 	                           &err) != 0) {
 		MoraineThrow(err);
@@ -214,7 +214,7 @@ optional_ptr<CatalogEntry> MoraineSchemaEntry::LookupEntry(CatalogTransaction ca
 	// DuckLake names one table at a time: read just that one (outside the lock, as LoadTables)
 	auto txn = transaction.Txn();
 	TableListing listing;
-	MoraineError err {nullptr, 0, MORAINE_ERROR_NONE, MORAINE_EXCEPTION_NONE};
+	MoraineError err {};
 	auto found = moraine_txn_table(txn, name.c_str(), name.size(), table_name.c_str(), table_name.size(), &listing,
 	                               OnTable, OnColumn, &err);
 	if (found < 0) {

@@ -117,7 +117,7 @@ static unique_ptr<Catalog> MoraineAttach(optional_ptr<StorageExtensionInfo> stor
 		});
 	};
 	MoraineAttachPlan plan;
-	MoraineError err {nullptr, 0, MORAINE_ERROR_NONE, MORAINE_EXCEPTION_NONE};
+	MoraineError err {};
 	if (moraine_attach_plan(info.path.c_str(), info.path.size(), left.data(), left.size(), named.data(), named.size(),
 	                        options.access_mode == AccessMode::READ_ONLY,
 	                        DBConfig::GetConfig(context).options.access_mode == AccessMode::AUTOMATIC, &plan, &texts,
@@ -207,7 +207,7 @@ static void MoraineCheckMaxCommitSize(ClientContext &context, SetScope scope, Va
 		return;
 	}
 	auto text = parameter.ToString();
-	MoraineError err {nullptr, 0, MORAINE_ERROR_NONE, MORAINE_EXCEPTION_NONE};
+	MoraineError err {};
 	if (moraine_check_max_commit_size(text.c_str(), text.size(), &err) != 0) {
 		MoraineThrow(err);
 	}
@@ -215,7 +215,7 @@ static void MoraineCheckMaxCommitSize(ClientContext &context, SetScope scope, Va
 
 static void MoraineSetLogLevel(ClientContext &context, SetScope scope, Value &parameter) {
 	auto spec = parameter.IsNull() ? string(moraine_setting_default("moraine_log_level")) : parameter.ToString();
-	MoraineError err {nullptr, 0, MORAINE_ERROR_NONE, MORAINE_EXCEPTION_NONE};
+	MoraineError err {};
 	if (moraine_set_log_level(spec.c_str(), spec.size(), &err) != 0) {
 		MoraineThrow(err);
 	}

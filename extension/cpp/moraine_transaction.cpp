@@ -26,7 +26,7 @@ MoraineTransaction &MoraineTransaction::Get(ClientContext &context, Catalog &cat
 MoraineTxn *MoraineTransaction::Txn() {
 	lock_guard<mutex> guard(lock);
 	if (!txn) {
-		MoraineError err {nullptr, 0, MORAINE_ERROR_NONE, MORAINE_EXCEPTION_NONE};
+		MoraineError err {};
 		txn = moraine_txn_begin(catalog.store->store, &err);
 		if (!txn) {
 			MoraineThrow(err);
@@ -45,7 +45,7 @@ void MoraineTransaction::Commit() {
 	if (!to_commit) {
 		return;
 	}
-	MoraineError err {nullptr, 0, MORAINE_ERROR_NONE, MORAINE_EXCEPTION_NONE};
+	MoraineError err {};
 	if (moraine_txn_commit(to_commit, &err) != 0) {
 		MoraineThrow(err);
 	}
@@ -64,7 +64,7 @@ shared_ptr<MoraineEntries> MoraineTransaction::Entries() {
 	lock_guard<mutex> guard(entries_lock);
 	if (!entries) {
 		uint64_t id = 0;
-		MoraineError err {nullptr, 0, MORAINE_ERROR_NONE, MORAINE_EXCEPTION_NONE};
+		MoraineError err {};
 		auto shareable = moraine_txn_definitions(moraine_txn, &id, &err);
 		if (shareable < 0) {
 			MoraineThrow(err);

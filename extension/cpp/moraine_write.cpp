@@ -108,7 +108,7 @@ public:
 		auto &state = input.global_state.Cast<MoraineWriteState>();
 		auto &transaction = MoraineTransaction::Get(context, table.catalog);
 		auto &schema = table.schema.name;
-		MoraineError err {nullptr, 0, MORAINE_ERROR_NONE, MORAINE_EXCEPTION_NONE};
+		MoraineError err {};
 		int rc = 0;
 		// the transaction first (beginning it may throw): the rows stay owned by the state
 		// until the call that consumes them

@@ -1,4 +1,6 @@
-//! The C surface the C++ layer calls (extension/cpp/moraine_ffi.h) and the extension entry point.
+//! The C surface the C++ layer calls and the extension entry point. cbindgen generates the C++
+//! layer's header from this file (extension/include/moraine_ffi.h, `cargo xtask header`), so
+//! every constant, struct and signature the C++ compiler sees is the one defined here.
 //!
 //! Everything here only converts between C shapes and the core's types; no catalog logic.
 //! No Rust panic and no C++ exception crosses this boundary: every export catches panics (an
@@ -20,6 +22,7 @@ use moraine::scan::{Emitted, IntsOut, Op, Predicate, Scan};
 use moraine::store::Store;
 use moraine::txn::Transaction;
 
+/// An error Rust hands the C++ layer, which throws it and frees it (`moraine_error_free`).
 #[repr(C)]
 pub struct MoraineError {
     ptr: *mut c_char,
@@ -30,40 +33,37 @@ pub struct MoraineError {
     exception: u32,
 }
 
-/// The DuckDB exception the C++ layer throws for an error (`MoraineExceptionType`). Rust
-/// chooses it ([`Exception::for_kind`]); the C++ layer only throws it.
+/// The DuckDB exception the C++ layer throws for an error (`MoraineError::exception`): Rust
+/// chooses it ([`Exception::for_kind`]), never from the message; the C++ layer only throws it.
+/// None is DuckDB's `InternalException` or `FatalException`, which end the database instance.
+/// `InvalidInputException`.
+pub const MORAINE_EXCEPTION_INVALID_INPUT: u32 = 1;
+/// `TransactionException`.
+pub const MORAINE_EXCEPTION_TRANSACTION: u32 = 2;
+/// `ConstraintException`.
+pub const MORAINE_EXCEPTION_CONSTRAINT: u32 = 3;
+/// `CatalogException`.
+pub const MORAINE_EXCEPTION_CATALOG: u32 = 4;
+/// `PermissionException`.
+pub const MORAINE_EXCEPTION_PERMISSION: u32 = 5;
+/// `IOException`.
+pub const MORAINE_EXCEPTION_IO: u32 = 6;
+/// `ConnectionException` (a commit of unknown outcome).
+pub const MORAINE_EXCEPTION_CONNECTION: u32 = 7;
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(u32)]
 enum Exception {
-    /// `InvalidInputException`.
-    InvalidInput = 1,
-    /// `TransactionException`.
-    Transaction = 2,
-    /// `ConstraintException`.
-    Constraint = 3,
-    /// `CatalogException`.
-    Catalog = 4,
-    /// `PermissionException`.
-    Permission = 5,
-    /// `IOException`.
-    Io = 6,
-    /// `ConnectionException`.
-    Connection = 7,
+    InvalidInput = MORAINE_EXCEPTION_INVALID_INPUT,
+    Transaction = MORAINE_EXCEPTION_TRANSACTION,
+    Constraint = MORAINE_EXCEPTION_CONSTRAINT,
+    Catalog = MORAINE_EXCEPTION_CATALOG,
+    Permission = MORAINE_EXCEPTION_PERMISSION,
+    Io = MORAINE_EXCEPTION_IO,
+    Connection = MORAINE_EXCEPTION_CONNECTION,
 }
 
 impl Exception {
-    /// Every exception, in code order (the ABI test checks it against the header).
-    #[cfg(test)]
-    const ALL: [Exception; 7] = [
-        Exception::InvalidInput,
-        Exception::Transaction,
-        Exception::Constraint,
-        Exception::Catalog,
-        Exception::Permission,
-        Exception::Io,
-        Exception::Connection,
-    ];
-
     /// The exception an error of `kind` reaches DuckDB as. None of them is DuckDB's
     /// `InternalException` or `FatalException`, which invalidate the whole database instance.
     /// (DuckLake's retry of a commit reads only the message, which [`Error::duckdb_message`]
@@ -89,6 +89,7 @@ impl Exception {
     }
 }
 
+/// One value crossing the boundary: `tag` says which field holds it (`MORAINE_NULL` ...).
 #[repr(C)]
 pub struct MoraineCell {
     tag: u8,
@@ -98,27 +99,36 @@ pub struct MoraineCell {
     len: usize,
 }
 
+/// One column of a table being created.
 #[repr(C)]
 pub struct MoraineColumnIn {
     name: *const c_char,
     name_len: usize,
+    /// DuckDB's `LogicalType::ToString()`.
     type_name: *const c_char,
     type_name_len: usize,
+    /// The `LogicalType`, serialized by the C++ layer.
     type_blob: *const u8,
     type_blob_len: usize,
 }
 
-const TAG_NULL: u8 = 0;
-const TAG_INT: u8 = 1;
-const TAG_BOOL: u8 = 2;
-const TAG_FLOAT: u8 = 3;
-const TAG_TEXT: u8 = 4;
-const TAG_BLOB: u8 = 5;
+/// A cell's tag (`MoraineCell::tag`): NULL.
+pub const MORAINE_NULL: u8 = 0;
+/// `i`: any integer that fits an `i64`.
+pub const MORAINE_INT: u8 = 1;
+/// `i`: 0 or 1.
+pub const MORAINE_BOOL: u8 = 2;
+/// `f`.
+pub const MORAINE_FLOAT: u8 = 3;
+/// `ptr`/`len`: UTF-8 text.
+pub const MORAINE_TEXT: u8 = 4;
+/// `ptr`/`len`: a DuckDB `Value` the C++ layer serialized, stored opaquely.
+pub const MORAINE_BLOB: u8 = 5;
 
 /// The kinds of an operator view's field (`MoraineFieldKind`).
-const FIELD_TEXT: u32 = 0;
-const FIELD_BIGINT: u32 = 1;
-const FIELD_TIME: u32 = 2;
+pub const MORAINE_FIELD_TEXT: u32 = 0;
+pub const MORAINE_FIELD_BIGINT: u32 = 1;
+pub const MORAINE_FIELD_TIME: u32 = 2;
 
 pub struct MoraineStore(Arc<Store>);
 pub struct MoraineTxn(Mutex<Transaction>);
@@ -133,8 +143,8 @@ pub struct MoraineRows {
     malformed: Option<(usize, Error)>,
 }
 
-type NameCb = extern "C" fn(ud: *mut c_void, name: *const c_char, len: usize);
-type ColumnCb = extern "C" fn(
+pub type NameCb = extern "C" fn(ud: *mut c_void, name: *const c_char, len: usize);
+pub type ColumnCb = extern "C" fn(
     ud: *mut c_void,
     name: *const c_char,
     len: usize,
@@ -227,23 +237,23 @@ unsafe fn slice<'a, T>(ptr: *const T, len: usize) -> &'a [T] {
 
 unsafe fn cell_from_c(c: &MoraineCell) -> Result<Cell> {
     Ok(match c.tag {
-        TAG_NULL => Cell::Null,
-        TAG_INT => Cell::Int(c.i),
-        TAG_BOOL => Cell::Bool(c.i != 0),
-        TAG_FLOAT => Cell::Float(c.f),
-        TAG_TEXT => Cell::Text(
+        MORAINE_NULL => Cell::Null,
+        MORAINE_INT => Cell::Int(c.i),
+        MORAINE_BOOL => Cell::Bool(c.i != 0),
+        MORAINE_FLOAT => Cell::Float(c.f),
+        MORAINE_TEXT => Cell::Text(
             std::str::from_utf8(slice(c.ptr, c.len))
                 .map_err(|_| Error::InvalidInput("text cell is not valid UTF-8".into()))?
                 .to_string(),
         ),
-        TAG_BLOB => Cell::Blob(slice(c.ptr, c.len).to_vec()),
+        MORAINE_BLOB => Cell::Blob(slice(c.ptr, c.len).to_vec()),
         other => return Err(Error::InvalidInput(format!("unknown cell tag {other}"))),
     })
 }
 
 fn cell_to_c(cell: &Cell) -> MoraineCell {
     let mut out = MoraineCell {
-        tag: TAG_NULL,
+        tag: MORAINE_NULL,
         i: 0,
         f: 0.0,
         ptr: std::ptr::null(),
@@ -252,24 +262,24 @@ fn cell_to_c(cell: &Cell) -> MoraineCell {
     match cell {
         Cell::Null => {}
         Cell::Int(i) => {
-            out.tag = TAG_INT;
+            out.tag = MORAINE_INT;
             out.i = *i;
         }
         Cell::Bool(b) => {
-            out.tag = TAG_BOOL;
+            out.tag = MORAINE_BOOL;
             out.i = *b as i64;
         }
         Cell::Float(f) => {
-            out.tag = TAG_FLOAT;
+            out.tag = MORAINE_FLOAT;
             out.f = *f;
         }
         Cell::Text(s) => {
-            out.tag = TAG_TEXT;
+            out.tag = MORAINE_TEXT;
             out.ptr = s.as_ptr();
             out.len = s.len();
         }
         Cell::Blob(b) => {
-            out.tag = TAG_BLOB;
+            out.tag = MORAINE_BLOB;
             out.ptr = b.as_ptr();
             out.len = b.len();
         }
@@ -464,7 +474,7 @@ pub unsafe extern "C" fn moraine_store_url(store: *mut MoraineStore, ud: *mut c_
 }
 
 /// One row of an operator view of two texts and an integer (`moraine_text_row_cb`).
-type TextRowCb = extern "C" fn(
+pub type TextRowCb = extern "C" fn(
     ud: *mut c_void,
     a: *const c_char,
     a_len: usize,
@@ -533,7 +543,7 @@ pub unsafe extern "C" fn moraine_url_access_path(
     }
 }
 
-type FieldCb = extern "C" fn(
+pub type FieldCb = extern "C" fn(
     ud: *mut c_void,
     name: *const c_char,
     name_len: usize,
@@ -549,9 +559,9 @@ fn emit_fields(fields: Vec<(&'static str, moraine::status::Field)>, ud: *mut c_v
     use moraine::status::Field;
     for (name, field) in fields {
         let (kind, i, text, null) = match &field {
-            Field::Text(t) => (FIELD_TEXT, 0, t.as_deref().unwrap_or(""), t.is_none()),
-            Field::Int(v) => (FIELD_BIGINT, v.unwrap_or(0), "", v.is_none()),
-            Field::Time(v) => (FIELD_TIME, v.unwrap_or(0), "", v.is_none()),
+            Field::Text(t) => (MORAINE_FIELD_TEXT, 0, t.as_deref().unwrap_or(""), t.is_none()),
+            Field::Int(v) => (MORAINE_FIELD_BIGINT, v.unwrap_or(0), "", v.is_none()),
+            Field::Time(v) => (MORAINE_FIELD_TIME, v.unwrap_or(0), "", v.is_none()),
         };
         cb(
             ud,
@@ -854,21 +864,21 @@ pub struct MorainePredicate {
 }
 
 /// The comparisons of a predicate (`MoraineOp`).
-const OP_EQ: u32 = 0;
-const OP_LT: u32 = 1;
-const OP_LE: u32 = 2;
-const OP_GT: u32 = 3;
-const OP_GE: u32 = 4;
-const OP_IS_NULL: u32 = 5;
+pub const MORAINE_OP_EQ: u32 = 0;
+pub const MORAINE_OP_LT: u32 = 1;
+pub const MORAINE_OP_LE: u32 = 2;
+pub const MORAINE_OP_GT: u32 = 3;
+pub const MORAINE_OP_GE: u32 = 4;
+pub const MORAINE_OP_IS_NULL: u32 = 5;
 
 fn op_from_c(op: u32) -> Option<Op> {
     Some(match op {
-        OP_EQ => Op::Eq,
-        OP_LT => Op::Lt,
-        OP_LE => Op::Le,
-        OP_GT => Op::Gt,
-        OP_GE => Op::Ge,
-        OP_IS_NULL => Op::IsNull,
+        MORAINE_OP_EQ => Op::Eq,
+        MORAINE_OP_LT => Op::Lt,
+        MORAINE_OP_LE => Op::Le,
+        MORAINE_OP_GT => Op::Gt,
+        MORAINE_OP_GE => Op::Ge,
+        MORAINE_OP_IS_NULL => Op::IsNull,
         _ => return None,
     })
 }
@@ -1300,14 +1310,14 @@ pub struct MoraineSetting {
 }
 
 /// A setting's DuckDB type (`MoraineSettingType`).
-const SETTING_INTERVAL: u32 = 0;
-const SETTING_TEXT: u32 = 1;
+pub const MORAINE_SETTING_INTERVAL: u32 = 0;
+pub const MORAINE_SETTING_TEXT: u32 = 1;
 /// What a `SET` does besides storing the value (`MoraineOnSet`).
-const ON_SET_NOTHING: u32 = 0;
-const ON_SET_CHECK_MAX_COMMIT_SIZE: u32 = 1;
-const ON_SET_SET_LOG_LEVEL: u32 = 2;
+pub const MORAINE_ON_SET_NOTHING: u32 = 0;
+pub const MORAINE_ON_SET_CHECK_MAX_COMMIT_SIZE: u32 = 1;
+pub const MORAINE_ON_SET_SET_LOG_LEVEL: u32 = 2;
 
-type SettingCb = extern "C" fn(ud: *mut c_void, setting: *const MoraineSetting);
+pub type SettingCb = extern "C" fn(ud: *mut c_void, setting: *const MoraineSetting);
 
 /// Calls `cb` once per setting, in order ([`moraine::settings::all`]).
 #[no_mangle]
@@ -1323,13 +1333,13 @@ pub unsafe extern "C" fn moraine_settings(ud: *mut c_void, cb: SettingCb) {
             default_value: s.default.as_ptr() as *const c_char,
             default_len: s.default.len(),
             ty: match s.ty {
-                Type::Interval => SETTING_INTERVAL,
-                Type::Text => SETTING_TEXT,
+                Type::Interval => MORAINE_SETTING_INTERVAL,
+                Type::Text => MORAINE_SETTING_TEXT,
             },
             on_set: match s.on_set {
-                OnSet::Nothing => ON_SET_NOTHING,
-                OnSet::CheckMaxCommitSize => ON_SET_CHECK_MAX_COMMIT_SIZE,
-                OnSet::SetLogLevel => ON_SET_SET_LOG_LEVEL,
+                OnSet::Nothing => MORAINE_ON_SET_NOTHING,
+                OnSet::CheckMaxCommitSize => MORAINE_ON_SET_CHECK_MAX_COMMIT_SIZE,
+                OnSet::SetLogLevel => MORAINE_ON_SET_SET_LOG_LEVEL,
             },
             store_option: store_option.as_ptr() as *const c_char,
             store_option_len: store_option.len(),
@@ -1382,10 +1392,6 @@ pub unsafe extern "C" fn moraine_set_log_level(
 }
 
 /// moraine_ffi.h against the types and constants above (and [`Kind`]).
-#[cfg(test)]
-#[path = "abi_tests.rs"]
-mod abi_tests;
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1637,12 +1643,12 @@ mod tests {
                 op,
                 value: cell_to_c(&Cell::Int(v)),
             };
-            let predicates = [predicate(0, OP_EQ, 0), predicate(1, 99, 0)];
+            let predicates = [predicate(0, MORAINE_OP_EQ, 0), predicate(1, 99, 0)];
             let mut applied = [7_u8; 2];
             let empty =
                 moraine_scan_push(scan, txn, predicates.as_ptr(), 2, 2, applied.as_mut_ptr());
             assert_eq!((empty, applied), (0, [1, 0]));
-            let none = [predicate(2, OP_GT, 5)];
+            let none = [predicate(2, MORAINE_OP_GT, 5)];
             let mut applied = [7_u8; 3];
             let empty = moraine_scan_push(scan, txn, none.as_ptr(), 1, 3, applied.as_mut_ptr());
             assert_eq!((empty, applied), (1, [0, 0, 1]));
@@ -1746,7 +1752,7 @@ mod tests {
             for col in 0..ncols {
                 let cell = if col == 1 {
                     MoraineCell {
-                        tag: TAG_TEXT,
+                        tag: MORAINE_TEXT,
                         i: 0,
                         f: 0.0,
                         ptr: bad.as_ptr(),
@@ -1789,7 +1795,7 @@ mod tests {
             moraine_scan_free(scan);
             let rows = moraine_rows_new(1);
             let cell = MoraineCell {
-                tag: TAG_TEXT,
+                tag: MORAINE_TEXT,
                 i: 0,
                 f: 0.0,
                 ptr: bad.as_ptr(),

@@ -15,6 +15,7 @@ mod dist;
 mod e2e;
 mod ext;
 mod footer;
+mod header;
 mod json;
 mod paths;
 mod python_host;
@@ -60,6 +61,9 @@ commands:
                         repository at the pinned commit d8a1881e, fetched with git once into
                         $MORAINE_CACHE/ducklake-tests/<commit> and reused
       --selftest        check the runner itself on small files (no moraine, no suite)
+  header [--check]      write extension/include/moraine_ffi.h with the pinned cbindgen from
+                        extension/src/ffi.rs; --check (run by `test`) fails when the
+                        committed header differs
   torture [--rounds N] [--seed S]
                         writer processes killed with SIGKILL at random moments (in their
                         loop, while attaching, while detaching, while a second writer
@@ -98,6 +102,7 @@ fn main() -> ExitCode {
         Some("e2e") => cmd_e2e(&args[1..]),
         Some("demo") => cmd_demo(&args[1..]),
         Some("test") => cmd_test(&args[1..]),
+        Some("header") => header::run(&args[1..]),
         Some("conformance") => conformance::run(&args[1..]),
         Some("bench") => bench::run(&args[1..]),
         Some("fuzz") => cmd_fuzz(&args[1..]),
@@ -347,6 +352,10 @@ fn cmd_fuzz(args: &[String]) -> Result<bool, String> {
 
 fn cmd_test(args: &[String]) -> Result<bool, String> {
     no_args("test", args)?;
+    // the C surface's header first: the C++ layer compiles against it
+    if !header::run(&["--check".to_string()])? {
+        return Ok(false);
+    }
     // deps first, so the tests that exercise the stock CLI run instead of skipping
     ensure_deps()?;
     // and DuckLake's suite (fetched if need be), so a missing one stops us before the long build
