@@ -19,7 +19,7 @@ pub(crate) const LAYERS: &[(&str, &[&str])] = &[
     ),
     (
         "values and the runtime",
-        &["cell", "runtime", "serialized", "telemetry"],
+        &["cell", "duckdb_types", "runtime", "serialized", "telemetry"],
     ),
     ("encodings", &["keys", "head", "rowset", "url"]),
     (
@@ -36,8 +36,8 @@ pub(crate) const LAYERS: &[(&str, &[&str])] = &[
     ("translation", &["translate"]),
     ("the transaction", &["txn"]),
     (
-        "what DuckDB asks: its settings, an ATTACH, a scan in a transaction",
-        &["attach", "scan", "settings"],
+        "what DuckDB asks: its settings, an ATTACH, a scan in a transaction, operator views",
+        &["attach", "scan", "settings", "views"],
     ),
 ];
 

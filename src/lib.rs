@@ -8,6 +8,7 @@ pub mod catalog;
 pub mod cell;
 pub(crate) mod checkpoint;
 pub mod chunk;
+pub mod duckdb_types;
 pub mod error;
 pub mod floor;
 pub mod head;
@@ -33,6 +34,7 @@ pub mod telemetry;
 pub mod translate;
 pub mod txn;
 pub mod url;
+pub mod views;
 pub(crate) mod write_set;
 
 #[cfg(test)]

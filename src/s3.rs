@@ -63,20 +63,25 @@ impl std::fmt::Debug for S3Secret {
 }
 
 impl S3Secret {
-    /// The secret from the `s3.*` options the C++ layer passes (`s3.key_id`, `s3.secret`, ...);
-    /// `None` when it passed none.
+    /// The secret from the `s3.*` options the C++ layer passes: every field of the DuckDB
+    /// secret (`s3.key_id`, `s3.secret`, ...; with `s3.name`, `s3.type` and `s3.provider`) and
+    /// DuckDB's proxy settings ([`crate::settings::store_options`]); `None` when it passed none.
+    /// A secret of another type than s3 is refused; fields a store does not use (httpfs's
+    /// `kms_key_id`, `requester_pays`, `url_compatibility_mode`, ...) are left.
     pub fn from_options(options: &[(String, String)]) -> Result<Option<S3Secret>> {
         let mut out = S3Secret {
             use_ssl: true,
             ..Default::default()
         };
         let mut any = false;
+        let mut type_ = None;
         for (k, v) in options {
             let Some(field) = k.strip_prefix("s3.") else {
                 continue;
             };
             any = true;
             match field {
+                "type" if v != "s3" => type_ = Some(v.clone()),
                 "name" => out.name = v.clone(),
                 "provider" => out.provider = v.clone(),
                 "key_id" => out.key_id = v.clone(),
@@ -100,12 +105,14 @@ impl S3Secret {
                         }
                     }
                 }
-                other => {
-                    return Err(Error::InvalidInput(format!(
-                        "moraine: unknown store option s3.{other}"
-                    )))
-                }
+                _ => {}
             }
+        }
+        if let Some(type_) = type_ {
+            return Err(Error::InvalidInput(format!(
+                "moraine: secret \"{}\" is of type {type_}; an s3:// lake needs a secret of type s3",
+                out.name
+            )));
         }
         Ok(any.then_some(out))
     }
@@ -410,7 +417,12 @@ mod tests {
             "{shown}"
         );
         assert!(S3Secret::from_options(&opts(&[("s3.use_ssl", "yes")])).is_err());
-        assert!(S3Secret::from_options(&opts(&[("s3.colour", "red")])).is_err());
+        // a field of the secret a store does not use is left; a secret of another type refused
+        let left = S3Secret::from_options(&opts(&[("s3.requester_pays", "false"), ("s3.type", "s3")]));
+        assert_eq!(left.unwrap().unwrap().key_id, "");
+        let gcs = S3Secret::from_options(&opts(&[("s3.type", "gcs"), ("s3.name", "g")]));
+        let gcs = gcs.unwrap_err().to_string();
+        assert!(gcs.contains("secret \"g\" is of type gcs; an s3:// lake needs a secret of type s3"), "{gcs}");
     }
 
     #[test]

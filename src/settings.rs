@@ -98,13 +98,60 @@ pub fn all() -> Vec<Setting> {
 }
 
 /// The store option an ATTACH passes for an INTERVAL setting's value of `micros`
-/// microseconds: whole milliseconds; `shown`, the value as DuckDB writes it, when that is not
+/// microseconds: whole milliseconds; `shown`, the value as written, when that is not
 /// positive, so that the store's refusal names what the user set.
-pub fn interval_option(micros: i64, shown: &str) -> String {
+fn interval_option(micros: i64, shown: &str) -> String {
     match micros / 1000 {
         ms if ms > 0 => ms.to_string(),
         _ => shown.to_string(),
     }
+}
+
+/// DuckDB's own settings an ATTACH of an `s3://` store reads, and the store option each feeds:
+/// its proxy (`http_proxy` starts out as the HTTP_PROXY environment variable), so the store's
+/// requests take the route httpfs's take for the data files.
+const DUCKDB_PROXY: [(&str, &str); 3] = [
+    ("http_proxy", "s3.http_proxy"),
+    ("http_proxy_username", "s3.http_proxy_username"),
+    ("http_proxy_password", "s3.http_proxy_password"),
+];
+
+/// The DuckDB settings an ATTACH reads: moraine's own that feed a store option, and DuckDB's
+/// proxy settings for an `s3://` store. The C++ layer passes each one's value to
+/// [`store_options`] as `setting.<name>`.
+pub fn read_at_attach(s3: bool) -> Vec<&'static str> {
+    let own = all().into_iter().filter(|s| s.store_option.is_some()).map(|s| s.name);
+    let proxy = DUCKDB_PROXY.iter().filter(|_| s3).map(|(name, _)| *name);
+    own.chain(proxy).collect()
+}
+
+/// The store options an ATTACH opens the store with: each `setting.<name>` the C++ layer read
+/// ([`read_at_attach`]; an INTERVAL as whole microseconds) as the store option it feeds (an
+/// empty proxy setting as none), every other option as given.
+pub fn store_options(given: Vec<(String, String)>) -> Vec<(String, String)> {
+    let settings = all();
+    let mut out = Vec::with_capacity(given.len());
+    for (key, value) in given {
+        let Some(name) = key.strip_prefix("setting.") else {
+            out.push((key, value));
+            continue;
+        };
+        if let Some(setting) = settings.iter().find(|s| s.name == name) {
+            let Some(option) = setting.store_option else { continue };
+            let value = match (setting.ty, value.parse::<i64>()) {
+                (Type::Interval, Ok(micros)) => {
+                    interval_option(micros, &format!("{micros} microseconds"))
+                }
+                _ => value,
+            };
+            out.push((option.to_string(), value));
+        } else if let Some((_, option)) = DUCKDB_PROXY.iter().find(|(n, _)| *n == name) {
+            if !value.trim().is_empty() {
+                out.push((option.to_string(), value));
+            }
+        }
+    }
+    out
 }
 
 #[cfg(test)]
@@ -159,6 +206,51 @@ mod tests {
             crate::telemetry::Filter::parse(&find("moraine_log_level").unwrap().default).is_ok()
         );
         assert_eq!(find("moraine_nothing"), None);
+    }
+
+    #[test]
+    fn an_attach_reads_its_settings_into_store_options() {
+        assert_eq!(
+            read_at_attach(false),
+            [
+                "moraine_io_timeout",
+                "moraine_reader_poll_interval",
+                "moraine_reclaim_interval",
+                "moraine_max_commit_size"
+            ]
+        );
+        assert_eq!(&read_at_attach(true)[4..], ["http_proxy", "http_proxy_username", "http_proxy_password"]);
+        let given = |pairs: &[(&str, &str)]| {
+            pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect::<Vec<_>>()
+        };
+        let options = store_options(given(&[
+            ("s3.key_id", "k"),
+            ("setting.moraine_io_timeout", "1500000"),
+            ("setting.moraine_reader_poll_interval", "999"),
+            ("setting.moraine_max_commit_size", "64MiB"),
+            ("setting.http_proxy", "localhost:3128"),
+            ("setting.http_proxy_username", ""),
+        ]));
+        assert_eq!(
+            options,
+            given(&[
+                ("s3.key_id", "k"),
+                ("io_timeout_ms", "1500"),
+                // not positive in whole milliseconds: the store's refusal names the value
+                ("reader_poll_ms", "999 microseconds"),
+                ("max_commit_size", "64MiB"),
+                ("s3.http_proxy", "localhost:3128"),
+            ])
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let url = dir.path().join("lake").to_str().unwrap().to_string();
+        let bad = store_options(given(&[("setting.moraine_io_timeout", "0")]));
+        let Err(err) = crate::store::Store::open_with(&url, false, &bad) else {
+            panic!("a timeout of 0 opened the store")
+        };
+        let err = err.to_string();
+        assert!(err.contains("moraine_io_timeout must be positive"), "{err}");
+        assert!(err.contains("'0 microseconds'"), "{err}");
     }
 
     #[test]

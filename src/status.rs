@@ -16,7 +16,7 @@ pub enum Field {
 }
 
 /// An open store's state, gathered by [`crate::store::Store::status`].
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct Status {
     pub url: String,
     /// `writer` or `reader`.

@@ -16,15 +16,8 @@ MoraineCatalog::MoraineCatalog(AttachedDatabase &db, shared_ptr<MoraineStoreRef>
     : Catalog(db), store(std::move(store_p)), url(std::move(url_p)), read_only(read_only_p) {
 }
 
-static MoraineTransaction &TransactionOf(CatalogTransaction transaction) {
-	if (!transaction.transaction) {
-		throw InternalException("moraine: catalog access without a transaction");
-	}
-	return transaction.transaction->Cast<MoraineTransaction>();
-}
-
 optional_ptr<CatalogEntry> MoraineCatalog::CreateSchema(CatalogTransaction transaction, CreateSchemaInfo &info) {
-	auto &moraine_transaction = TransactionOf(transaction);
+	auto &moraine_transaction = MoraineTransaction::Get(transaction);
 	bool if_not_exists = info.on_conflict == OnCreateConflict::IGNORE_ON_CONFLICT;
 	if (info.on_conflict == OnCreateConflict::REPLACE_ON_CONFLICT) {
 		throw NotImplementedException("moraine: CREATE OR REPLACE SCHEMA is not supported");
@@ -46,7 +39,7 @@ optional_ptr<SchemaCatalogEntry> MoraineCatalog::LookupSchema(CatalogTransaction
                                                               const EntryLookupInfo &schema_lookup,
                                                               OnEntryNotFound if_not_found) {
 	auto &name = schema_lookup.GetEntryName();
-	auto schema = TransactionOf(transaction).GetSchema(name);
+	auto schema = MoraineTransaction::Get(transaction).GetSchema(name);
 	if (!schema && if_not_found == OnEntryNotFound::THROW_EXCEPTION) {
 		throw CatalogException("moraine: schema \"%s\" does not exist in lake \"%s\"", name, url);
 	}

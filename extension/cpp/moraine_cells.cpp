@@ -9,68 +9,37 @@
 
 namespace duckdb {
 
-enum class CellKind { INT, BOOL, FLOAT, TEXT, BLOB };
-
-static CellKind KindOf(const LogicalType &type) {
-	switch (type.id()) {
-	case LogicalTypeId::TINYINT:
-	case LogicalTypeId::SMALLINT:
-	case LogicalTypeId::INTEGER:
-	case LogicalTypeId::BIGINT:
-	case LogicalTypeId::UTINYINT:
-	case LogicalTypeId::USMALLINT:
-	case LogicalTypeId::UINTEGER:
-		return CellKind::INT;
-	case LogicalTypeId::BOOLEAN:
-		return CellKind::BOOL;
-	case LogicalTypeId::FLOAT:
-	case LogicalTypeId::DOUBLE:
-		return CellKind::FLOAT;
-	case LogicalTypeId::VARCHAR:
-		return type.HasAlias() ? CellKind::BLOB : CellKind::TEXT;
-	default:
-		return CellKind::BLOB;
-	}
-}
-
 bool MoraineHeldAsInteger(const LogicalType &type) {
-	return KindOf(type) == CellKind::INT;
+	return moraine_type_tag(uint8_t(type.id()), type.HasAlias()) == MORAINE_INT;
 }
 
-static string SerializeValue(const Value &value) {
+//! A DuckDB Value or LogicalType as DuckDB's BinarySerializer writes it, and back.
+template <class T>
+static string Serialize(const T &object) {
 	MemoryStream stream;
 	BinarySerializer serializer(stream);
 	serializer.Begin();
-	value.Serialize(serializer);
+	object.Serialize(serializer);
 	serializer.End();
 	return string(const_char_ptr_cast(stream.GetData()), stream.GetPosition());
 }
 
-static Value DeserializeValue(const uint8_t *data, size_t len) {
+template <class T>
+static T Deserialize(const uint8_t *data, size_t len) {
 	MemoryStream stream(const_cast<data_ptr_t>(data), len);
 	BinaryDeserializer deserializer(stream);
 	deserializer.Begin();
-	auto value = Value::Deserialize(deserializer);
+	auto object = T::Deserialize(deserializer);
 	deserializer.End();
-	return value;
+	return object;
 }
 
 string MoraineSerializeType(const LogicalType &type) {
-	MemoryStream stream;
-	BinarySerializer serializer(stream);
-	serializer.Begin();
-	type.Serialize(serializer);
-	serializer.End();
-	return string(const_char_ptr_cast(stream.GetData()), stream.GetPosition());
+	return Serialize(type);
 }
 
 LogicalType MoraineDeserializeType(const uint8_t *data, size_t len) {
-	MemoryStream stream(const_cast<data_ptr_t>(data), len);
-	BinaryDeserializer deserializer(stream);
-	deserializer.Begin();
-	auto type = LogicalType::Deserialize(deserializer);
-	deserializer.End();
-	return type;
+	return Deserialize<LogicalType>(data, len);
 }
 
 void MoraineValueToCell(const Value &value, const LogicalType &type, MoraineCell &cell, string &scratch) {
@@ -78,46 +47,26 @@ void MoraineValueToCell(const Value &value, const LogicalType &type, MoraineCell
 	if (value.IsNull()) {
 		return;
 	}
-	switch (KindOf(type)) {
-	case CellKind::INT:
-		cell.tag = MORAINE_INT;
+	// the cell the type crosses as: Rust says (src/duckdb_types.rs)
+	cell.tag = moraine_type_tag(uint8_t(type.id()), type.HasAlias());
+	switch (cell.tag) {
+	case MORAINE_INT:
 		cell.i = value.GetValue<int64_t>();
 		return;
-	case CellKind::BOOL:
-		cell.tag = MORAINE_BOOL;
+	case MORAINE_BOOL:
 		cell.i = value.GetValue<bool>() ? 1 : 0;
 		return;
-	case CellKind::FLOAT:
-		cell.tag = MORAINE_FLOAT;
+	case MORAINE_FLOAT:
 		cell.f = value.GetValue<double>();
 		return;
-	case CellKind::TEXT:
-		cell.tag = MORAINE_TEXT;
+	case MORAINE_TEXT:
 		scratch = StringValue::Get(value);
 		break;
-	case CellKind::BLOB:
-		cell.tag = MORAINE_BLOB;
-		scratch = SerializeValue(value);
-		break;
+	default:
+		scratch = Serialize(value);
 	}
 	cell.ptr = const_data_ptr_cast(scratch.data());
 	cell.len = scratch.size();
-}
-
-template <class T>
-static void SetFlat(Vector &vector, idx_t row, T value) {
-	FlatVector::GetData<T>(vector)[row] = value;
-}
-
-//! An integer cell into a column of integer type T; false when T cannot hold it.
-template <class T>
-static bool SetInteger(Vector &vector, idx_t row, int64_t value) {
-	if (value < static_cast<int64_t>(NumericLimits<T>::Minimum()) ||
-	    value > static_cast<int64_t>(NumericLimits<T>::Maximum())) {
-		return false;
-	}
-	SetFlat<T>(vector, row, static_cast<T>(value));
-	return true;
 }
 
 bool MoraineWriteCell(Vector &vector, idx_t row, const MoraineCell &cell, string &why) {
@@ -126,67 +75,39 @@ bool MoraineWriteCell(Vector &vector, idx_t row, const MoraineCell &cell, string
 		FlatVector::SetNull(vector, row, true);
 		return true;
 	}
-	if (cell.tag == MORAINE_BLOB) {
-		// stored bytes: whatever DuckDB throws reading or converting them is about them
-		Value value;
-		try {
-			value = DeserializeValue(cell.ptr, cell.len);
-		} catch (std::exception &ex) {
-			why = "does not deserialize (" + ErrorData(ex).RawMessage() + ")";
-			return false;
-		}
-		try {
-			vector.SetValue(row, value);
-		} catch (std::exception &ex) {
-			why = "is a " + value.type().ToString() + " that does not convert (" + ErrorData(ex).RawMessage() + ")";
-			return false;
-		}
-		return true;
+	// a cell of the kind the type crosses as, and a value the type holds: Rust says
+	if (!moraine_cell_fits(uint8_t(type.id()), type.HasAlias(), &cell)) {
+		return false;
 	}
-	// a cell of the kind MoraineValueToCell makes for the type, and a value the type holds
-	switch (type.id()) {
-	case LogicalTypeId::TINYINT:
-		return cell.tag == MORAINE_INT && SetInteger<int8_t>(vector, row, cell.i);
-	case LogicalTypeId::SMALLINT:
-		return cell.tag == MORAINE_INT && SetInteger<int16_t>(vector, row, cell.i);
-	case LogicalTypeId::INTEGER:
-		return cell.tag == MORAINE_INT && SetInteger<int32_t>(vector, row, cell.i);
-	case LogicalTypeId::BIGINT:
-		return cell.tag == MORAINE_INT && SetInteger<int64_t>(vector, row, cell.i);
-	case LogicalTypeId::UTINYINT:
-		return cell.tag == MORAINE_INT && SetInteger<uint8_t>(vector, row, cell.i);
-	case LogicalTypeId::USMALLINT:
-		return cell.tag == MORAINE_INT && SetInteger<uint16_t>(vector, row, cell.i);
-	case LogicalTypeId::UINTEGER:
-		return cell.tag == MORAINE_INT && SetInteger<uint32_t>(vector, row, cell.i);
-	case LogicalTypeId::BOOLEAN:
-		if (cell.tag != MORAINE_BOOL || (cell.i != 0 && cell.i != 1)) {
-			return false;
-		}
-		SetFlat<bool>(vector, row, cell.i != 0);
-		return true;
-	case LogicalTypeId::FLOAT:
-		if (cell.tag != MORAINE_FLOAT) {
-			return false;
-		}
-		SetFlat<float>(vector, row, static_cast<float>(cell.f));
-		return true;
-	case LogicalTypeId::DOUBLE:
-		if (cell.tag != MORAINE_FLOAT) {
-			return false;
-		}
-		SetFlat<double>(vector, row, cell.f);
-		return true;
-	case LogicalTypeId::VARCHAR:
-		if (cell.tag != MORAINE_TEXT) {
-			return false;
-		}
+	switch (cell.tag) {
+	case MORAINE_TEXT:
 		FlatVector::GetData<string_t>(vector)[row] =
 		    StringVector::AddString(vector, const_char_ptr_cast(cell.ptr), cell.len);
 		return true;
+	case MORAINE_BLOB:
+		break;
 	default:
+		// (cast to the column's type by DuckDB, within the range Rust checked)
+		vector.SetValue(row, cell.tag == MORAINE_FLOAT  ? Value::DOUBLE(cell.f)
+		                     : cell.tag == MORAINE_BOOL ? Value::BOOLEAN(cell.i != 0)
+		                                                : Value::BIGINT(cell.i));
+		return true;
+	}
+	// stored bytes: whatever DuckDB throws reading or converting them is about them
+	Value value;
+	try {
+		value = Deserialize<Value>(cell.ptr, cell.len);
+	} catch (std::exception &ex) {
+		why = "does not deserialize (" + ErrorData(ex).RawMessage() + ")";
 		return false;
 	}
+	try {
+		vector.SetValue(row, value);
+	} catch (std::exception &ex) {
+		why = "is a " + value.type().ToString() + " that does not convert (" + ErrorData(ex).RawMessage() + ")";
+		return false;
+	}
+	return true;
 }
 
 void MoraineAppendChunk(MoraineRows *rows, DataChunk &chunk) {

@@ -1,174 +1,101 @@
-// moraine's own SQL functions: operator views of a lake's store. Each bind asks Rust for its
-// rows; the scan hands them out.
+// moraine's own SQL functions: the operator views of a lake's store (src/views.rs says each
+// one's columns and rows) and moraine_version().
 #include "moraine_functions.hpp"
 
 #include "moraine_catalog.hpp"
 #include "moraine_error.hpp"
 
-#include "duckdb/main/extension/extension_loader.hpp"
 #include "duckdb/main/database_manager.hpp"
+#include "duckdb/main/extension/extension_loader.hpp"
 #include "duckdb/transaction/meta_transaction.hpp"
 
 namespace duckdb {
 
-//! The rows one operator view returns, collected at bind.
-struct MoraineRowsBindData : public TableFunctionData, MoraineCallbackState {
+//! A view's columns and rows: read at bind, or for moraine_reclaim made at its scan (which may
+//! run after a DETACH and ATTACH of a prepared statement: it looks the lake up again by name).
+struct MoraineViewData : public TableFunctionData, MoraineCallbackState {
 	vector<string> names;
 	vector<LogicalType> types;
 	vector<vector<Value>> rows;
+	shared_ptr<MoraineStoreRef> store;
+	string named_db, moraine_db;
+	//! The view makes its rows at its scan (moraine_reclaim), each execution anew.
+	bool at_scan = false;
 };
 
-//! The moraine catalog `name` names: a moraine catalog itself, or a DuckLake lake whose metadata
-//! catalog (DuckLake's default name for it, `__ducklake_metadata_<lake>`) is one.
-static MoraineCatalog &MoraineLake(ClientContext &context, const string &function, const string &name,
-                                   optional_ptr<Catalog> *named = nullptr) {
-	auto &catalog = Catalog::GetCatalog(context, name);
-	if (named) {
-		*named = &catalog;
-	}
-	if (catalog.GetCatalogType() == "moraine") {
-		return catalog.Cast<MoraineCatalog>();
-	}
-	if (catalog.GetCatalogType() == "ducklake") {
-		auto metadata = Catalog::GetCatalogEntry(context, "__ducklake_metadata_" + name);
-		if (metadata && metadata->GetCatalogType() == "moraine") {
-			return metadata->Cast<MoraineCatalog>();
+static void OnField(void *ud, size_t row, const char *name, size_t name_len, uint32_t kind, int64_t i,
+                    const char *text, size_t text_len, bool is_null) {
+	auto &data = *static_cast<MoraineViewData *>(ud);
+	MoraineCallback(data, [&]() {
+		auto type = kind == MORAINE_FIELD_TEXT     ? LogicalType::VARCHAR
+		            : kind == MORAINE_FIELD_BIGINT ? LogicalType::BIGINT
+		                                           : LogicalType::TIMESTAMP_TZ;
+		auto value = is_null                         ? Value(type)
+		             : kind == MORAINE_FIELD_TEXT   ? Value(string(text, text_len))
+		             : kind == MORAINE_FIELD_BIGINT ? Value::BIGINT(i)
+		                                            : Value::TIMESTAMPTZ(timestamp_tz_t(i));
+		if (data.rows.size() <= row) {
+			data.rows.resize(row + 1);
 		}
-	}
-	throw InvalidInputException("%s: \"%s\" is a %s catalog whose metadata is not in moraine (pass a DuckLake "
-	                            "lake attached with 'ducklake:moraine:...', or its metadata catalog)",
-	                            function, name, catalog.GetCatalogType());
+		data.rows[row].push_back(std::move(value));
+		if (data.names.size() < data.rows[0].size()) {
+			// the columns, which come first
+			data.names.emplace_back(name, name_len);
+			data.types.push_back(type);
+		}
+	});
 }
 
-//! Fetches the rows of the view `function` for the lake its first argument names: `fetch` calls
-//! `cb` once per row or field (the store stays open through the call, even if the lake is
-//! detached meanwhile).
-template <class CB>
-static unique_ptr<MoraineRowsBindData> FetchRows(ClientContext &context, TableFunctionBindInput &input,
-                                                 const char *function,
-                                                 int (*fetch)(MoraineStore *, void *, CB, MoraineError *), CB cb) {
-	auto store = MoraineLake(context, function, input.inputs[0].GetValue<string>()).store;
-	auto result = make_uniq<MoraineRowsBindData>();
+static unique_ptr<FunctionData> ViewBind(ClientContext &context, TableFunctionBindInput &input,
+                                         vector<LogicalType> &return_types, vector<string> &names) {
+	auto &function = input.table_function.name;
+	auto name = input.inputs[0].GetValue<string>();
+	auto &catalog = Catalog::GetCatalog(context, name);
+	// a moraine catalog itself, or a DuckLake lake whose metadata catalog (DuckLake's default
+	// name for it) is one
+	auto metadata = catalog.GetCatalogType() == "ducklake"
+	                    ? Catalog::GetCatalogEntry(context, "__ducklake_metadata_" + name)
+	                    : optional_ptr<Catalog>(&catalog);
+	if (!metadata || metadata->GetCatalogType() != "moraine") {
+		throw InvalidInputException("%s: \"%s\" is a %s catalog whose metadata is not in moraine (pass a DuckLake "
+		                            "lake attached with 'ducklake:moraine:...', or its metadata catalog)",
+		                            function, name, catalog.GetCatalogType());
+	}
+	auto &lake = metadata->Cast<MoraineCatalog>();
+	auto result = make_uniq<MoraineViewData>();
 	MoraineError err {};
-	if (fetch(store->store, result.get(), cb, &err) != 0) {
+	if (moraine_view_columns(function.c_str(), function.size(), result.get(), OnField, &err) != 0) {
 		MoraineThrow(err);
 	}
 	MoraineRethrow(*result);
-	return result;
-}
-
-static void OnTextRow(void *ud, const char *a, size_t a_len, const char *b, size_t b_len, int64_t value) {
-	auto &data = *static_cast<MoraineRowsBindData *>(ud);
-	MoraineCallback(data, [&]() {
-		data.rows.push_back({Value(string(a, a_len)), Value(string(b, b_len)), Value::BIGINT(value)});
-	});
-}
-
-//! The bind of a view of (VARCHAR, VARCHAR, BIGINT) rows named `columns`.
-static unique_ptr<FunctionData> TextRowsBind(ClientContext &context, TableFunctionBindInput &input,
-                                             const char *function,
-                                             int (*fetch)(MoraineStore *, void *, moraine_text_row_cb, MoraineError *),
-                                             vector<string> columns, vector<LogicalType> &return_types,
-                                             vector<string> &names) {
-	auto result = FetchRows<moraine_text_row_cb>(context, input, function, fetch, OnTextRow);
-	names = std::move(columns);
-	return_types = {LogicalType::VARCHAR, LogicalType::VARCHAR, LogicalType::BIGINT};
-	return std::move(result);
-}
-
-//! moraine_keyspace(lake): keys per keyspace and kind in the committed store.
-static unique_ptr<FunctionData> KeyspaceBind(ClientContext &context, TableFunctionBindInput &input,
-                                             vector<LogicalType> &return_types, vector<string> &names) {
-	return TextRowsBind(context, input, "moraine_keyspace", moraine_store_keyspace, {"keyspace", "kind", "keys"},
-	                    return_types, names);
-}
-
-//! moraine_metrics(lake): SlateDB's metrics for the store behind the lake.
-static unique_ptr<FunctionData> MetricsBind(ClientContext &context, TableFunctionBindInput &input,
-                                            vector<LogicalType> &return_types, vector<string> &names) {
-	return TextRowsBind(context, input, "moraine_metrics", moraine_store_metrics, {"name", "labels", "value"},
-	                    return_types, names);
-}
-
-static void OnStatusField(void *ud, const char *name, size_t name_len, uint32_t kind, int64_t i, const char *text,
-                          size_t text_len, bool is_null) {
-	auto &data = *static_cast<MoraineRowsBindData *>(ud);
-	MoraineCallback(data, [&]() {
-		if (data.rows.empty()) {
-			data.rows.emplace_back();
-		}
-		LogicalType type;
-		Value value;
-		switch (kind) {
-		case MORAINE_FIELD_TEXT:
-			type = LogicalType::VARCHAR;
-			value = Value(string(text, text_len));
-			break;
-		case MORAINE_FIELD_BIGINT:
-			type = LogicalType::BIGINT;
-			value = Value::BIGINT(i);
-			break;
-		case MORAINE_FIELD_TIME:
-			type = LogicalType::TIMESTAMP_TZ;
-			value = Value::TIMESTAMPTZ(timestamp_tz_t(i));
-			break;
-		default:
-			throw InternalException("moraine_status: unknown field kind %d", kind);
-		}
-		data.names.emplace_back(name, name_len);
-		data.types.push_back(type);
-		data.rows[0].push_back(is_null ? Value(type) : value);
-	});
-}
-
-//! moraine_status(lake): one row describing the store behind the lake.
-static unique_ptr<FunctionData> StatusBind(ClientContext &context, TableFunctionBindInput &input,
-                                           vector<LogicalType> &return_types, vector<string> &names) {
-	auto result = FetchRows<moraine_field_cb>(context, input, "moraine_status", moraine_store_status, OnStatusField);
-	names = result->names;
-	return_types = result->types;
-	return std::move(result);
-}
-
-//! moraine_reclaim(lake): the bind knows the lake and the columns; the scan reclaims.
-struct MoraineReclaimBindData : public MoraineRowsBindData {
-	shared_ptr<MoraineStoreRef> store;
-	//! The databases of the lake, by name (looked up at the scan, which may run after a DETACH
-	//! and ATTACH of a prepared statement): the one the argument names, and its moraine catalog.
-	string named_db;
-	string moraine_db;
-};
-
-static unique_ptr<FunctionData> ReclaimBind(ClientContext &context, TableFunctionBindInput &input,
-                                            vector<LogicalType> &return_types, vector<string> &names) {
-	auto result = make_uniq<MoraineReclaimBindData>();
-	optional_ptr<Catalog> named;
-	auto &lake = MoraineLake(context, "moraine_reclaim", input.inputs[0].GetValue<string>(), &named);
+	result->rows.clear();
 	result->store = lake.store;
-	result->named_db = named->GetAttached().GetName();
+	result->named_db = catalog.GetAttached().GetName();
 	result->moraine_db = lake.GetAttached().GetName();
-	moraine_reclaim_columns(result.get(), OnStatusField);
+	auto rc = moraine_view_rows(lake.store->store, function.c_str(), function.size(), result.get(), OnField, &err);
+	if (rc == 1) {
+		MoraineThrow(err);
+	}
 	MoraineRethrow(*result);
+	result->at_scan = rc == 2;
 	names = result->names;
 	return_types = result->types;
 	return std::move(result);
 }
 
-struct MoraineRowsState : public GlobalTableFunctionState {
+struct MoraineViewState : public GlobalTableFunctionState {
 	idx_t position = 0;
+	//! The rows this execution made, for a view made at its scan.
+	MoraineViewData made;
 };
 
-static void ReclaimScan(ClientContext &context, TableFunctionInput &input, DataChunk &output) {
-	auto &state = input.global_state->Cast<MoraineRowsState>();
-	if (state.position > 0) {
-		output.SetCardinality(0);
-		return;
-	}
-	state.position = 1;
-	auto &bind = input.bind_data->Cast<MoraineReclaimBindData>();
-	MoraineRowsBindData done;
-	MoraineError err {};
-	// the facts Rust decides on (src/store/reclaim.rs, Caller)
+static unique_ptr<GlobalTableFunctionState> ViewInit(ClientContext &context, TableFunctionInitInput &input) {
+	return make_uniq<MoraineViewState>();
+}
+
+//! moraine_reclaim's one row, made now into `out`: the facts about the caller Rust decides on
+//! (src/store/reclaim.rs, Caller).
+static void Reclaim(ClientContext &context, const MoraineViewData &bind, MoraineViewData &out) {
 	auto &meta = MetaTransaction::Get(context);
 	auto &databases = DatabaseManager::Get(context);
 	bool read_lake = false;
@@ -179,33 +106,26 @@ static void ReclaimScan(ClientContext &context, TableFunctionInput &input, DataC
 	auto moraine_db = databases.GetDatabase(context, bind.moraine_db);
 	bool rebound = !moraine_db || moraine_db->GetCatalog().GetCatalogType() != "moraine" ||
 	               moraine_db->GetCatalog().Cast<MoraineCatalog>().store != bind.store;
-	bool explicit_transaction = !context.transaction.IsAutoCommit();
-	int64_t began = meta.GetCurrentTransactionStartTimestamp().value;
-	if (moraine_store_reclaim(bind.store->store, explicit_transaction, read_lake, rebound, began, &done, OnStatusField,
-	                          &err) != 0) {
+	MoraineError err {};
+	if (moraine_store_reclaim(bind.store->store, !context.transaction.IsAutoCommit(), read_lake, rebound,
+	                          meta.GetCurrentTransactionStartTimestamp().value, &out, OnField, &err) != 0) {
 		MoraineThrow(err);
 	}
-	MoraineRethrow(done);
-	for (idx_t c = 0; c < done.rows[0].size(); c++) {
-		output.SetValue(c, 0, done.rows[0][c]);
+	MoraineRethrow(out);
+}
+
+static void ViewScan(ClientContext &context, TableFunctionInput &input, DataChunk &output) {
+	auto &bind = input.bind_data->Cast<MoraineViewData>();
+	auto &state = input.global_state->Cast<MoraineViewState>();
+	if (bind.at_scan && state.position == 0 && state.made.rows.empty()) {
+		Reclaim(context, bind, state.made);
 	}
-	output.SetCardinality(1);
-}
-
-static unique_ptr<GlobalTableFunctionState> RowsInit(ClientContext &context, TableFunctionInitInput &input) {
-	return make_uniq<MoraineRowsState>();
-}
-
-static void RowsScan(ClientContext &context, TableFunctionInput &input, DataChunk &output) {
-	auto &rows = input.bind_data->Cast<MoraineRowsBindData>().rows;
-	auto &state = input.global_state->Cast<MoraineRowsState>();
+	auto &rows = bind.at_scan ? state.made.rows : bind.rows;
 	idx_t count = 0;
-	while (state.position < rows.size() && count < STANDARD_VECTOR_SIZE) {
-		auto &row = rows[state.position++];
-		for (idx_t c = 0; c < row.size(); c++) {
-			output.SetValue(c, count, row[c]);
+	for (; state.position < rows.size() && count < STANDARD_VECTOR_SIZE; state.position++, count++) {
+		for (idx_t c = 0; c < rows[state.position].size(); c++) {
+			output.SetValue(c, count, rows[state.position][c]);
 		}
-		count++;
 	}
 	output.SetCardinality(count);
 }
@@ -218,10 +138,9 @@ static void VersionFunction(DataChunk &args, ExpressionState &state, Vector &res
 
 void MoraineRegisterFunctions(ExtensionLoader &loader) {
 	loader.RegisterFunction(ScalarFunction("moraine_version", {}, LogicalType::VARCHAR, VersionFunction));
-	loader.RegisterFunction(TableFunction("moraine_keyspace", {LogicalType::VARCHAR}, RowsScan, KeyspaceBind, RowsInit));
-	loader.RegisterFunction(TableFunction("moraine_status", {LogicalType::VARCHAR}, RowsScan, StatusBind, RowsInit));
-	loader.RegisterFunction(TableFunction("moraine_metrics", {LogicalType::VARCHAR}, RowsScan, MetricsBind, RowsInit));
-	loader.RegisterFunction(TableFunction("moraine_reclaim", {LogicalType::VARCHAR}, ReclaimScan, ReclaimBind, RowsInit));
+	for (auto name : {"moraine_keyspace", "moraine_status", "moraine_metrics", "moraine_reclaim"}) {
+		loader.RegisterFunction(TableFunction(name, {LogicalType::VARCHAR}, ViewScan, ViewBind, ViewInit));
+	}
 }
 
 } // namespace duckdb

@@ -139,24 +139,14 @@ struct MorainePredicates {
 				continue;
 			}
 			// with the column on the right, `c < column` is `column > c`
-			uint32_t op;
-			switch (side == 0 ? type : FlipComparisonExpression(type)) {
-			case ExpressionType::COMPARE_EQUAL:
-				op = MORAINE_OP_EQ;
-				break;
-			case ExpressionType::COMPARE_LESSTHAN:
-				op = MORAINE_OP_LT;
-				break;
-			case ExpressionType::COMPARE_LESSTHANOREQUALTO:
-				op = MORAINE_OP_LE;
-				break;
-			case ExpressionType::COMPARE_GREATERTHAN:
-				op = MORAINE_OP_GT;
-				break;
-			case ExpressionType::COMPARE_GREATERTHANOREQUALTO:
-				op = MORAINE_OP_GE;
-				break;
-			default:
+			auto compared = side == 0 ? type : FlipComparisonExpression(type);
+			auto op = compared == ExpressionType::COMPARE_EQUAL                  ? MORAINE_OP_EQ
+			          : compared == ExpressionType::COMPARE_LESSTHAN             ? MORAINE_OP_LT
+			          : compared == ExpressionType::COMPARE_LESSTHANOREQUALTO    ? MORAINE_OP_LE
+			          : compared == ExpressionType::COMPARE_GREATERTHAN          ? MORAINE_OP_GT
+			          : compared == ExpressionType::COMPARE_GREATERTHANOREQUALTO ? MORAINE_OP_GE
+			                                                                     : UINT32_MAX;
+			if (op == UINT32_MAX) {
 				return false;
 			}
 			return Add(column, op, constant.Cast<BoundConstantExpression>().value);

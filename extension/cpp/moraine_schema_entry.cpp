@@ -18,19 +18,13 @@ MoraineSchemaEntry::MoraineSchemaEntry(Catalog &catalog, CreateSchemaInfo &info,
     : SchemaCatalogEntry(catalog, info), owner(owner) {
 }
 
-static MoraineTransaction &TransactionOf(CatalogTransaction transaction) {
-	if (!transaction.transaction) {
-		throw InternalException("moraine: catalog access without a transaction");
-	}
-	return transaction.transaction->Cast<MoraineTransaction>();
-}
-
-optional_ptr<MoraineSchemaEntry> MoraineSchemaEntry::Current(MoraineTransaction &transaction) {
+optional_ptr<MoraineSchemaEntry> MoraineSchemaEntry::Current(MoraineTransaction &transaction, bool required) {
 	auto entries = transaction.Entries();
-	if (entries.get() == &owner) {
-		return this;
+	auto current = entries.get() == &owner ? this : entries->GetSchema(transaction.Txn(), name);
+	if (!current && required) {
+		throw CatalogException("moraine: schema \"%s\" does not exist", name);
 	}
-	return entries->GetSchema(transaction.Txn(), name);
+	return current;
 }
 
 struct TableListing : MoraineCallbackState {
@@ -111,11 +105,8 @@ vector<reference<MoraineTableEntry>> MoraineSchemaEntry::LoadedTables() {
 
 optional_ptr<CatalogEntry> MoraineSchemaEntry::CreateTable(CatalogTransaction catalog_transaction,
                                                            BoundCreateTableInfo &bound_info) {
-	auto &transaction = TransactionOf(catalog_transaction);
-	auto current = Current(transaction);
-	if (!current) {
-		throw CatalogException("moraine: schema \"%s\" does not exist", name);
-	}
+	auto &transaction = MoraineTransaction::Get(catalog_transaction);
+	auto current = Current(transaction, true);
 	if (current.get() != this) {
 		return current->CreateTable(catalog_transaction, bound_info);
 	}
@@ -130,17 +121,16 @@ optional_ptr<CatalogEntry> MoraineSchemaEntry::CreateTable(CatalogTransaction ca
 		}
 		throw NotImplementedException("moraine: CREATE OR REPLACE TABLE is not supported");
 	}
-	vector<string> names, type_names, type_blobs;
+	vector<string> texts; // each column's type name and serialized type
 	for (auto &column : info.columns.Physical()) {
-		names.push_back(column.Name());
-		type_names.push_back(column.Type().ToString());
-		type_blobs.push_back(MoraineSerializeType(column.Type()));
+		texts.push_back(column.Type().ToString());
+		texts.push_back(MoraineSerializeType(column.Type()));
 	}
 	vector<MoraineColumnIn> columns;
-	for (idx_t i = 0; i < names.size(); i++) {
-		columns.push_back(MoraineColumnIn {names[i].c_str(), names[i].size(), type_names[i].c_str(),
-		                                   type_names[i].size(), const_data_ptr_cast(type_blobs[i].data()),
-		                                   type_blobs[i].size()});
+	for (auto &column : info.columns.Physical()) {
+		auto &type_name = texts[2 * columns.size()], &blob = texts[2 * columns.size() + 1];
+		columns.push_back({column.Name().c_str(), column.Name().size(), type_name.c_str(), type_name.size(),
+		                   const_data_ptr_cast(blob.data()), blob.size()});
 	}
 	MoraineError err {};
 	if (moraine_txn_create_table(transaction.Txn(), name.c_str(), name.size(), info.table.c_str(), info.table.size(),
@@ -163,10 +153,7 @@ void MoraineSchemaEntry::DropEntry(ClientContext &context, DropInfo &info) {
 		                              CatalogTypeToString(info.type));
 	}
 	auto &transaction = MoraineTransaction::Get(context, catalog);
-	auto current = Current(transaction);
-	if (!current) {
-		throw CatalogException("moraine: schema \"%s\" does not exist", name);
-	}
+	auto current = Current(transaction, true);
 	if (current.get() != this) {
 		return current->DropEntry(context, info);
 	}
@@ -192,13 +179,10 @@ optional_ptr<CatalogEntry> MoraineSchemaEntry::LookupEntry(CatalogTransaction ca
 	if (lookup_info.GetCatalogType() != CatalogType::TABLE_ENTRY) {
 		return nullptr;
 	}
-	auto &transaction = TransactionOf(catalog_transaction);
-	auto current = Current(transaction);
-	if (!current) {
-		return nullptr;
-	}
+	auto &transaction = MoraineTransaction::Get(catalog_transaction);
+	auto current = Current(transaction, false);
 	if (current.get() != this) {
-		return current->LookupEntry(catalog_transaction, lookup_info);
+		return current ? current->LookupEntry(catalog_transaction, lookup_info) : nullptr;
 	}
 	auto &table_name = lookup_info.GetEntryName();
 	{
@@ -241,12 +225,9 @@ void MoraineSchemaEntry::Scan(ClientContext &context, CatalogType type,
 		return;
 	}
 	auto &transaction = MoraineTransaction::Get(context, catalog);
-	auto current = Current(transaction);
-	if (!current) {
-		return;
-	}
+	auto current = Current(transaction, false);
 	if (current.get() != this) {
-		return current->Scan(context, type, callback);
+		return current ? current->Scan(context, type, callback) : void();
 	}
 	LoadTables(transaction.Txn());
 	for (auto &table : LoadedTables()) {
@@ -269,34 +250,23 @@ void MoraineSchemaEntry::Scan(CatalogType type, const std::function<void(Catalog
 	throw NotImplementedException("moraine: %s is not supported; moraine holds only DuckLake's tables", what);
 }
 
-optional_ptr<CatalogEntry> MoraineSchemaEntry::CreateFunction(CatalogTransaction, CreateFunctionInfo &) {
-	Unsupported("CREATE FUNCTION/MACRO");
-}
-optional_ptr<CatalogEntry> MoraineSchemaEntry::CreateIndex(CatalogTransaction, CreateIndexInfo &,
-                                                           TableCatalogEntry &) {
+#define MORAINE_UNSUPPORTED(METHOD, INFO, WHAT)                                                                       \
+	optional_ptr<CatalogEntry> MoraineSchemaEntry::METHOD(CatalogTransaction, INFO &) {                               \
+		Unsupported(WHAT);                                                                                             \
+	}
+MORAINE_UNSUPPORTED(CreateFunction, CreateFunctionInfo, "CREATE FUNCTION/MACRO")
+MORAINE_UNSUPPORTED(CreateView, CreateViewInfo, "CREATE VIEW")
+MORAINE_UNSUPPORTED(CreateSequence, CreateSequenceInfo, "CREATE SEQUENCE")
+MORAINE_UNSUPPORTED(CreateTableFunction, CreateTableFunctionInfo, "CREATE table function")
+MORAINE_UNSUPPORTED(CreateCopyFunction, CreateCopyFunctionInfo, "CREATE copy function")
+MORAINE_UNSUPPORTED(CreatePragmaFunction, CreatePragmaFunctionInfo, "CREATE pragma function")
+MORAINE_UNSUPPORTED(CreateCollation, CreateCollationInfo, "CREATE COLLATION")
+MORAINE_UNSUPPORTED(CreateType, CreateTypeInfo, "CREATE TYPE")
+
+optional_ptr<CatalogEntry> MoraineSchemaEntry::CreateIndex(CatalogTransaction, CreateIndexInfo &, TableCatalogEntry &) {
 	Unsupported("CREATE INDEX");
 }
-optional_ptr<CatalogEntry> MoraineSchemaEntry::CreateView(CatalogTransaction, CreateViewInfo &) {
-	Unsupported("CREATE VIEW");
-}
-optional_ptr<CatalogEntry> MoraineSchemaEntry::CreateSequence(CatalogTransaction, CreateSequenceInfo &) {
-	Unsupported("CREATE SEQUENCE");
-}
-optional_ptr<CatalogEntry> MoraineSchemaEntry::CreateTableFunction(CatalogTransaction, CreateTableFunctionInfo &) {
-	Unsupported("CREATE table function");
-}
-optional_ptr<CatalogEntry> MoraineSchemaEntry::CreateCopyFunction(CatalogTransaction, CreateCopyFunctionInfo &) {
-	Unsupported("CREATE copy function");
-}
-optional_ptr<CatalogEntry> MoraineSchemaEntry::CreatePragmaFunction(CatalogTransaction, CreatePragmaFunctionInfo &) {
-	Unsupported("CREATE pragma function");
-}
-optional_ptr<CatalogEntry> MoraineSchemaEntry::CreateCollation(CatalogTransaction, CreateCollationInfo &) {
-	Unsupported("CREATE COLLATION");
-}
-optional_ptr<CatalogEntry> MoraineSchemaEntry::CreateType(CatalogTransaction, CreateTypeInfo &) {
-	Unsupported("CREATE TYPE");
-}
+
 void MoraineSchemaEntry::Alter(CatalogTransaction, AlterInfo &) {
 	Unsupported("ALTER");
 }

@@ -42,9 +42,9 @@ public:
 	optional_ptr<CatalogEntry> LookupEntry(CatalogTransaction transaction, const EntryLookupInfo &lookup_info) override;
 
 private:
-	//! This schema as `transaction` sees it now: this one, or its current set's (null if that
-	//! set has no schema of this name).
-	optional_ptr<MoraineSchemaEntry> Current(MoraineTransaction &transaction);
+	//! This schema as `transaction` sees it now: this one, or its current set's (if that set has
+	//! no schema of this name: null, or a CatalogException when `required`).
+	optional_ptr<MoraineSchemaEntry> Current(MoraineTransaction &transaction, bool required);
 	//! Every table, read through `txn` once (called without `lock`, which it takes).
 	void LoadTables(MoraineTxn *txn);
 	MoraineTableEntry &AddTable(const string &table_name, const vector<pair<string, string>> &columns);

@@ -35,61 +35,34 @@ struct AttachedDatabaseTypeMember {
 template struct PrivateMember<AttachedDatabaseTypeMember, &AttachedDatabase::type>;
 } // namespace
 
-// The fields of the s3 secret for `path` (named by SECRET, DuckLake's META_SECRET, else the one
-// DuckDB's secret manager matches to the path; the longest SCOPE wins) as s3.* store options,
-// with DuckDB's proxy settings. None when no secret matches: the store says what to create.
-static vector<pair<string, string>> S3SecretOptions(ClientContext &context, const string &path,
-                                                    const string &secret_name) {
-	vector<pair<string, string>> out;
+// The s3 secret for `path` (named by SECRET or DuckLake's META_SECRET, else the one DuckDB's
+// secret manager matches to the path; the longest SCOPE wins): its name, type, provider and
+// fields as `s3.*` store options, which Rust reads (src/s3.rs). None when no secret matches:
+// the store says what to create.
+static void S3Secret(ClientContext &context, const string &path, const string &name,
+                     vector<pair<string, string>> &out) {
 	auto &manager = SecretManager::Get(context);
 	auto transaction = CatalogTransaction::GetSystemCatalogTransaction(context);
 	unique_ptr<SecretEntry> named;
 	SecretMatch match;
-	const BaseSecret *secret = nullptr;
-	if (!secret_name.empty()) {
-		named = manager.GetSecretByName(transaction, secret_name);
-		if (!named) {
-			throw InvalidInputException("moraine: no secret named \"%s\" exists (SECRET, DuckLake's META_SECRET) "
-			                            "for \"%s\"",
-			                            secret_name, path);
-		}
-		secret = named->secret.get();
-	} else {
-		match = manager.LookupSecret(transaction, path, "s3");
-		if (!match.HasMatch()) {
-			return out;
-		}
-		secret = &match.GetSecret();
+	if (!name.empty() && !(named = manager.GetSecretByName(transaction, name))) {
+		throw InvalidInputException("moraine: no secret named \"%s\" exists (SECRET, DuckLake's META_SECRET) for \"%s\"",
+		                            name, path);
 	}
-	if (secret->GetType() != "s3") {
-		throw InvalidInputException("moraine: secret \"%s\" is of type %s; \"%s\" needs a secret of type s3",
-		                            secret->GetName(), secret->GetType(), path);
+	if (!named && !(match = manager.LookupSecret(transaction, path, "s3")).HasMatch()) {
+		return;
 	}
-	auto kv = dynamic_cast<const KeyValueSecret *>(secret);
-	if (!kv) {
-		throw InvalidInputException("moraine: secret \"%s\" holds no key/value fields", secret->GetName());
-	}
-	out.emplace_back("s3.name", secret->GetName());
-	out.emplace_back("s3.provider", secret->GetProvider());
-	for (auto key : {"key_id", "secret", "session_token", "region", "endpoint", "url_style"}) {
-		Value v;
-		if (kv->TryGetValue(key, v) && !v.IsNull()) {
-			out.emplace_back(string("s3.") + key, v.ToString());
+	auto &secret = named ? *named->secret : match.GetSecret();
+	out.emplace_back("s3.name", secret.GetName());
+	out.emplace_back("s3.type", secret.GetType());
+	out.emplace_back("s3.provider", secret.GetProvider());
+	if (auto kv = dynamic_cast<const KeyValueSecret *>(&secret)) {
+		for (auto &field : kv->secret_map) {
+			if (!field.second.IsNull()) {
+				out.emplace_back("s3." + field.first, field.second.ToString());
+			}
 		}
 	}
-	Value ssl;
-	if (kv->TryGetValue("use_ssl", ssl) && !ssl.IsNull()) {
-		out.emplace_back("s3.use_ssl", BooleanValue::Get(ssl.DefaultCastAs(LogicalType::BOOLEAN)) ? "true" : "false");
-	}
-	// DuckDB's proxy settings (http_proxy starts out as the HTTP_PROXY environment variable):
-	// the store's requests take the same route as httpfs's for the data files
-	for (auto setting : {"http_proxy", "http_proxy_username", "http_proxy_password"}) {
-		Value v;
-		if (context.TryGetCurrentSetting(setting, v) && !v.IsNull() && !v.ToString().empty()) {
-			out.emplace_back(string("s3.") + setting, v.ToString());
-		}
-	}
-	return out;
 }
 
 static unique_ptr<Catalog> MoraineAttach(optional_ptr<StorageExtensionInfo> storage_info, ClientContext &context,
@@ -153,48 +126,41 @@ static unique_ptr<Catalog> MoraineAttach(optional_ptr<StorageExtensionInfo> stor
 		db.*Get(AttachedDatabaseTypeMember()) = AttachedDatabaseType::READ_WRITE_DATABASE;
 		options.access_mode = AccessMode::AUTOMATIC;
 	}
-	auto kv = plan.s3 ? S3SecretOptions(context, url, texts.secret) : vector<pair<string, string>>();
-	// the settings an ATTACH reads (src/settings.rs), as store options
-	struct Read : MoraineCallbackState {
+	// the store's options, which Rust reads (src/settings.rs, src/s3.rs): the secret's fields,
+	// and the settings an ATTACH reads (an INTERVAL as whole microseconds)
+	struct Store : MoraineCallbackState {
 		ClientContext &context;
-		vector<pair<string, string>> &kv;
-		Read(ClientContext &context, vector<pair<string, string>> &kv) : context(context), kv(kv) {
+		vector<pair<string, string>> options;
+		explicit Store(ClientContext &context) : context(context) {
 		}
-	} read(context, kv);
-	moraine_settings(&read, [](void *ud, const MoraineSetting *setting) {
-		auto &read = *static_cast<Read *>(ud);
-		MoraineCallback(read, [&]() {
+	} store(context);
+	if (plan.s3) {
+		S3Secret(context, url, texts.secret, store.options);
+	}
+	moraine_attach_settings(plan.s3, &store, [](void *ud, const char *name_p, size_t len) {
+		auto &store = *static_cast<Store *>(ud);
+		MoraineCallback(store, [&]() {
+			string name(name_p, len);
 			Value value;
-			string option(setting->store_option, setting->store_option_len);
-			if (option.empty() || !read.context.TryGetCurrentSetting(string(setting->name, setting->name_len), value) ||
-			    value.IsNull()) {
-				return;
+			if (store.context.TryGetCurrentSetting(name, value) && !value.IsNull()) {
+				auto interval = value.type().id() == LogicalTypeId::INTERVAL;
+				store.options.emplace_back("setting." + name, interval ? to_string(Interval::GetMicro(
+				                                                               value.GetValue<interval_t>()))
+				                                                       : value.ToString());
 			}
-			auto shown = value.ToString();
-			if (setting->ty == MORAINE_SETTING_INTERVAL) {
-				moraine_interval_option(Interval::GetMicro(value.GetValue<interval_t>()), shown.c_str(), shown.size(),
-				                        &shown, [](void *ud, const char *text, size_t len) {
-					                        try {
-						                        *static_cast<string *>(ud) = string(text, len);
-					                        } catch (...) {
-						                        // (the value as written goes to the store, which names it)
-					                        }
-				                        });
-			}
-			read.kv.emplace_back(option, shown);
 		});
 	});
-	MoraineRethrow(read);
+	MoraineRethrow(store);
 	vector<MoraineOption> marshalled;
-	for (auto &o : kv) {
+	for (auto &o : store.options) {
 		marshalled.push_back(MoraineOption {o.first.c_str(), o.first.size(), o.second.c_str(), o.second.size()});
 	}
-	auto store = moraine_store_open(url.c_str(), url.size(), plan.read_only ? 1 : 0, marshalled.data(),
-	                                marshalled.size(), &err);
-	if (!store) {
+	auto opened = moraine_store_open(url.c_str(), url.size(), plan.read_only ? 1 : 0, marshalled.data(),
+	                                 marshalled.size(), &err);
+	if (!opened) {
 		MoraineThrow(err);
 	}
-	return make_uniq<MoraineCatalog>(db, make_shared_ptr<MoraineStoreRef>(store), url, plan.read_only);
+	return make_uniq<MoraineCatalog>(db, make_shared_ptr<MoraineStoreRef>(opened), url, plan.read_only);
 }
 
 static unique_ptr<TransactionManager> MoraineCreateTransactionManager(optional_ptr<StorageExtensionInfo> storage_info,

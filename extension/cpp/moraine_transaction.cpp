@@ -23,6 +23,13 @@ MoraineTransaction &MoraineTransaction::Get(ClientContext &context, Catalog &cat
 	return Transaction::Get(context, catalog).Cast<MoraineTransaction>();
 }
 
+MoraineTransaction &MoraineTransaction::Get(CatalogTransaction transaction) {
+	if (!transaction.transaction) {
+		throw InternalException("moraine: catalog access without a transaction");
+	}
+	return transaction.transaction->Cast<MoraineTransaction>();
+}
+
 MoraineTxn *MoraineTransaction::Txn() {
 	lock_guard<mutex> guard(lock);
 	if (!txn) {

@@ -1,6 +1,7 @@
 // A DuckDB transaction on a moraine lake (moraine_transaction.cpp).
 #pragma once
 
+#include "duckdb/catalog/catalog_transaction.hpp"
 #include "duckdb/transaction/transaction.hpp"
 #include "moraine_ffi.h"
 
@@ -16,6 +17,7 @@ public:
 	~MoraineTransaction() override;
 
 	static MoraineTransaction &Get(ClientContext &context, Catalog &catalog);
+	static MoraineTransaction &Get(CatalogTransaction transaction);
 
 	MoraineCatalog &catalog;
 	//! The Rust transaction, begun lazily; owned until Commit/Rollback.

@@ -51,14 +51,9 @@ public:
 
 public:
 	string GetName() const override {
-		switch (kind) {
-		case MoraineWriteKind::INSERT:
-			return "MORAINE_INSERT";
-		case MoraineWriteKind::UPDATE:
-			return "MORAINE_UPDATE";
-		default:
-			return "MORAINE_DELETE";
-		}
+		return kind == MoraineWriteKind::INSERT   ? "MORAINE_INSERT"
+		       : kind == MoraineWriteKind::UPDATE ? "MORAINE_UPDATE"
+		                                          : "MORAINE_DELETE";
 	}
 	bool IsSink() const override {
 		return true;

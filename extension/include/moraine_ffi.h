@@ -94,6 +94,15 @@ typedef struct MoraineStore MoraineStore;
 
 typedef struct MoraineTxn MoraineTxn;
 
+// One value crossing the boundary: `tag` says which field holds it (`MORAINE_NULL` ...).
+typedef struct {
+  uint8_t tag;
+  int64_t i;
+  double f;
+  const uint8_t *ptr;
+  size_t len;
+} MoraineCell;
+
 // An error Rust hands the C++ layer, which throws it and frees it (`moraine_error_free`).
 typedef struct {
   char *ptr;
@@ -129,7 +138,10 @@ typedef void (*moraine_text_row_cb)(void *ud,
 
 typedef void (*moraine_name_cb)(void *ud, const char *name, size_t len);
 
+// One field of an operator view: row `row`'s column `name`, of kind `kind`
+// (`MORAINE_FIELD_*`: `text`, or `i`), NULL when `is_null`. Called column by column, row by row.
 typedef void (*moraine_field_cb)(void *ud,
+                                 size_t row,
                                  const char *name,
                                  size_t name_len,
                                  uint32_t kind,
@@ -155,15 +167,6 @@ typedef struct {
   const uint8_t *type_blob;
   size_t type_blob_len;
 } MoraineColumnIn;
-
-// One value crossing the boundary: `tag` says which field holds it (`MORAINE_NULL` ...).
-typedef struct {
-  uint8_t tag;
-  int64_t i;
-  double f;
-  const uint8_t *ptr;
-  size_t len;
-} MoraineCell;
 
 // One predicate of [`moraine_scan_push`] ([`moraine::scan::Predicate`]).
 typedef struct {
@@ -195,9 +198,6 @@ typedef struct {
   uint32_t ty;
   // `MoraineOnSet`
   uint32_t on_set;
-  // The store option an ATTACH reads the value into (`store_option_len` 0: none).
-  const char *store_option;
-  size_t store_option_len;
 } MoraineSetting;
 
 typedef void (*moraine_setting_cb)(void *ud, const MoraineSetting *setting);
@@ -206,8 +206,20 @@ typedef void (*moraine_setting_cb)(void *ud, const MoraineSetting *setting);
 extern "C" {
 #endif // __cplusplus
 
+// The cell a value of the DuckDB type with id `type_id` (with an alias: `has_alias`) crosses
+// as: `MORAINE_INT`, `MORAINE_BOOL`, `MORAINE_FLOAT`, `MORAINE_TEXT` or, for every other type,
+// `MORAINE_BLOB` ([`moraine::duckdb_types::held`]).
+uint8_t moraine_type_tag(uint8_t type_id, bool has_alias);
+
+// Whether a non-NULL stored `cell` fits a column of the DuckDB type `type_id`: the tag that
+// type crosses as and a value it holds ([`moraine::duckdb_types::fits`]). A scan reports a
+// cell that does not as a corrupt record (`moraine_mat_misfit`).
+bool moraine_cell_fits(uint8_t type_id, bool has_alias, const MoraineCell *cell);
+
 void moraine_error_free(MoraineError err);
 
+// Opens the store at `url` for an ATTACH with `options`: the s3 secret's fields (`s3.*`) and
+// the settings it read (`setting.<name>`, [`moraine::settings::store_options`]).
 MoraineStore *moraine_store_open(const char *url,
                                  size_t url_len,
                                  int32_t read_only,
@@ -238,17 +250,29 @@ void moraine_store_free(MoraineStore *store);
 
 void moraine_store_url(MoraineStore *store, void *ud, moraine_name_cb cb);
 
-int32_t moraine_store_keyspace(MoraineStore *store,
-                               void *ud,
-                               moraine_text_row_cb cb,
-                               MoraineError *err);
-
 // Calls `cb` with what the store at `url` would touch outside the process
 // ([`moraine::url::StoreUrl::access_path`]), for DuckDB's file-access check before the open;
 // nothing for a memory store, or a URL that does not parse (the open says why).
 void moraine_url_access_path(const char *url, size_t url_len, void *ud, moraine_name_cb cb);
 
-int32_t moraine_store_status(MoraineStore *store, void *ud, moraine_field_cb cb, MoraineError *err);
+// The columns of the operator view the table function `view` is, as one row whose values mean
+// nothing but their kind ([`moraine::views::View::columns`]); nonzero with `err` set for a
+// name that is no view.
+int32_t moraine_view_columns(const char *view,
+                             size_t view_len,
+                             void *ud,
+                             moraine_field_cb cb,
+                             MoraineError *err);
+
+// The rows of the operator view `view` of `store` now ([`moraine::views::View::rows`]): 0,
+// 1 with `err` set when they cannot be read, or 2 for a view that makes its rows at its scan
+// (`moraine_reclaim`: [`moraine_store_reclaim`]).
+int32_t moraine_view_rows(MoraineStore *store,
+                          const char *view,
+                          size_t view_len,
+                          void *ud,
+                          moraine_field_cb cb,
+                          MoraineError *err);
 
 // `moraine_reclaim`: reclaims the store's space now and hands over the one row saying what
 // went. `explicit`: the call runs in an explicit transaction; `read_lake`: the caller's
@@ -261,14 +285,6 @@ int32_t moraine_store_reclaim(MoraineStore *store,
                               int64_t began_micros,
                               void *ud,
                               moraine_field_cb cb,
-                              MoraineError *err);
-
-// The columns of `moraine_reclaim`'s row (their values mean nothing), for its bind.
-void moraine_reclaim_columns(void *ud, moraine_field_cb cb);
-
-int32_t moraine_store_metrics(MoraineStore *store,
-                              void *ud,
-                              moraine_text_row_cb cb,
                               MoraineError *err);
 
 MoraineTxn *moraine_txn_begin(MoraineStore *store, MoraineError *err);
@@ -447,13 +463,10 @@ const char *moraine_setting_default(const char *name);
 // Calls `cb` once per setting, in order ([`moraine::settings::all`]).
 void moraine_settings(void *ud, moraine_setting_cb cb);
 
-// The store option value an ATTACH passes for an INTERVAL setting of `micros` microseconds,
-// written as `shown` ([`moraine::settings::interval_option`]), through `cb`.
-void moraine_interval_option(int64_t micros,
-                             const char *shown,
-                             size_t shown_len,
-                             void *ud,
-                             moraine_name_cb cb);
+// The names of the DuckDB settings an ATTACH reads ([`moraine::settings::read_at_attach`]),
+// for an `s3://` store when `s3`; the C++ layer passes each value to `moraine_store_open` as
+// the option `setting.<name>` (an INTERVAL as whole microseconds).
+void moraine_attach_settings(bool s3, void *ud, moraine_name_cb cb);
 
 // Checks a `moraine_max_commit_size` value as the attach will read it; 0 when it parses.
 int32_t moraine_check_max_commit_size(const char *text_ptr, size_t len, MoraineError *err);

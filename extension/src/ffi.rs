@@ -99,6 +99,39 @@ pub struct MoraineCell {
     len: usize,
 }
 
+/// The cell a value of the DuckDB type with id `type_id` (with an alias: `has_alias`) crosses
+/// as: `MORAINE_INT`, `MORAINE_BOOL`, `MORAINE_FLOAT`, `MORAINE_TEXT` or, for every other type,
+/// `MORAINE_BLOB` ([`moraine::duckdb_types::held`]).
+#[no_mangle]
+pub extern "C" fn moraine_type_tag(type_id: u8, has_alias: bool) -> u8 {
+    use moraine::duckdb_types::{held, Held};
+    match held(type_id, has_alias) {
+        Held::Int => MORAINE_INT,
+        Held::Bool => MORAINE_BOOL,
+        Held::Float => MORAINE_FLOAT,
+        Held::Text => MORAINE_TEXT,
+        Held::Serialized => MORAINE_BLOB,
+    }
+}
+
+/// Whether a non-NULL stored `cell` fits a column of the DuckDB type `type_id`: the tag that
+/// type crosses as and a value it holds ([`moraine::duckdb_types::fits`]). A scan reports a
+/// cell that does not as a corrupt record (`moraine_mat_misfit`).
+#[no_mangle]
+pub unsafe extern "C" fn moraine_cell_fits(type_id: u8, has_alias: bool, cell: *const MoraineCell) -> bool {
+    use moraine::duckdb_types::{fits, Held};
+    let cell = &*cell;
+    let held = match cell.tag {
+        MORAINE_INT => Held::Int,
+        MORAINE_BOOL => Held::Bool,
+        MORAINE_FLOAT => Held::Float,
+        MORAINE_TEXT => Held::Text,
+        MORAINE_BLOB => Held::Serialized,
+        _ => return false,
+    };
+    fits(type_id, has_alias, held, cell.i)
+}
+
 /// One column of a table being created.
 #[repr(C)]
 pub struct MoraineColumnIn {
@@ -367,6 +400,8 @@ pub struct MoraineOption {
     value_len: usize,
 }
 
+/// Opens the store at `url` for an ATTACH with `options`: the s3 secret's fields (`s3.*`) and
+/// the settings it read (`setting.<name>`, [`moraine::settings::store_options`]).
 #[no_mangle]
 pub unsafe extern "C" fn moraine_store_open(
     url: *const c_char,
@@ -378,7 +413,7 @@ pub unsafe extern "C" fn moraine_store_open(
 ) -> *mut MoraineStore {
     guard(err, || {
         let url = text(url, url_len)?;
-        let mut opts = Vec::with_capacity(n_options);
+        let mut opts: Vec<(String, String)> = Vec::with_capacity(n_options);
         for i in 0..n_options {
             let o = &*options.add(i);
             opts.push((
@@ -386,6 +421,7 @@ pub unsafe extern "C" fn moraine_store_open(
                 text(o.value, o.value_len)?.to_string(),
             ));
         }
+        let opts = moraine::settings::store_options(opts);
         Ok(Box::into_raw(Box::new(MoraineStore(Store::open_with(
             url,
             read_only != 0,
@@ -505,23 +541,6 @@ unsafe fn text_rows(
     0
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn moraine_store_keyspace(
-    store: *mut MoraineStore,
-    ud: *mut c_void,
-    cb: TextRowCb,
-    err: *mut MoraineError,
-) -> i32 {
-    let store = &*store;
-    let counts = guard(err, || store.0.keyspace_counts()).map(|counts| {
-        counts
-            .into_iter()
-            .map(|(keyspace, kind, keys)| (keyspace, kind, i64::try_from(keys).unwrap_or(i64::MAX)))
-            .collect()
-    });
-    text_rows(counts, ud, cb)
-}
-
 /// Calls `cb` with what the store at `url` would touch outside the process
 /// ([`moraine::url::StoreUrl::access_path`]), for DuckDB's file-access check before the open;
 /// nothing for a memory store, or a URL that does not parse (the open says why).
@@ -543,8 +562,11 @@ pub unsafe extern "C" fn moraine_url_access_path(
     }
 }
 
+/// One field of an operator view: row `row`'s column `name`, of kind `kind`
+/// (`MORAINE_FIELD_*`: `text`, or `i`), NULL when `is_null`. Called column by column, row by row.
 pub type FieldCb = extern "C" fn(
     ud: *mut c_void,
+    row: usize,
     name: *const c_char,
     name_len: usize,
     kind: u32,
@@ -554,53 +576,63 @@ pub type FieldCb = extern "C" fn(
     is_null: bool,
 );
 
-/// Hands a row's `fields` to `cb`, one call per column, in order.
-fn emit_fields(fields: Vec<(&'static str, moraine::status::Field)>, ud: *mut c_void, cb: FieldCb) {
+/// Hands each row's fields to `cb`, in order.
+fn emit_rows(rows: Vec<moraine::views::Row>, ud: *mut c_void, cb: FieldCb) {
     use moraine::status::Field;
-    for (name, field) in fields {
-        let (kind, i, text, null) = match &field {
-            Field::Text(t) => (MORAINE_FIELD_TEXT, 0, t.as_deref().unwrap_or(""), t.is_none()),
-            Field::Int(v) => (MORAINE_FIELD_BIGINT, v.unwrap_or(0), "", v.is_none()),
-            Field::Time(v) => (MORAINE_FIELD_TIME, v.unwrap_or(0), "", v.is_none()),
-        };
-        cb(
-            ud,
-            name.as_ptr() as *const c_char,
-            name.len(),
-            kind,
-            i,
-            text.as_ptr() as *const c_char,
-            text.len(),
-            null,
-        );
+    for (row, fields) in rows.into_iter().enumerate() {
+        for (name, field) in fields {
+            let (kind, i, text, null) = match &field {
+                Field::Text(t) => (MORAINE_FIELD_TEXT, 0, t.as_deref().unwrap_or(""), t.is_none()),
+                Field::Int(v) => (MORAINE_FIELD_BIGINT, v.unwrap_or(0), "", v.is_none()),
+                Field::Time(v) => (MORAINE_FIELD_TIME, v.unwrap_or(0), "", v.is_none()),
+            };
+            let (name_ptr, text_ptr) = (name.as_ptr() as *const c_char, text.as_ptr() as *const c_char);
+            cb(ud, row, name_ptr, name.len(), kind, i, text_ptr, text.len(), null);
+        }
     }
 }
 
-/// The one row `row` makes of the store, handed to `cb` column by column; 0, or 1 with `*err`
-/// set.
-unsafe fn store_row(
-    store: *mut MoraineStore,
+/// The columns of the operator view the table function `view` is, as one row whose values mean
+/// nothing but their kind ([`moraine::views::View::columns`]); nonzero with `err` set for a
+/// name that is no view.
+#[no_mangle]
+pub unsafe extern "C" fn moraine_view_columns(
+    view: *const c_char,
+    view_len: usize,
     ud: *mut c_void,
     cb: FieldCb,
     err: *mut MoraineError,
-    row: impl FnOnce(&Store) -> Result<Vec<(&'static str, moraine::status::Field)>>,
 ) -> i32 {
-    let store = &*store;
-    let Some(fields) = guard(err, || row(&store.0)) else {
-        return 1;
-    };
-    emit_fields(fields, ud, cb);
+    let columns = guard(err, || {
+        Ok(moraine::views::View::named(text(view, view_len)?)?.columns())
+    });
+    let Some(columns) = columns else { return 1 };
+    emit_rows(vec![columns], ud, cb);
     0
 }
 
+/// The rows of the operator view `view` of `store` now ([`moraine::views::View::rows`]): 0,
+/// 1 with `err` set when they cannot be read, or 2 for a view that makes its rows at its scan
+/// (`moraine_reclaim`: [`moraine_store_reclaim`]).
 #[no_mangle]
-pub unsafe extern "C" fn moraine_store_status(
+pub unsafe extern "C" fn moraine_view_rows(
     store: *mut MoraineStore,
+    view: *const c_char,
+    view_len: usize,
     ud: *mut c_void,
     cb: FieldCb,
     err: *mut MoraineError,
 ) -> i32 {
-    store_row(store, ud, cb, err, |s| Ok(s.status()?.fields()))
+    let store = &*store;
+    let rows = guard(err, || moraine::views::View::named(text(view, view_len)?)?.rows(&store.0));
+    match rows {
+        None => 1,
+        Some(None) => 2,
+        Some(Some(rows)) => {
+            emit_rows(rows, ud, cb);
+            0
+        }
+    }
 }
 
 /// `moraine_reclaim`: reclaims the store's space now and hands over the one row saying what
@@ -624,24 +656,12 @@ pub unsafe extern "C" fn moraine_store_reclaim(
         rebound,
         began: Some(began_micros),
     };
-    store_row(store, ud, cb, err, |s| Ok(s.reclaim_for(caller)?.fields()))
-}
-
-/// The columns of `moraine_reclaim`'s row (their values mean nothing), for its bind.
-#[no_mangle]
-pub unsafe extern "C" fn moraine_reclaim_columns(ud: *mut c_void, cb: FieldCb) {
-    emit_fields(moraine::store::Reclaimed::default().fields(), ud, cb);
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn moraine_store_metrics(
-    store: *mut MoraineStore,
-    ud: *mut c_void,
-    cb: TextRowCb,
-    err: *mut MoraineError,
-) -> i32 {
     let store = &*store;
-    text_rows(guard(err, || Ok(store.0.metrics())), ud, cb)
+    let Some(row) = guard(err, || Ok(store.0.reclaim_for(caller)?.fields())) else {
+        return 1;
+    };
+    emit_rows(vec![row], ud, cb);
+    0
 }
 
 #[no_mangle]
@@ -1304,9 +1324,6 @@ pub struct MoraineSetting {
     pub ty: u32,
     /// `MoraineOnSet`
     pub on_set: u32,
-    /// The store option an ATTACH reads the value into (`store_option_len` 0: none).
-    pub store_option: *const c_char,
-    pub store_option_len: usize,
 }
 
 /// A setting's DuckDB type (`MoraineSettingType`).
@@ -1324,7 +1341,6 @@ pub type SettingCb = extern "C" fn(ud: *mut c_void, setting: *const MoraineSetti
 pub unsafe extern "C" fn moraine_settings(ud: *mut c_void, cb: SettingCb) {
     use moraine::settings::{OnSet, Type};
     for s in quiet("moraine_settings", Vec::new(), moraine::settings::all) {
-        let store_option = s.store_option.unwrap_or("");
         let setting = MoraineSetting {
             name: s.name.as_ptr() as *const c_char,
             name_len: s.name.len(),
@@ -1341,28 +1357,22 @@ pub unsafe extern "C" fn moraine_settings(ud: *mut c_void, cb: SettingCb) {
                 OnSet::CheckMaxCommitSize => MORAINE_ON_SET_CHECK_MAX_COMMIT_SIZE,
                 OnSet::SetLogLevel => MORAINE_ON_SET_SET_LOG_LEVEL,
             },
-            store_option: store_option.as_ptr() as *const c_char,
-            store_option_len: store_option.len(),
         };
         cb(ud, &setting);
     }
 }
 
-/// The store option value an ATTACH passes for an INTERVAL setting of `micros` microseconds,
-/// written as `shown` ([`moraine::settings::interval_option`]), through `cb`.
+/// The names of the DuckDB settings an ATTACH reads ([`moraine::settings::read_at_attach`]),
+/// for an `s3://` store when `s3`; the C++ layer passes each value to `moraine_store_open` as
+/// the option `setting.<name>` (an INTERVAL as whole microseconds).
 #[no_mangle]
-pub unsafe extern "C" fn moraine_interval_option(
-    micros: i64,
-    shown: *const c_char,
-    shown_len: usize,
-    ud: *mut c_void,
-    cb: NameCb,
-) {
-    let shown = String::from_utf8_lossy(slice(shown as *const u8, shown_len));
-    let value = quiet("moraine_interval_option", shown.to_string(), || {
-        moraine::settings::interval_option(micros, &shown)
+pub unsafe extern "C" fn moraine_attach_settings(s3: bool, ud: *mut c_void, cb: NameCb) {
+    let names = quiet("moraine_attach_settings", Vec::new(), || {
+        moraine::settings::read_at_attach(s3)
     });
-    cb(ud, value.as_ptr() as *const c_char, value.len());
+    for name in names {
+        cb(ud, name.as_ptr() as *const c_char, name.len());
+    }
 }
 
 /// Checks a `moraine_max_commit_size` value as the attach will read it; 0 when it parses.
