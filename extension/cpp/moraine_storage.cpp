@@ -1,6 +1,4 @@
 // The "moraine" storage extension: ATTACH 'moraine:<url>' opens a lake and returns its catalog.
-#include "moraine_storage.hpp"
-
 #include "moraine_catalog.hpp"
 #include "moraine_error.hpp"
 #include "moraine_functions.hpp"
@@ -13,6 +11,7 @@
 #include "duckdb/main/config.hpp"
 #include "duckdb/main/secret/secret.hpp"
 #include "duckdb/main/secret/secret_manager.hpp"
+#include "duckdb/storage/storage_extension.hpp"
 
 namespace duckdb {
 
@@ -187,7 +186,7 @@ static void MoraineSetLogLevel(ClientContext &context, SetScope scope, Value &pa
 	}
 }
 
-shared_ptr<StorageExtension> MoraineStorageExtension() {
+static shared_ptr<StorageExtension> MoraineStorageExtension() {
 	auto extension = make_shared_ptr<StorageExtension>();
 	extension->attach = MoraineAttach;
 	extension->create_transaction_manager = MoraineCreateTransactionManager;
