@@ -23,10 +23,8 @@ optional_ptr<CatalogEntry> MoraineCatalog::CreateSchema(CatalogTransaction trans
 		throw NotImplementedException("moraine: CREATE OR REPLACE SCHEMA is not supported");
 	}
 	MoraineError err {};
-	if (moraine_txn_create_schema(moraine_transaction.Txn(), info.schema.c_str(), info.schema.size(),
-	                              if_not_exists ? 1 : 0, &err) != 0) {
-		MoraineThrow(err);
-	}
+	MoraineCheck(moraine_txn_create_schema(moraine_transaction.Txn(), info.schema.c_str(), info.schema.size(),
+	                                       if_not_exists ? 1 : 0, &err), err);
 	moraine_transaction.InvalidateEntries();
 	return moraine_transaction.GetSchema(info.schema).get();
 }
@@ -49,10 +47,8 @@ optional_ptr<SchemaCatalogEntry> MoraineCatalog::LookupSchema(CatalogTransaction
 void MoraineCatalog::DropSchema(ClientContext &context, DropInfo &info) {
 	auto &moraine_transaction = MoraineTransaction::Get(context, *this);
 	MoraineError err {};
-	if (moraine_txn_drop_schema(moraine_transaction.Txn(), info.name.c_str(), info.name.size(),
-	                            info.if_not_found == OnEntryNotFound::RETURN_NULL ? 1 : 0, &err) != 0) {
-		MoraineThrow(err);
-	}
+	MoraineCheck(moraine_txn_drop_schema(moraine_transaction.Txn(), info.name.c_str(), info.name.size(),
+	                                     info.if_not_found == OnEntryNotFound::RETURN_NULL ? 1 : 0, &err), err);
 	moraine_transaction.InvalidateEntries();
 }
 

@@ -28,9 +28,7 @@ void MoraineEntries::LoadSchemas(MoraineTxn *txn) {
 	// read outside the lock, as a schema's tables are (MoraineSchemaEntry::LoadTables)
 	NameList list;
 	MoraineError err {};
-	if (moraine_txn_schemas(txn, &list, CollectName, &err) != 0) {
-		MoraineThrow(err);
-	}
+	MoraineCheck(moraine_txn_schemas(txn, &list, CollectName, &err), err);
 	MoraineRethrow(list);
 	lock_guard<mutex> guard(lock);
 	if (schemas_loaded) {

@@ -8,6 +8,12 @@ namespace duckdb {
 
 //! Throws a DuckDB exception carrying a Rust error (and frees it).
 [[noreturn]] void MoraineThrow(MoraineError &err);
+//! Throws the error a moraine_* call set when it returned nonzero.
+inline void MoraineCheck(int32_t rc, MoraineError &err) {
+	if (rc != 0) {
+		MoraineThrow(err);
+	}
+}
 //! Frees the Rust error and returns its message.
 string MoraineTakeError(MoraineError &err);
 

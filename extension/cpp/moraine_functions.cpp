@@ -64,9 +64,7 @@ static unique_ptr<FunctionData> ViewBind(ClientContext &context, TableFunctionBi
 	auto &lake = metadata->Cast<MoraineCatalog>();
 	auto result = make_uniq<MoraineViewData>();
 	MoraineError err {};
-	if (moraine_view_columns(function.c_str(), function.size(), result.get(), OnField, &err) != 0) {
-		MoraineThrow(err);
-	}
+	MoraineCheck(moraine_view_columns(function.c_str(), function.size(), result.get(), OnField, &err), err);
 	MoraineRethrow(*result);
 	result->rows.clear();
 	result->store = lake.store;
@@ -107,10 +105,8 @@ static void Reclaim(ClientContext &context, const MoraineViewData &bind, Moraine
 	bool rebound = !moraine_db || moraine_db->GetCatalog().GetCatalogType() != "moraine" ||
 	               moraine_db->GetCatalog().Cast<MoraineCatalog>().store != bind.store;
 	MoraineError err {};
-	if (moraine_store_reclaim(bind.store->store, !context.transaction.IsAutoCommit(), read_lake, rebound,
-	                          meta.GetCurrentTransactionStartTimestamp().value, &out, OnField, &err) != 0) {
-		MoraineThrow(err);
-	}
+	MoraineCheck(moraine_store_reclaim(bind.store->store, !context.transaction.IsAutoCommit(), read_lake, rebound,
+	                                   meta.GetCurrentTransactionStartTimestamp().value, &out, OnField, &err), err);
 	MoraineRethrow(out);
 }
 

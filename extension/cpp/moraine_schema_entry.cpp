@@ -83,9 +83,7 @@ void MoraineSchemaEntry::LoadTables(MoraineTxn *txn) {
 	// the other transactions sharing this schema
 	TableListing listing;
 	MoraineError err {};
-	if (moraine_txn_tables(txn, name.c_str(), name.size(), &listing, OnTable, OnColumn, &err) != 0) {
-		MoraineThrow(err);
-	}
+	MoraineCheck(moraine_txn_tables(txn, name.c_str(), name.size(), &listing, OnTable, OnColumn, &err), err);
 	MoraineRethrow(listing);
 	lock_guard<mutex> guard(lock);
 	for (auto &table : listing.tables) {
@@ -133,10 +131,8 @@ optional_ptr<CatalogEntry> MoraineSchemaEntry::CreateTable(CatalogTransaction ca
 		                   const_data_ptr_cast(blob.data()), blob.size()});
 	}
 	MoraineError err {};
-	if (moraine_txn_create_table(transaction.Txn(), name.c_str(), name.size(), info.table.c_str(), info.table.size(),
-	                             columns.data(), columns.size(), &err) != 0) {
-		MoraineThrow(err);
-	}
+	MoraineCheck(moraine_txn_create_table(transaction.Txn(), name.c_str(), name.size(), info.table.c_str(),
+	                                      info.table.size(), columns.data(), columns.size(), &err), err);
 	transaction.InvalidateEntries();
 	auto schema = transaction.GetSchema(name);
 	auto created = schema ? schema->LookupEntry(catalog_transaction, EntryLookupInfo(CatalogType::TABLE_ENTRY, info.table))
@@ -167,10 +163,8 @@ void MoraineSchemaEntry::DropEntry(ClientContext &context, DropInfo &info) {
 	// under the name it is stored as (the user's may differ in case)
 	auto &table_name = existing->name;
 	MoraineError err {};
-	if (moraine_txn_drop_table(transaction.Txn(), name.c_str(), name.size(), table_name.c_str(), table_name.size(),
-	                           &err) != 0) {
-		MoraineThrow(err);
-	}
+	MoraineCheck(moraine_txn_drop_table(transaction.Txn(), name.c_str(), name.size(), table_name.c_str(),
+	                                    table_name.size(), &err), err);
 	transaction.InvalidateEntries();
 }
 

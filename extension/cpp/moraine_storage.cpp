@@ -90,12 +90,10 @@ static unique_ptr<Catalog> MoraineAttach(optional_ptr<StorageExtensionInfo> stor
 	};
 	MoraineAttachPlan plan;
 	MoraineError err {};
-	if (moraine_attach_plan(info.path.c_str(), info.path.size(), left.data(), left.size(), named.data(), named.size(),
-	                        options.access_mode == AccessMode::READ_ONLY,
-	                        DBConfig::GetConfig(context).options.access_mode == AccessMode::AUTOMATIC, &plan, &texts,
-	                        on_text, &err) != 0) {
-		MoraineThrow(err);
-	}
+	MoraineCheck(moraine_attach_plan(info.path.c_str(), info.path.size(), left.data(), left.size(), named.data(),
+	                                 named.size(), options.access_mode == AccessMode::READ_ONLY,
+	                                 DBConfig::GetConfig(context).options.access_mode == AccessMode::AUTOMATIC, &plan,
+	                                 &texts, on_text, &err), err);
 	MoraineRethrow(texts);
 	auto &url = texts.url;
 	// DuckDB's file-access rules (enable_external_access = false, allowed_directories) hold for
@@ -173,17 +171,13 @@ static void MoraineCheckMaxCommitSize(ClientContext &context, SetScope scope, Va
 	}
 	auto text = parameter.ToString();
 	MoraineError err {};
-	if (moraine_check_max_commit_size(text.c_str(), text.size(), &err) != 0) {
-		MoraineThrow(err);
-	}
+	MoraineCheck(moraine_check_max_commit_size(text.c_str(), text.size(), &err), err);
 }
 
 static void MoraineSetLogLevel(ClientContext &context, SetScope scope, Value &parameter) {
 	auto spec = parameter.IsNull() ? string(moraine_setting_default("moraine_log_level")) : parameter.ToString();
 	MoraineError err {};
-	if (moraine_set_log_level(spec.c_str(), spec.size(), &err) != 0) {
-		MoraineThrow(err);
-	}
+	MoraineCheck(moraine_set_log_level(spec.c_str(), spec.size(), &err), err);
 }
 
 static shared_ptr<StorageExtension> MoraineStorageExtension() {

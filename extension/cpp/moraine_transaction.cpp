@@ -53,9 +53,7 @@ void MoraineTransaction::Commit() {
 		return;
 	}
 	MoraineError err {};
-	if (moraine_txn_commit(to_commit, &err) != 0) {
-		MoraineThrow(err);
-	}
+	MoraineCheck(moraine_txn_commit(to_commit, &err), err);
 }
 
 void MoraineTransaction::Rollback() {
