@@ -846,12 +846,15 @@ def attach_and_wait(args, setup=None):
 
 
 def role_writer(args):
-    """Attaches read-write, creates lake.t, then commits one-row inserts at --rate until told."""
-    started = attach_and_wait(args, "CREATE TABLE lake.t (id BIGINT, t_ms BIGINT)")
+    """Attaches read-write (creating lake.<table> unless --no-create), then commits one-row
+    inserts at --rate until told."""
+    table = args.table or "t"
+    setup = None if args.no_create else f"CREATE TABLE lake.{table} (id BIGINT, t_ms BIGINT)"
+    started = attach_and_wait(args, setup)
     if started is None:
         return
     db, until = started
-    commits, errors, first_error = [], 0, None
+    commits, errors, first_error, latencies, kinds = [], 0, None, [], {}
     period = 1.0 / args.rate
     start = time.time()
     k = 0
@@ -863,14 +866,46 @@ def role_writer(args):
         if due > now:
             time.sleep(due - now)
         k += 1
+        t0 = time.perf_counter()
         try:
-            db.execute("INSERT INTO lake.t VALUES (?, ?)", [k, int(time.time() * 1000)]).fetchall()
+            db.execute(f"INSERT INTO lake.{table} VALUES (?, ?)", [k, int(time.time() * 1000)]).fetchall()
             commits.append([k, time.time()])
+            latencies.append(ms(time.perf_counter() - t0))
         except Exception as e:
             errors += 1
             first_error = first_error or err_text(e)
+            kind = err_text(e).splitlines()[-1][:120]
+            kinds[kind] = kinds.get(kind, 0) + 1
     print(json.dumps({"ok": True, "commits": commits, "errors": errors, "first_error": first_error,
+                      "latencies": latencies, "attempts": k, "error_kinds": kinds,
                       "hwm_kb": proc_status_kb("VmHWM")}), flush=True)
+    db.close()
+
+
+def role_maintenance(args):
+    """Attaches read-write, then expires snapshots older than a few seconds and cleans up old
+    files, every --period seconds, until told."""
+    started = attach_and_wait(args)
+    if started is None:
+        return
+    db, until = started
+    runs, errors, first_error = 0, 0, None
+    while time.time() < until:
+        # (counted in SQL: their rows hold timestamps with time zone, which Python converts
+        # only with pytz)
+        for stmt in ("SELECT count(*) FROM ducklake_expire_snapshots('lake', "
+                     "older_than => now() - INTERVAL 5 SECOND)",
+                     "SELECT count(*) FROM ducklake_cleanup_old_files('lake', "
+                     "older_than => now() - INTERVAL 5 SECOND)"):
+            runs += 1
+            try:
+                db.execute(stmt).fetchall()
+            except Exception as e:
+                errors += 1
+                first_error = first_error or err_text(e)
+        time.sleep(max(0.0, min(args.period, until - time.time())))
+    print(json.dumps({"ok": True, "runs": runs, "errors": errors, "first_error": first_error}),
+          flush=True)
     db.close()
 
 
@@ -880,7 +915,7 @@ def role_reader(args):
     if started is None:
         return
     db, until = started
-    q = "SELECT count(*), max(id) FROM lake.t"
+    q = args.query or "SELECT count(*), max(id) FROM lake.t"
     txns, errors, inconsistent, error_kinds = 0, 0, 0, {}
     seen = []  # [max_id, wall time], max_id increasing
     last = -1
@@ -1020,17 +1055,103 @@ def w_readers(args, out):
             msg, n = max(kinds.items(), key=lambda kv: kv[1])
             out.text("readers: most frequent error", f"{n}x {msg}")
     finally:
-        for p in ([writer] if writer else []) + readers:
-            try:
-                p.stdin.close()
-            except Exception:
-                pass
-        for p in ([writer] if writer else []) + readers:
-            try:
-                p.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
+        stop_children(([writer] if writer else []) + readers)
+        lake.remove(db, files=False)
+        db.close()
+
+
+def stop_children(procs, timeout=30):
+    """Closes each child's stdin (its signal to finish), then waits for each, killing one that
+    does not end within `timeout` seconds."""
+    for p in procs:
+        try:
+            p.stdin.close()
+        except Exception:
+            pass
+    for p in procs:
+        try:
+            p.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+
+
+# ---- workload: writers ------------------------------------------------------------------------
+
+def w_writers(args, out):
+    """Several writer processes (each committing one-row inserts into a table of its own at
+    --rate), a maintenance process (expiry and cleanup) and a READ_ONLY reader, for --seconds;
+    then a fresh attach checks every acknowledged commit is there."""
+    lake = new_lake(args, "lake")
+    db = connect(args.catalog, os.path.join(args.dir, "ext"))
+    procs = []
+    try:
+        prepare_lake(db, lake)
+        db.execute(lake.attach_sql())
+        tables = [f"w{i}" for i in range(args.writers)]
+        for t in tables:
+            db.execute(f"CREATE TABLE lake.{t} (id BIGINT, t_ms BIGINT)")
+        db.execute("DETACH lake")
+        target = int(args.writers * args.rate * args.seconds)
+        f_acked = (f"commits acknowledged ({args.writers} writers at {args.rate:g}/s for "
+                   f"{args.seconds:g} s, of {target})")
+        writers = [spawn(args, "writer", ["--attach-sql", lake.attach_sql(), "--rate", str(args.rate),
+                                          "--table", t, "--no-create"]) for t in tables]
+        procs += writers
+        maint = spawn(args, "maintenance", ["--attach-sql", lake.attach_sql()])
+        procs.append(maint)
+        reader = spawn(args, "reader", ["--attach-sql", lake.attach_sql(read_only=True),
+                                        "--query", f"SELECT count(*), max(id) FROM lake.{tables[0]}"])
+        procs.append(reader)
+        ready = [ask(p) for p in procs]
+        attached = [r.get("ok") for r in ready]
+        failed = [r.get("error", "?") for r in ready if not r.get("ok")]
+        out.text("attach", "ok" if not failed else f"{len(failed)} of {len(procs)} failed: {failed[0]}")
+        log(f"writers: {args.catalog}: {sum(attached)} of {len(procs)} processes attached")
+        until = time.time() + 0.5 + args.seconds
+        for p, ok in zip(procs, attached):
+            if ok:
+                p.stdin.write(json.dumps({"until": until}) + "\n")
+                p.stdin.flush()
+        res = [ask(p) if ok else {} for p, ok in zip(procs, attached)]
+        wres, mres, rres = res[:len(writers)], res[len(writers)], res[-1]
+        acked = {t: [c[0] for c in r.get("commits", [])] for t, r in zip(tables, wres)}
+        n_acked = sum(len(v) for v in acked.values())
+        out.value(f_acked, n_acked, "count")
+        out.value("commit errors", sum(r.get("errors", 0) for r in wres), "count")
+        lat = [x for r in wres for x in r.get("latencies", [])]
+        if lat:
+            out.value("commit latency p50", percentile(lat, 50), "ms")
+            out.value("commit latency p99", percentile(lat, 99), "ms")
+        kinds = {}
+        for r in wres:
+            for msg, n in r.get("error_kinds", {}).items():
+                kinds[msg] = kinds.get(msg, 0) + n
+        if kinds:
+            msg, n = max(kinds.items(), key=lambda kv: kv[1])
+            out.text("writers: most frequent error", f"{n}x {msg}")
+        if mres:
+            out.value("maintenance calls failed", mres["errors"], "count")
+            out.text("maintenance calls", f"{mres['runs']} ({mres['first_error'] or 'no error'})"[:300])
+        if rres:
+            out.value("reader transactions", rres["txns"], "count")
+            out.value("reader transactions failed", rres["errors"], "count")
+        # every acknowledged commit is there; count what landed without an acknowledgment
+        stop_children(procs, timeout=60)
+        procs = []
+        db.execute(lake.attach_sql())
+        lost = extra = 0
+        for t in tables:
+            ids = {r[0] for r in db.execute(f"SELECT id FROM lake.{t}").fetchall()}
+            lost += len(set(acked[t]) - ids)
+            extra += len(ids - set(acked[t]))
+        out.value("acknowledged commits missing afterwards", lost, "count")
+        out.value("rows landed without an acknowledgment", extra, "count")
+        db.execute("DETACH lake")
+    except Exception as e:
+        out.error("writers", e)
+    finally:
+        stop_children(procs)
         lake.remove(db, files=False)
         db.close()
 
@@ -1203,8 +1324,9 @@ def probe_turns(args, out, label, recs):
 # ---- main -------------------------------------------------------------------------------------
 
 WORKLOADS = {"commit": w_commit, "history": w_history, "files": w_files, "readers": w_readers,
-             "turns": w_turns}
-ROLES = {"probe": role_probe, "writer": role_writer, "reader": role_reader, "turn": role_turn}
+             "writers": w_writers, "turns": w_turns}
+ROLES = {"probe": role_probe, "writer": role_writer, "reader": role_reader, "turn": role_turn,
+         "maintenance": role_maintenance}
 
 
 def main():
@@ -1240,7 +1362,13 @@ def main():
     ap.add_argument("--tables", type=int, help="files: tables (50; quick 10)")
     ap.add_argument("--seconds", type=float, help="readers: duration (60; quick 10)")
     ap.add_argument("--readers", type=int, default=3, help="readers: reader processes (3)")
-    ap.add_argument("--rate", type=float, default=15.0, help="readers: writer commits per second")
+    ap.add_argument("--rate", type=float, default=15.0,
+                    help="readers, writers: each writer's commits per second")
+    ap.add_argument("--writers", type=int, default=4, help="writers: writer processes (4)")
+    ap.add_argument("--period", type=float, default=2.0,
+                    help="writers: seconds between the maintenance process's calls (2)")
+    ap.add_argument("--table", help=argparse.SUPPRESS)
+    ap.add_argument("--no-create", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     args.dir = os.path.abspath(args.dir)
     q = args.quick

@@ -37,7 +37,8 @@ moraine's ratio to the DuckDB-file catalog. Nothing about timing is asserted.
   --postgres CONNSTR  also DuckLake's Postgres catalog on this libpq connection string (each
                       lake in a fresh METADATA_SCHEMA, dropped afterwards); installs PyPI
                       duckdb-extension-postgres-scanner==1.5.5
-  --only NAME,...     workloads: commit, history (with expiry), files (with memory), readers;
+  --only NAME,...     workloads: commit, history (with expiry), files (with memory), readers,
+                      writers;
                       after history or files (local store), turns times their warm queries
                       and their fresh-process attach + first query again on copies of their
                       lakes, every catalog's processes taking turns
@@ -66,6 +67,11 @@ const WORKLOADS: &[(&str, &str)] = &[
         "5. READ_ONLY reader processes beside a writer committing 15 times a second",
     ),
     (
+        "writers",
+        "7. several writer processes (own tables), a maintenance process and a READ_ONLY \
+         reader together; every acknowledged commit checked afterwards",
+    ),
+    (
         "turns",
         "2, 4 again: the warm queries, and attach + first query in fresh processes, on copies \
          of the history and files lakes, every catalog's processes taking turns (after those \
@@ -92,8 +98,9 @@ fn workload_name(s: &str) -> Result<&'static str, String> {
         "history" | "expiry" | "2" | "3" => Ok("history"),
         "files" | "memory" | "4" | "6" => Ok("files"),
         "readers" | "5" => Ok("readers"),
+        "writers" | "7" => Ok("writers"),
         other => Err(format!(
-            "bench: unknown workload {other:?} (commit, history, files, readers)"
+            "bench: unknown workload {other:?} (commit, history, files, readers, writers)"
         )),
     }
 }
@@ -216,6 +223,8 @@ fn sizes(workload: &str, quick: bool, s3: bool) -> Vec<String> {
         ],
         ("readers", true) => &["--seconds", "10", "--readers", "3", "--rate", "15"],
         ("readers", false) => &["--seconds", "60", "--readers", "3", "--rate", "15"],
+        ("writers", true) => &["--seconds", "10", "--writers", "4", "--rate", "5"],
+        ("writers", false) => &["--seconds", "30", "--writers", "4", "--rate", "5"],
         _ => &[],
     };
     s.iter().map(|x| x.to_string()).collect()
