@@ -53,18 +53,19 @@ fn range(type_id: u8) -> Option<(i64, i64)> {
     })
 }
 
-/// Whether a non-NULL stored cell held as `cell` (with integer payload `i`, for an integer or
-/// boolean) fits a column of type `type_id`: the kind the type is held as, an integer in the
-/// type's range, a boolean of 0 or 1. A serialized value fits here; DuckDB's deserializer has
-/// the last word on it.
-pub fn fits(type_id: u8, has_alias: bool, cell: Held, i: i64) -> bool {
+/// Whether a non-NULL stored cell held as `cell` (with payload `i` for an integer or boolean,
+/// `f` for a float) fits a column of type `type_id`: the kind the type is held as, an integer in
+/// the type's range, a boolean of 0 or 1, a FLOAT's value within a float's range (or not
+/// finite). A serialized value fits here; DuckDB's deserializer has the last word on it.
+pub fn fits(type_id: u8, has_alias: bool, cell: Held, i: i64, f: f64) -> bool {
     if held(type_id, has_alias) != cell {
         return false;
     }
     match cell {
         Held::Int => range(type_id).is_some_and(|(lo, hi)| (lo..=hi).contains(&i)),
         Held::Bool => i == 0 || i == 1,
-        Held::Float | Held::Text | Held::Serialized => true,
+        Held::Float => type_id == DOUBLE || !f.is_finite() || f.abs() <= f64::from(f32::MAX),
+        Held::Text | Held::Serialized => true,
     }
 }
 
@@ -91,20 +92,24 @@ mod tests {
 
     #[test]
     fn a_cell_fits_its_type_only_in_kind_and_range() {
-        assert!(fits(TINYINT, false, Held::Int, -128));
-        assert!(!fits(TINYINT, false, Held::Int, 128));
-        assert!(fits(UTINYINT, false, Held::Int, 255));
-        assert!(!fits(UTINYINT, false, Held::Int, -1));
-        assert!(!fits(USMALLINT, false, Held::Int, 65_536));
-        assert!(fits(UINTEGER, false, Held::Int, 4_294_967_295));
-        assert!(!fits(INTEGER, false, Held::Int, 2_147_483_648));
-        assert!(fits(BIGINT, false, Held::Int, i64::MIN));
-        assert!(fits(BOOLEAN, false, Held::Bool, 1));
-        assert!(!fits(BOOLEAN, false, Held::Bool, 2));
-        assert!(!fits(BIGINT, false, Held::Text, 0));
-        assert!(!fits(VARCHAR, false, Held::Int, 1));
-        assert!(fits(DOUBLE, false, Held::Float, 0));
-        assert!(!fits(VARCHAR, true, Held::Text, 0));
-        assert!(fits(VARCHAR, true, Held::Serialized, 0));
+        assert!(fits(TINYINT, false, Held::Int, -128, 0.0));
+        assert!(!fits(TINYINT, false, Held::Int, 128, 0.0));
+        assert!(fits(UTINYINT, false, Held::Int, 255, 0.0));
+        assert!(!fits(UTINYINT, false, Held::Int, -1, 0.0));
+        assert!(!fits(USMALLINT, false, Held::Int, 65_536, 0.0));
+        assert!(fits(UINTEGER, false, Held::Int, 4_294_967_295, 0.0));
+        assert!(!fits(INTEGER, false, Held::Int, 2_147_483_648, 0.0));
+        assert!(fits(BIGINT, false, Held::Int, i64::MIN, 0.0));
+        assert!(fits(BOOLEAN, false, Held::Bool, 1, 0.0));
+        assert!(!fits(BOOLEAN, false, Held::Bool, 2, 0.0));
+        assert!(!fits(BIGINT, false, Held::Text, 0, 0.0));
+        assert!(!fits(VARCHAR, false, Held::Int, 1, 0.0));
+        assert!(fits(DOUBLE, false, Held::Float, 0, 0.0));
+        assert!(fits(DOUBLE, false, Held::Float, 0, 1e300));
+        assert!(fits(FLOAT, false, Held::Float, 0, 3.0e38));
+        assert!(!fits(FLOAT, false, Held::Float, 0, 1e300));
+        assert!(fits(FLOAT, false, Held::Float, 0, f64::INFINITY));
+        assert!(!fits(VARCHAR, true, Held::Text, 0, 0.0));
+        assert!(fits(VARCHAR, true, Held::Serialized, 0, 0.0));
     }
 }

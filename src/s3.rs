@@ -73,15 +73,21 @@ impl S3Secret {
             use_ssl: true,
             ..Default::default()
         };
+        let field = |name: &str| options.iter().find(|(k, _)| k.strip_prefix("s3.") == Some(name));
+        let name = field("name").map(|(_, v)| v.clone()).unwrap_or_default();
+        if let Some((_, type_)) = field("type").filter(|(_, v)| v != "s3") {
+            return Err(Error::InvalidInput(format!(
+                "moraine: secret \"{name}\" is of type {type_}; an s3:// lake needs a secret of type s3"
+            )));
+        }
+        // DuckDB's proxy settings travel with a secret, but make none
         let mut any = false;
-        let mut type_ = None;
         for (k, v) in options {
             let Some(field) = k.strip_prefix("s3.") else {
                 continue;
             };
-            any = true;
+            any |= !field.starts_with("http_proxy");
             match field {
-                "type" if v != "s3" => type_ = Some(v.clone()),
                 "name" => out.name = v.clone(),
                 "provider" => out.provider = v.clone(),
                 "key_id" => out.key_id = v.clone(),
@@ -94,25 +100,18 @@ impl S3Secret {
                 "http_proxy_username" => out.http_proxy_username = v.clone(),
                 "http_proxy_password" => out.http_proxy_password = v.clone(),
                 "use_ssl" => {
-                    out.use_ssl = match v.as_str() {
-                        "true" => true,
-                        "false" => false,
+                    out.use_ssl = match v.to_ascii_lowercase().as_str() {
+                        "true" | "1" => true,
+                        "false" | "0" => false,
                         _ => {
                             return Err(Error::InvalidInput(format!(
-                                "secret {}: USE_SSL is '{v}', not true or false",
-                                out.name
+                                "secret {name}: USE_SSL is '{v}', not true or false"
                             )))
                         }
                     }
                 }
                 _ => {}
             }
-        }
-        if let Some(type_) = type_ {
-            return Err(Error::InvalidInput(format!(
-                "moraine: secret \"{}\" is of type {type_}; an s3:// lake needs a secret of type s3",
-                out.name
-            )));
         }
         Ok(any.then_some(out))
     }
@@ -417,10 +416,13 @@ mod tests {
             "{shown}"
         );
         assert!(S3Secret::from_options(&opts(&[("s3.use_ssl", "yes")])).is_err());
+        // DuckDB's proxy settings alone make no secret: the store then says to create one
+        let proxy = S3Secret::from_options(&opts(&[("s3.http_proxy", "localhost:3128")]));
+        assert_eq!(proxy.unwrap(), None);
         // a field of the secret a store does not use is left; a secret of another type refused
         let left = S3Secret::from_options(&opts(&[("s3.requester_pays", "false"), ("s3.type", "s3")]));
         assert_eq!(left.unwrap().unwrap().key_id, "");
-        let gcs = S3Secret::from_options(&opts(&[("s3.type", "gcs"), ("s3.name", "g")]));
+        let gcs = S3Secret::from_options(&opts(&[("s3.type", "gcs"), ("s3.use_ssl", "?"), ("s3.name", "g")]));
         let gcs = gcs.unwrap_err().to_string();
         assert!(gcs.contains("secret \"g\" is of type gcs; an s3:// lake needs a secret of type s3"), "{gcs}");
     }

@@ -107,6 +107,16 @@ fn interval_option(micros: i64, shown: &str) -> String {
     }
 }
 
+/// An interval of `micros` microseconds in the largest whole unit of seconds, milliseconds or
+/// microseconds, as a refusal names what the user set.
+fn interval_text(micros: i64) -> String {
+    match micros {
+        m if m % 1_000_000 == 0 => format!("{} seconds", m / 1_000_000),
+        m if m % 1000 == 0 => format!("{} milliseconds", m / 1000),
+        m => format!("{m} microseconds"),
+    }
+}
+
 /// DuckDB's own settings an ATTACH of an `s3://` store reads, and the store option each feeds:
 /// its proxy (`http_proxy` starts out as the HTTP_PROXY environment variable), so the store's
 /// requests take the route httpfs's take for the data files.
@@ -139,9 +149,7 @@ pub fn store_options(given: Vec<(String, String)>) -> Vec<(String, String)> {
         if let Some(setting) = settings.iter().find(|s| s.name == name) {
             let Some(option) = setting.store_option else { continue };
             let value = match (setting.ty, value.parse::<i64>()) {
-                (Type::Interval, Ok(micros)) => {
-                    interval_option(micros, &format!("{micros} microseconds"))
-                }
+                (Type::Interval, Ok(micros)) => interval_option(micros, &interval_text(micros)),
                 _ => value,
             };
             out.push((option.to_string(), value));
@@ -250,7 +258,10 @@ mod tests {
         };
         let err = err.to_string();
         assert!(err.contains("moraine_io_timeout must be positive"), "{err}");
-        assert!(err.contains("'0 microseconds'"), "{err}");
+        assert!(err.contains("not '0 seconds'"), "{err}");
+        assert_eq!(interval_text(-5_000_000), "-5 seconds");
+        assert_eq!(interval_text(1_500), "1500 microseconds");
+        assert_eq!(interval_text(2_000), "2 milliseconds");
     }
 
     #[test]

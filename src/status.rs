@@ -22,7 +22,7 @@ pub struct Status {
     /// `writer` or `reader`.
     pub mode: &'static str,
     /// `open`, `fenced` (another writer opened the lake), `outcome unknown` (a commit of
-    /// unknown outcome: DETACH and ATTACH again) or `closed`.
+    /// unknown outcome, until the next statement settles it) or `closed`.
     pub state: &'static str,
     /// The store's committed head, read now; `None` when it could not be read (`problem`).
     pub head_batch: Option<u64>,

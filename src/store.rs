@@ -199,27 +199,89 @@ impl Store {
     }
 
     /// An attach whose commit had an unknown outcome ([`Store::outcome_unknown`]: a write that
-    /// outlived the time limit, or a panic inside the commit) serves nothing more.
+    /// outlived the time limit, or a panic inside the commit) serves nothing until that outcome
+    /// is settled ([`Store::settle`]); this only says so (for the operator view).
     fn check_not_broken(&self) -> Result<()> {
         if self.broken.load(Ordering::SeqCst) {
             return Err(Error::OutcomeUnknown(format!(
                 "an earlier commit to {} may or may not have been applied (its write may still \
-                 land); this attach accepts no more work: DETACH and ATTACH again to see what the \
-                 lake holds",
+                 land); the next statement settles it once the store answers",
                 self.url
             )));
         }
         Ok(())
     }
 
-    /// A commit whose outcome is unknown (`why`): this handle serves nothing more (a re-attach
-    /// reads what the store holds), and the error says so.
+    /// Settles a commit of unknown outcome, if there was one, before the next read or commit
+    /// of this attach ([`Store::settle_locked`], under the commit lock).
+    pub(crate) fn settle(&self) -> Result<()> {
+        if !self.broken.load(Ordering::SeqCst) {
+            return Ok(());
+        }
+        let _commit = self.commit_lock.lock().unwrap_or_else(|p| p.into_inner());
+        self.settle_locked()
+    }
+
+    /// [`Store::settle`] for a caller holding the commit lock. SlateDB keeps a batch it took and
+    /// retries its upload without bound, so once the store answers, a flush makes everything
+    /// this handle wrote durable: the commit landed, or (when SlateDB never took its batch)
+    /// nothing of it did, and the head read afterwards says which. The image is read afresh
+    /// and the attach goes on, as DuckLake goes on after another process's commit. Within the
+    /// time limit: a store that still does not answer leaves the outcome unknown, and the next
+    /// statement tries again. A handle SlateDB closed (another writer fenced it meanwhile)
+    /// cannot settle anything: DETACH and ATTACH read what the store holds.
+    pub(crate) fn settle_locked(&self) -> Result<()> {
+        if !self.broken.load(Ordering::SeqCst) {
+            return Ok(());
+        }
+        let span =
+            tracing::debug_span!(target: "moraine::store", "moraine.settle", store = %self.url);
+        let _enter = span.enter();
+        let db = match (&self.backend, self.close_reason()) {
+            (Backend::Writer(db, _), None) => db,
+            _ => {
+                return Err(Error::OutcomeUnknown(format!(
+                    "an earlier commit to {} may or may not have been applied, and this attach \
+                     was closed since (another writer opened the lake): DETACH and ATTACH again \
+                     to see what the lake holds",
+                    self.url
+                )))
+            }
+        };
+        let flushed = self.bounded(
+            "settling a commit of unknown outcome",
+            async { db.flush().await.map_err(Error::from) },
+        );
+        let head = flushed.and_then(|()| self.bounded("reading the head", self.read_head()));
+        match head {
+            Ok(head) => {
+                self.install_image(None);
+                self.image_unsure.store(false, Ordering::SeqCst);
+                self.broken.store(false, Ordering::SeqCst);
+                tracing::info!(
+                    target: "moraine::store",
+                    "moraine: the commit of unknown outcome to {} is settled: the lake's head \
+                     is batch {}",
+                    self.url,
+                    head.batch_count
+                );
+                Ok(())
+            }
+            Err(e) => Err(Error::OutcomeUnknown(format!(
+                "an earlier commit to {} may or may not have been applied, and the store cannot \
+                 say yet ({e}); the next statement tries again",
+                self.url
+            ))),
+        }
+    }
+
+    /// A commit whose outcome is unknown (`why`): this handle serves nothing until the outcome
+    /// is settled ([`Store::settle`]), and the error says so.
     pub fn outcome_unknown(&self, why: &str) -> Error {
         self.broken.store(true, Ordering::SeqCst);
         Error::OutcomeUnknown(format!(
             "{why}: the commit to {} may or may not have been applied (its write may still \
-             reach the store); this attach accepts no more work: DETACH and ATTACH again to see \
-             what the lake holds",
+             reach the store); the next statement settles it once the store answers",
             self.url
         ))
     }

@@ -9,6 +9,21 @@
 
 namespace duckdb {
 
+// the type ids Rust names (src/duckdb_types.rs, through moraine_ffi.h) are DuckDB's
+#define MORAINE_SAME_TYPE_ID(NAME)                                                                                     \
+	static_assert(uint8_t(LogicalTypeId::NAME) == MORAINE_TYPE_##NAME, "LogicalTypeId::" #NAME);
+MORAINE_SAME_TYPE_ID(BOOLEAN)
+MORAINE_SAME_TYPE_ID(TINYINT)
+MORAINE_SAME_TYPE_ID(SMALLINT)
+MORAINE_SAME_TYPE_ID(INTEGER)
+MORAINE_SAME_TYPE_ID(BIGINT)
+MORAINE_SAME_TYPE_ID(FLOAT)
+MORAINE_SAME_TYPE_ID(DOUBLE)
+MORAINE_SAME_TYPE_ID(VARCHAR)
+MORAINE_SAME_TYPE_ID(UTINYINT)
+MORAINE_SAME_TYPE_ID(USMALLINT)
+MORAINE_SAME_TYPE_ID(UINTEGER)
+
 bool MoraineHeldAsInteger(const LogicalType &type) {
 	return moraine_type_tag(uint8_t(type.id()), type.HasAlias()) == MORAINE_INT;
 }

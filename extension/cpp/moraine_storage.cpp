@@ -55,11 +55,13 @@ static void S3Secret(ClientContext &context, const string &path, const string &n
 	out.emplace_back("s3.name", secret.GetName());
 	out.emplace_back("s3.type", secret.GetType());
 	out.emplace_back("s3.provider", secret.GetProvider());
-	if (auto kv = dynamic_cast<const KeyValueSecret *>(&secret)) {
-		for (auto &field : kv->secret_map) {
-			if (!field.second.IsNull()) {
-				out.emplace_back("s3." + field.first, field.second.ToString());
-			}
+	auto kv = dynamic_cast<const KeyValueSecret *>(&secret);
+	if (!kv) {
+		throw InvalidInputException("moraine: secret \"%s\" holds no key/value fields", secret.GetName());
+	}
+	for (auto &field : kv->secret_map) {
+		if (!field.second.IsNull()) {
+			out.emplace_back("s3." + field.first, field.second.ToString());
 		}
 	}
 }

@@ -41,7 +41,7 @@ impl Store {
             }
         };
         let _commit = self.commit_lock.lock().unwrap_or_else(|p| p.into_inner());
-        self.check_not_broken()?;
+        self.settle_locked()?;
         // the store's own head, not the image: a commit that landed but never installed its
         // image (a panic between the two) must still be seen
         let head_now = self.bounded("reading the head", self.read_head())?;

@@ -47,7 +47,7 @@ impl Store {
     pub(crate) fn pin_image(&self) -> Result<Arc<Image>> {
         let span = tracing::trace_span!(target: "moraine::store", "moraine.pin", store = %self.url);
         let _enter = span.enter();
-        self.check_not_broken()?;
+        self.settle()?;
         if let Backend::Writer(..) = &self.backend {
             // Only this process writes the lake while its writer is open, and each of its
             // commits installs its image under the commit lock: the image is the head, and
@@ -74,8 +74,8 @@ impl Store {
         }
         let _one_at_a_time = self.commit_lock.lock().unwrap_or_else(|p| p.into_inner());
         // a commit that timed out while this pin waited left a batch of unknown outcome in
-        // SlateDB's memtable, which a read would see: serve nothing
-        self.check_not_broken()?;
+        // SlateDB's memtable, which a read would see: settle it first
+        self.settle_locked()?;
         // Under the commit lock no commit of this process is in flight, so the head read now is
         // the one to trust (the one read above may be older than a commit that wrote and never
         // installed its image while this pin waited for the lock).

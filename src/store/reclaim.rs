@@ -353,7 +353,7 @@ impl Store {
             // (the pin's image, and its snapshot, go at the end of this block)
             let pinned = pinned;
             let _commit = self.commit_lock.lock().unwrap_or_else(|p| p.into_inner());
-            self.check_not_broken()?;
+            self.settle_locked()?;
             let head = self.bounded("reading the head", self.read_head())?;
             let image = match self.current_image() {
                 Some(i) if !self.image_unsure.load(Ordering::SeqCst) => i,

@@ -724,7 +724,7 @@ fn a_commit_whose_object_store_writes_fail_returns_the_error_and_writes_nothing(
 }
 
 #[test]
-fn a_commit_outliving_the_time_limit_says_its_outcome_is_unknown_and_the_handle_stops() {
+fn a_commit_outliving_the_time_limit_is_unknown_until_the_store_answers_then_settled() {
     use std::time::Duration;
     let mem = Arc::new(object_store::memory::InMemory::new());
     let (faulty, store) = faulty_lake(&mem);
@@ -751,31 +751,30 @@ fn a_commit_outliving_the_time_limit_says_its_outcome_is_unknown_and_the_handle_
         e.to_string().contains("may or may not have been applied"),
         "{e}"
     );
-    // the handle serves nothing more, even once the store is back
+    // while the store still fails, the next statement cannot settle it: unknown, within the limit
+    let still = store.begin().head_snapshot(M).unwrap_err();
+    assert!(matches!(still, Error::OutcomeUnknown(_)), "{still}");
+    assert!(still.to_string().contains("cannot say yet"), "{still}");
+    assert_eq!(store.status().unwrap().state, "outcome unknown");
+    // once the store is back, the next transaction settles it and goes on: SlateDB kept the
+    // batch and delivered it, so the commit landed
     faulty.fail_writes(false, true);
-    let pin = store.begin().head_snapshot(M).unwrap_err();
-    assert!(matches!(pin, Error::OutcomeUnknown(_)), "{pin}");
-    let again = commit_snapshot_2(&store).unwrap_err();
-    assert!(matches!(again, Error::OutcomeUnknown(_)), "{again}");
-    // closing waits for SlateDB's writer task, which may still be between retries of the write
-    // (its backoff reaches 1 s, jittered): it finishes, or gives up at the limit saying so
-    match store.close() {
-        Ok(()) | Err(Error::Unreachable { .. }) => {}
-        Err(other) => panic!("closing a broken handle: {other:?}"),
-    }
-    drop(store);
-    // a fresh attach reads the store's truth: the commit whole or not at all
-    let store = reopen(&mem);
-    let head = store.head().unwrap();
-    let names = table_names(&store);
-    if head == AFTER_COMMIT_1 {
-        assert_eq!(names, vec![Text("kept".into())]);
-    } else {
-        assert_eq!(head.snapshot_id, Some(2), "{head:?}");
-        assert_eq!(names, vec![Text("kept".into()), Text("lost".into())]);
-    }
-    // and commits again
+    let mut t = store.begin();
+    let snapshot = t.head_snapshot(M).unwrap();
+    assert_eq!(snapshot, Some(2), "the commit of unknown outcome landed");
+    drop(t);
+    assert_eq!(store.status().unwrap().state, "open");
+    assert_eq!(table_names(&store), vec![Text("kept".into()), Text("lost".into())]);
+    // and the attach commits again
     commit_table(&store, 3, 3, "after");
+    store.close().unwrap();
+    drop(store);
+    // a fresh attach reads the same: the settled commit and the one after it
+    let store = reopen(&mem);
+    assert_eq!(
+        table_names(&store),
+        vec![Text("kept".into()), Text("lost".into()), Text("after".into())]
+    );
 }
 
 #[test]
