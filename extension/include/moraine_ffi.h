@@ -32,31 +32,6 @@
 // `ConnectionException` (a commit of unknown outcome).
 #define MORAINE_EXCEPTION_CONNECTION 7
 
-// DuckDB's `LogicalTypeId`s that [`moraine::duckdb_types`] names, as literals the C++ layer
-// checks against DuckDB's own enum at compile time (`moraine_cells.cpp`); the test below
-// checks them against the core's.
-#define MORAINE_TYPE_BOOLEAN 10
-
-#define MORAINE_TYPE_TINYINT 11
-
-#define MORAINE_TYPE_SMALLINT 12
-
-#define MORAINE_TYPE_INTEGER 13
-
-#define MORAINE_TYPE_BIGINT 14
-
-#define MORAINE_TYPE_FLOAT 22
-
-#define MORAINE_TYPE_DOUBLE 23
-
-#define MORAINE_TYPE_VARCHAR 25
-
-#define MORAINE_TYPE_UTINYINT 28
-
-#define MORAINE_TYPE_USMALLINT 29
-
-#define MORAINE_TYPE_UINTEGER 30
-
 // A cell's tag (`MoraineCell::tag`): NULL.
 #define MORAINE_NULL 0
 
@@ -106,6 +81,28 @@
 #define MORAINE_ON_SET_CHECK_MAX_COMMIT_SIZE 1
 
 #define MORAINE_ON_SET_SET_LOG_LEVEL 2
+
+#define MORAINE_TYPE_BOOLEAN 10
+
+#define MORAINE_TYPE_TINYINT 11
+
+#define MORAINE_TYPE_SMALLINT 12
+
+#define MORAINE_TYPE_INTEGER 13
+
+#define MORAINE_TYPE_BIGINT 14
+
+#define MORAINE_TYPE_FLOAT 22
+
+#define MORAINE_TYPE_DOUBLE 23
+
+#define MORAINE_TYPE_VARCHAR 25
+
+#define MORAINE_TYPE_UTINYINT 28
+
+#define MORAINE_TYPE_USMALLINT 29
+
+#define MORAINE_TYPE_UINTEGER 30
 
 // The rows one scan emits ([`Emitted`]).
 typedef struct MoraineMat MoraineMat;

@@ -135,28 +135,20 @@ pub unsafe extern "C" fn moraine_cell_fits(type_id: u8, has_alias: bool, cell: *
 /// DuckDB's `LogicalTypeId`s that [`moraine::duckdb_types`] names, as literals the C++ layer
 /// checks against DuckDB's own enum at compile time (`moraine_cells.cpp`); the test below
 /// checks them against the core's.
-#[allow(dead_code)] // (for the header: the C++ layer checks it)
-pub const MORAINE_TYPE_BOOLEAN: u8 = 10;
-#[allow(dead_code)] // (for the header: the C++ layer checks it)
-pub const MORAINE_TYPE_TINYINT: u8 = 11;
-#[allow(dead_code)] // (for the header: the C++ layer checks it)
-pub const MORAINE_TYPE_SMALLINT: u8 = 12;
-#[allow(dead_code)] // (for the header: the C++ layer checks it)
-pub const MORAINE_TYPE_INTEGER: u8 = 13;
-#[allow(dead_code)] // (for the header: the C++ layer checks it)
-pub const MORAINE_TYPE_BIGINT: u8 = 14;
-#[allow(dead_code)] // (for the header: the C++ layer checks it)
-pub const MORAINE_TYPE_FLOAT: u8 = 22;
-#[allow(dead_code)] // (for the header: the C++ layer checks it)
-pub const MORAINE_TYPE_DOUBLE: u8 = 23;
-#[allow(dead_code)] // (for the header: the C++ layer checks it)
-pub const MORAINE_TYPE_VARCHAR: u8 = 25;
-#[allow(dead_code)] // (for the header: the C++ layer checks it)
-pub const MORAINE_TYPE_UTINYINT: u8 = 28;
-#[allow(dead_code)] // (for the header: the C++ layer checks it)
-pub const MORAINE_TYPE_USMALLINT: u8 = 29;
-#[allow(dead_code)] // (for the header: the C++ layer checks it)
-pub const MORAINE_TYPE_UINTEGER: u8 = 30;
+#[allow(dead_code)] // (for the header only)
+pub mod type_ids {
+    pub const MORAINE_TYPE_BOOLEAN: u8 = 10;
+    pub const MORAINE_TYPE_TINYINT: u8 = 11;
+    pub const MORAINE_TYPE_SMALLINT: u8 = 12;
+    pub const MORAINE_TYPE_INTEGER: u8 = 13;
+    pub const MORAINE_TYPE_BIGINT: u8 = 14;
+    pub const MORAINE_TYPE_FLOAT: u8 = 22;
+    pub const MORAINE_TYPE_DOUBLE: u8 = 23;
+    pub const MORAINE_TYPE_VARCHAR: u8 = 25;
+    pub const MORAINE_TYPE_UTINYINT: u8 = 28;
+    pub const MORAINE_TYPE_USMALLINT: u8 = 29;
+    pub const MORAINE_TYPE_UINTEGER: u8 = 30;
+}
 
 /// One column of a table being created.
 #[repr(C)]
@@ -1435,6 +1427,7 @@ mod tests {
     #[test]
     fn the_type_ids_the_header_carries_are_the_core_s() {
         use moraine::duckdb_types as t;
+        use type_ids::*;
         let pairs = [
             (MORAINE_TYPE_BOOLEAN, t::BOOLEAN),
             (MORAINE_TYPE_TINYINT, t::TINYINT),
