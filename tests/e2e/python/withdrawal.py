@@ -56,8 +56,22 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 VALUE = "zz.withdraw." + secrets.token_hex(24) + "@example.com"
 # what the byte search looks for: the random part, which only this value holds
 NEEDLE = VALUE[len("zz.withdraw."):].split("@")[0].encode()
+
+
+def _verbatim(prefix):
+    """`prefix` and random hex in which no 4 bytes repeat: a compressor (snappy, which Parquet
+    pages use, copies repeats of 4 bytes or more) then leaves its bytes as they are, so a byte
+    search finds them. (Without this a random value held a repeat now and then, and the flushed
+    file no longer showed it.)"""
+    while True:
+        s = prefix + secrets.token_hex(24)
+        grams = [s[i:i + 4] for i in range(len(s) - 3)]
+        if len(set(grams)) == len(grams):
+            return s
+
+
 # a value of the other table, which stays: the same search must find it after the withdrawal
-KEEP = "keep." + secrets.token_hex(24)
+KEEP = _verbatim("keep.")
 KEEP_NEEDLE = KEEP.encode()
 
 
