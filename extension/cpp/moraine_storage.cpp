@@ -66,6 +66,15 @@ static void S3Secret(ClientContext &context, const string &path, const string &n
 	}
 }
 
+//! Each (name, value) as the C surface takes it, pointing into `pairs`.
+static vector<MoraineOption> MoraineOptions(const vector<pair<string, string>> &pairs) {
+	vector<MoraineOption> out;
+	for (auto &pair : pairs) {
+		out.push_back({pair.first.c_str(), pair.first.size(), pair.second.c_str(), pair.second.size()});
+	}
+	return out;
+}
+
 static unique_ptr<Catalog> MoraineAttach(optional_ptr<StorageExtensionInfo> storage_info, ClientContext &context,
                                          AttachedDatabase &db, const string &name, AttachInfo &info,
                                          AttachOptions &options) {
@@ -74,10 +83,8 @@ static unique_ptr<Catalog> MoraineAttach(optional_ptr<StorageExtensionInfo> stor
 	for (auto &option : options.options) {
 		given.emplace_back(option.first, option.second.ToString());
 	}
-	vector<MoraineOption> left, named;
-	for (auto &option : given) {
-		left.push_back({option.first.c_str(), option.first.size(), option.second.c_str(), option.second.size()});
-	}
+	auto left = MoraineOptions(given);
+	vector<MoraineOption> named;
 	for (auto &option : info.options) {
 		named.push_back({option.first.c_str(), option.first.size(), "", 0});
 	}
@@ -150,10 +157,7 @@ static unique_ptr<Catalog> MoraineAttach(optional_ptr<StorageExtensionInfo> stor
 		});
 	});
 	MoraineRethrow(store);
-	vector<MoraineOption> marshalled;
-	for (auto &o : store.options) {
-		marshalled.push_back(MoraineOption {o.first.c_str(), o.first.size(), o.second.c_str(), o.second.size()});
-	}
+	auto marshalled = MoraineOptions(store.options);
 	auto opened = moraine_store_open(url.c_str(), url.size(), plan.read_only ? 1 : 0, marshalled.data(),
 	                                 marshalled.size(), &err);
 	if (!opened) {

@@ -150,7 +150,8 @@ typedef struct {
   bool read_write_again;
 } MoraineAttachPlan;
 
-// One row of an operator view of two texts and an integer (`moraine_text_row_cb`).
+// Two texts and an integer (`moraine_text_row_cb`): a line of the ATTACH plan
+// ([`moraine_attach_plan`]) or of EXPLAIN ([`moraine_mat_explain`]).
 typedef void (*moraine_text_row_cb)(void *ud,
                                     const char *a,
                                     size_t a_len,
@@ -269,8 +270,6 @@ int32_t moraine_attach_plan(const char *path,
                             MoraineError *err);
 
 void moraine_store_free(MoraineStore *store);
-
-void moraine_store_url(MoraineStore *store, void *ud, moraine_name_cb cb);
 
 // Calls `cb` with what the store at `url` would touch outside the process
 // ([`moraine::url::StoreUrl::access_path`]), for DuckDB's file-access check before the open;
@@ -438,8 +437,6 @@ MoraineRows *moraine_rows_new(size_t ncols);
 // Appends one cell. A malformed one (bad UTF-8, an unknown tag) is kept as NULL and remembered:
 // the stage call that takes these rows then fails naming its table and column.
 void moraine_rows_push(MoraineRows *rows, const MoraineCell *cell);
-
-size_t moraine_rows_len(const MoraineRows *rows);
 
 void moraine_rows_free(MoraineRows *rows);
 

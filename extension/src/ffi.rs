@@ -518,16 +518,8 @@ pub unsafe extern "C" fn moraine_store_free(store: *mut MoraineStore) {
     }
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn moraine_store_url(store: *mut MoraineStore, ud: *mut c_void, cb: NameCb) {
-    let store = &*store;
-    let url = quiet("moraine_store_url", String::new(), || {
-        store.0.url().to_string()
-    });
-    cb(ud, url.as_ptr() as *const c_char, url.len());
-}
-
-/// One row of an operator view of two texts and an integer (`moraine_text_row_cb`).
+/// Two texts and an integer (`moraine_text_row_cb`): a line of the ATTACH plan
+/// ([`moraine_attach_plan`]) or of EXPLAIN ([`moraine_mat_explain`]).
 pub type TextRowCb = extern "C" fn(
     ud: *mut c_void,
     a: *const c_char,
@@ -1172,16 +1164,6 @@ pub unsafe extern "C" fn moraine_rows_push(rows: *mut MoraineRows, cell: *const 
         Cell::Null
     });
     rows.cells.push(cell);
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn moraine_rows_len(rows: *const MoraineRows) -> usize {
-    let rows = &*rows;
-    if rows.ncols == 0 {
-        0
-    } else {
-        rows.cells.len() / rows.ncols
-    }
 }
 
 #[no_mangle]

@@ -1265,17 +1265,7 @@ def w_turns(args, out):
             for c in recs:
                 out.of(c).error(figure, e)
         finally:
-            for _, p in procs:
-                try:
-                    p.stdin.close()
-                except Exception:
-                    pass
-            for _, p in procs:
-                try:
-                    p.wait(timeout=60)
-                except subprocess.TimeoutExpired:
-                    p.kill()
-                    p.wait()
+            stop_children([p for _, p in procs], timeout=60)
         # the warm query's processes have exited: nothing else runs while a fresh process is timed
         try:
             probe_turns(args, out, label, recs)
