@@ -41,7 +41,9 @@ fn store(arg: &str) -> Arc<dyn ObjectStore> {
             .with_allow_http(true)
             .with_region("us-east-1")
             .with_access_key_id(std::env::var("AWS_ACCESS_KEY_ID").expect("AWS_ACCESS_KEY_ID"))
-            .with_secret_access_key(std::env::var("AWS_SECRET_ACCESS_KEY").expect("AWS_SECRET_ACCESS_KEY"))
+            .with_secret_access_key(
+                std::env::var("AWS_SECRET_ACCESS_KEY").expect("AWS_SECRET_ACCESS_KEY"),
+            )
             .with_virtual_hosted_style_request(false)
             .build()
             .expect("an S3 client");
@@ -124,7 +126,10 @@ fn main() {
 async fn measure() {
     let args: Vec<String> = std::env::args().collect();
     let arg = args.get(1).expect("a directory or s3://bucket/prefix");
-    let rounds: usize = args.get(2).map(|r| r.parse().expect("ROUNDS")).unwrap_or(20);
+    let rounds: usize = args
+        .get(2)
+        .map(|r| r.parse().expect("ROUNDS"))
+        .unwrap_or(20);
     let store = store(arg);
 
     // a database with some history, as a lake has
@@ -197,7 +202,11 @@ async fn measure() {
             async move {
                 let t = Instant::now();
                 let r = store
-                    .put_opts(&name, PutPayload::from_static(body), PutOptions::from(PutMode::Create))
+                    .put_opts(
+                        &name,
+                        PutPayload::from_static(body),
+                        PutOptions::from(PutMode::Create),
+                    )
                     .await;
                 (r, t.elapsed())
             }

@@ -75,7 +75,9 @@ mod tests {
 
     #[test]
     fn each_type_is_held_as_its_kind() {
-        for id in [TINYINT, SMALLINT, INTEGER, BIGINT, UTINYINT, USMALLINT, UINTEGER] {
+        for id in [
+            TINYINT, SMALLINT, INTEGER, BIGINT, UTINYINT, USMALLINT, UINTEGER,
+        ] {
             assert_eq!(held(id, false), Held::Int, "type {id}");
         }
         assert_eq!(held(BOOLEAN, false), Held::Bool);

@@ -73,7 +73,11 @@ impl S3Secret {
             use_ssl: true,
             ..Default::default()
         };
-        let field = |name: &str| options.iter().find(|(k, _)| k.strip_prefix("s3.") == Some(name));
+        let field = |name: &str| {
+            options
+                .iter()
+                .find(|(k, _)| k.strip_prefix("s3.") == Some(name))
+        };
         let name = field("name").map(|(_, v)| v.clone()).unwrap_or_default();
         if let Some((_, type_)) = field("type").filter(|(_, v)| v != "s3") {
             return Err(Error::InvalidInput(format!(
@@ -420,11 +424,19 @@ mod tests {
         let proxy = S3Secret::from_options(&opts(&[("s3.http_proxy", "localhost:3128")]));
         assert_eq!(proxy.unwrap(), None);
         // a field of the secret a store does not use is left; a secret of another type refused
-        let left = S3Secret::from_options(&opts(&[("s3.requester_pays", "false"), ("s3.type", "s3")]));
+        let left =
+            S3Secret::from_options(&opts(&[("s3.requester_pays", "false"), ("s3.type", "s3")]));
         assert_eq!(left.unwrap().unwrap().key_id, "");
-        let gcs = S3Secret::from_options(&opts(&[("s3.type", "gcs"), ("s3.use_ssl", "?"), ("s3.name", "g")]));
+        let gcs = S3Secret::from_options(&opts(&[
+            ("s3.type", "gcs"),
+            ("s3.use_ssl", "?"),
+            ("s3.name", "g"),
+        ]));
         let gcs = gcs.unwrap_err().to_string();
-        assert!(gcs.contains("secret \"g\" is of type gcs; an s3:// lake needs a secret of type s3"), "{gcs}");
+        assert!(
+            gcs.contains("secret \"g\" is of type gcs; an s3:// lake needs a secret of type s3"),
+            "{gcs}"
+        );
     }
 
     #[test]

@@ -130,7 +130,10 @@ const DUCKDB_PROXY: [(&str, &str); 3] = [
 /// proxy settings for an `s3://` store. The C++ layer passes each one's value to
 /// [`store_options`] as `setting.<name>`.
 pub fn read_at_attach(s3: bool) -> Vec<&'static str> {
-    let own = all().into_iter().filter(|s| s.store_option.is_some()).map(|s| s.name);
+    let own = all()
+        .into_iter()
+        .filter(|s| s.store_option.is_some())
+        .map(|s| s.name);
     let proxy = DUCKDB_PROXY.iter().filter(|_| s3).map(|(name, _)| *name);
     own.chain(proxy).collect()
 }
@@ -147,7 +150,9 @@ pub fn store_options(given: Vec<(String, String)>) -> Vec<(String, String)> {
             continue;
         };
         if let Some(setting) = settings.iter().find(|s| s.name == name) {
-            let Some(option) = setting.store_option else { continue };
+            let Some(option) = setting.store_option else {
+                continue;
+            };
             let value = match (setting.ty, value.parse::<i64>()) {
                 (Type::Interval, Ok(micros)) => interval_option(micros, &interval_text(micros)),
                 _ => value,
@@ -227,9 +232,15 @@ mod tests {
                 "moraine_max_commit_size"
             ]
         );
-        assert_eq!(&read_at_attach(true)[4..], ["http_proxy", "http_proxy_username", "http_proxy_password"]);
+        assert_eq!(
+            &read_at_attach(true)[4..],
+            ["http_proxy", "http_proxy_username", "http_proxy_password"]
+        );
         let given = |pairs: &[(&str, &str)]| {
-            pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect::<Vec<_>>()
+            pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect::<Vec<_>>()
         };
         let options = store_options(given(&[
             ("s3.key_id", "k"),

@@ -248,10 +248,9 @@ impl Store {
                 )))
             }
         };
-        let flushed = self.bounded(
-            "settling a commit of unknown outcome",
-            async { db.flush().await.map_err(Error::from) },
-        );
+        let flushed = self.bounded("settling a commit of unknown outcome", async {
+            db.flush().await.map_err(Error::from)
+        });
         let head = flushed.and_then(|()| self.bounded("reading the head", self.read_head()));
         match head {
             Ok(head) => {

@@ -55,14 +55,19 @@ impl View {
         let three = |rows: Vec<(String, String, i64)>, names: [&'static str; 3]| {
             rows.into_iter()
                 .map(|(a, b, n)| {
-                    vec![(names[0], text(a)), (names[1], text(b)), (names[2], Field::Int(Some(n)))]
+                    vec![
+                        (names[0], text(a)),
+                        (names[1], text(b)),
+                        (names[2], Field::Int(Some(n))),
+                    ]
                 })
                 .collect()
         };
         match self {
             View::Keyspace => {
                 let counts = store.keyspace_counts()?.into_iter();
-                let counts = counts.map(|(k, kind, n)| (k, kind, i64::try_from(n).unwrap_or(i64::MAX)));
+                let counts =
+                    counts.map(|(k, kind, n)| (k, kind, i64::try_from(n).unwrap_or(i64::MAX)));
                 Ok(Some(three(counts.collect(), ["keyspace", "kind", "keys"])))
             }
             View::Metrics => Ok(Some(three(store.metrics(), ["name", "labels", "value"]))),
@@ -81,7 +86,9 @@ mod tests {
     }
 
     fn kinds(row: &Row) -> Vec<std::mem::Discriminant<Field>> {
-        row.iter().map(|(_, field)| std::mem::discriminant(field)).collect()
+        row.iter()
+            .map(|(_, field)| std::mem::discriminant(field))
+            .collect()
     }
 
     #[test]
@@ -99,7 +106,10 @@ mod tests {
             }
         }
         assert_eq!(View::Status.rows(&store).unwrap().unwrap().len(), 1);
-        assert_eq!(names(&View::Keyspace.columns()), ["keyspace", "kind", "keys"]);
+        assert_eq!(
+            names(&View::Keyspace.columns()),
+            ["keyspace", "kind", "keys"]
+        );
         assert_eq!(names(&View::Reclaim.columns())[0], "head_batch");
         assert!(View::Reclaim.rows(&store).unwrap().is_none());
     }
@@ -115,6 +125,9 @@ mod tests {
             assert_eq!(View::named(name).unwrap(), view);
         }
         let err = View::named("moraine_nothing").unwrap_err().to_string();
-        assert!(err.contains("no operator view is named \"moraine_nothing\""), "{err}");
+        assert!(
+            err.contains("no operator view is named \"moraine_nothing\""),
+            "{err}"
+        );
     }
 }

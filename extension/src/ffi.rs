@@ -118,7 +118,11 @@ pub extern "C" fn moraine_type_tag(type_id: u8, has_alias: bool) -> u8 {
 /// type crosses as and a value it holds ([`moraine::duckdb_types::fits`]). A scan reports a
 /// cell that does not as a corrupt record (`moraine_mat_misfit`).
 #[no_mangle]
-pub unsafe extern "C" fn moraine_cell_fits(type_id: u8, has_alias: bool, cell: *const MoraineCell) -> bool {
+pub unsafe extern "C" fn moraine_cell_fits(
+    type_id: u8,
+    has_alias: bool,
+    cell: *const MoraineCell,
+) -> bool {
     use moraine::duckdb_types::{fits, Held};
     let cell = &*cell;
     let held = match cell.tag {
@@ -592,12 +596,30 @@ fn emit_rows(rows: Vec<moraine::views::Row>, ud: *mut c_void, cb: FieldCb) {
     for (row, fields) in rows.into_iter().enumerate() {
         for (name, field) in fields {
             let (kind, i, text, null) = match &field {
-                Field::Text(t) => (MORAINE_FIELD_TEXT, 0, t.as_deref().unwrap_or(""), t.is_none()),
+                Field::Text(t) => (
+                    MORAINE_FIELD_TEXT,
+                    0,
+                    t.as_deref().unwrap_or(""),
+                    t.is_none(),
+                ),
                 Field::Int(v) => (MORAINE_FIELD_BIGINT, v.unwrap_or(0), "", v.is_none()),
                 Field::Time(v) => (MORAINE_FIELD_TIME, v.unwrap_or(0), "", v.is_none()),
             };
-            let (name_ptr, text_ptr) = (name.as_ptr() as *const c_char, text.as_ptr() as *const c_char);
-            cb(ud, row, name_ptr, name.len(), kind, i, text_ptr, text.len(), null);
+            let (name_ptr, text_ptr) = (
+                name.as_ptr() as *const c_char,
+                text.as_ptr() as *const c_char,
+            );
+            cb(
+                ud,
+                row,
+                name_ptr,
+                name.len(),
+                kind,
+                i,
+                text_ptr,
+                text.len(),
+                null,
+            );
         }
     }
 }
@@ -634,7 +656,9 @@ pub unsafe extern "C" fn moraine_view_rows(
     err: *mut MoraineError,
 ) -> i32 {
     let store = &*store;
-    let rows = guard(err, || moraine::views::View::named(text(view, view_len)?)?.rows(&store.0));
+    let rows = guard(err, || {
+        moraine::views::View::named(text(view, view_len)?)?.rows(&store.0)
+    });
     match rows {
         None => 1,
         Some(None) => 2,
@@ -1627,7 +1651,9 @@ mod tests {
                 "{kind:?}"
             );
         }
-        let text = store.outcome_unknown("a panic in moraine (boom)").duckdb_message();
+        let text = store
+            .outcome_unknown("a panic in moraine (boom)")
+            .duckdb_message();
         assert!(
             text.contains("may or may not have been applied")
                 && text.contains("the next statement settles it"),

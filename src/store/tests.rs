@@ -756,15 +756,34 @@ fn a_commit_outliving_the_time_limit_is_unknown_until_the_store_answers_then_set
     assert!(matches!(still, Error::OutcomeUnknown(_)), "{still}");
     assert!(still.to_string().contains("cannot say yet"), "{still}");
     assert_eq!(store.status().unwrap().state, "outcome unknown");
-    // once the store is back, the next transaction settles it and goes on: SlateDB kept the
-    // batch and delivered it, so the commit landed
+    // once the store is back, a next transaction settles it and goes on: SlateDB kept the
+    // batch and delivered it, so the commit landed. SlateDB may still be waiting out its retry
+    // back-off when the store comes back, which can outlast the 1 s limit: until it delivers,
+    // each statement says "cannot say yet" and the next one tries again.
     faulty.fail_writes(false, true);
-    let mut t = store.begin();
-    let snapshot = t.head_snapshot(M).unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let (t, snapshot) = loop {
+        let mut t = store.begin();
+        match t.head_snapshot(M) {
+            Ok(s) => break (t, s),
+            Err(e) => {
+                assert!(
+                    matches!(e, Error::OutcomeUnknown(_))
+                        && e.to_string().contains("cannot say yet"),
+                    "{e}"
+                );
+                assert!(std::time::Instant::now() < deadline, "never settled: {e}");
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        }
+    };
     assert_eq!(snapshot, Some(2), "the commit of unknown outcome landed");
     drop(t);
     assert_eq!(store.status().unwrap().state, "open");
-    assert_eq!(table_names(&store), vec![Text("kept".into()), Text("lost".into())]);
+    assert_eq!(
+        table_names(&store),
+        vec![Text("kept".into()), Text("lost".into())]
+    );
     // and the attach commits again
     commit_table(&store, 3, 3, "after");
     store.close().unwrap();
@@ -773,7 +792,11 @@ fn a_commit_outliving_the_time_limit_is_unknown_until_the_store_answers_then_set
     let store = reopen(&mem);
     assert_eq!(
         table_names(&store),
-        vec![Text("kept".into()), Text("lost".into()), Text("after".into())]
+        vec![
+            Text("kept".into()),
+            Text("lost".into()),
+            Text("after".into())
+        ]
     );
 }
 

@@ -22,18 +22,26 @@ fn ensure_cbindgen() -> Result<PathBuf, String> {
     if bin.is_file() {
         return Ok(bin);
     }
-    eprintln!("xtask header: installing cbindgen {CBINDGEN_VERSION} into {}", root.display());
+    eprintln!(
+        "xtask header: installing cbindgen {CBINDGEN_VERSION} into {}",
+        root.display()
+    );
     let status = paths::cargo_command()
         .args(["install", "--locked", "--quiet", "cbindgen", "--version"])
         .arg(format!("={CBINDGEN_VERSION}"))
         .arg("--root")
         .arg(&root)
         // its own target dir: never the workspace's, whose DuckDB build it must not disturb
-        .env("CARGO_TARGET_DIR", paths::cache_root().join("cbindgen-target"))
+        .env(
+            "CARGO_TARGET_DIR",
+            paths::cache_root().join("cbindgen-target"),
+        )
         .status()
         .map_err(|e| format!("running cargo install cbindgen: {e}"))?;
     if !status.success() || !bin.is_file() {
-        return Err(format!("cargo install cbindgen {CBINDGEN_VERSION} failed ({status})"));
+        return Err(format!(
+            "cargo install cbindgen {CBINDGEN_VERSION} failed ({status})"
+        ));
     }
     Ok(bin)
 }
@@ -66,7 +74,11 @@ pub fn run(args: &[String]) -> Result<bool, String> {
     let check = match args {
         [] => false,
         [a] if a == "--check" => true,
-        _ => return Err(format!("header: expected no argument or --check, got {args:?}")),
+        _ => {
+            return Err(format!(
+                "header: expected no argument or --check, got {args:?}"
+            ))
+        }
     };
     let header = paths::workspace_root().join(HEADER);
     if !check {
@@ -76,7 +88,8 @@ pub fn run(args: &[String]) -> Result<bool, String> {
     }
     let fresh = std::env::temp_dir().join(format!("moraine_ffi.{}.h", std::process::id()));
     generate(&fresh)?;
-    let want = std::fs::read_to_string(&fresh).map_err(|e| format!("read {}: {e}", fresh.display()));
+    let want =
+        std::fs::read_to_string(&fresh).map_err(|e| format!("read {}: {e}", fresh.display()));
     let _ = std::fs::remove_file(&fresh);
     let want = want?;
     let have = std::fs::read_to_string(&header).map_err(|e| format!("read {HEADER}: {e}"))?;
@@ -89,7 +102,12 @@ pub fn run(args: &[String]) -> Result<bool, String> {
         .zip(want.lines())
         .position(|(a, b)| a != b)
         .unwrap_or_else(|| have.lines().count().min(want.lines().count()));
-    let shown = |text: &str| text.lines().nth(line).unwrap_or("(end of file)").to_string();
+    let shown = |text: &str| {
+        text.lines()
+            .nth(line)
+            .unwrap_or("(end of file)")
+            .to_string()
+    };
     eprintln!(
         "xtask header: {HEADER} differs from what cbindgen generates from extension/src/ffi.rs, \
          first at line {}:\n  committed: {}\n  generated: {}\n(edited by hand, or ffi.rs changed \
