@@ -253,6 +253,87 @@ pub(crate) fn decode_log(value: &Bytes, batch: u64) -> Result<(Head, Writes)> {
     Ok((head, writes))
 }
 
+/// The directory commit objects live in (RFC 0004 v3): `moraine/log/<batch>`, each created only
+/// if absent, so that of two processes committing on one head exactly one succeeds.
+pub(crate) const LOG_DIR: &str = "moraine/log";
+
+/// The commit object of batch `batch`.
+pub(crate) fn log_object_path(batch: u64) -> String {
+    format!("{LOG_DIR}/{batch:020}")
+}
+
+/// The batch a commit object's name holds, if it is one.
+pub(crate) fn batch_of_log_object(name: &str) -> Option<u64> {
+    name.strip_prefix(LOG_DIR)?.strip_prefix('/')?.parse().ok()
+}
+
+const COMMIT_MAGIC: &[u8] = b"moraine-commit-1\n";
+
+/// A commit as an object: a random id, by which a process whose create got no answer knows its
+/// own commit; the head it made; its writes. Framed like a log record, with a CRC-32.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Commit {
+    pub id: u128,
+    pub head: Head,
+    pub writes: Writes,
+}
+
+impl Commit {
+    /// A commit of `writes` making `head`, with a fresh random id.
+    pub(crate) fn new(head: Head, writes: Writes) -> Commit {
+        let mut id = [0u8; 16];
+        // an id only tells a process its own commit from another's: a clock-based one will do
+        // where the system has no randomness
+        if getrandom::fill(&mut id).is_err() {
+            id = (crate::runtime::unix_micros_now() as u128 ^ (std::process::id() as u128) << 64)
+                .to_le_bytes();
+        }
+        Commit {
+            id: u128::from_le_bytes(id),
+            head,
+            writes,
+        }
+    }
+
+    /// The length of [`Commit::encode`]'s bytes, without encoding them.
+    pub(crate) fn encoded_len(&self) -> usize {
+        let writes: usize = self
+            .writes
+            .iter()
+            .map(|(k, v)| 4 + k.len() + 1 + v.as_ref().map_or(0, |v| 4 + v.len()))
+            .sum();
+        COMMIT_MAGIC.len() + 16 + 4 + self.head.encode().len() + 4 + writes + 4
+    }
+
+    pub(crate) fn encode(&self) -> Vec<u8> {
+        let mut out = COMMIT_MAGIC.to_vec();
+        out.extend_from_slice(&self.id.to_le_bytes());
+        out.extend_from_slice(&encode_log(self.head, &self.writes));
+        let crc = crc32fast::hash(&out);
+        out.extend_from_slice(&crc.to_le_bytes());
+        out
+    }
+
+    /// The commit object of batch `batch`; damage, or another batch's commit, is refused.
+    pub(crate) fn decode(bytes: &Bytes, batch: u64) -> Result<Commit> {
+        let what = log_object_path(batch);
+        let n = bytes.len();
+        if n < COMMIT_MAGIC.len() + 16 + 4 || !bytes.starts_with(COMMIT_MAGIC) {
+            return Err(Error::Corrupt(format!(
+                "{what} is not a moraine commit object"
+            )));
+        }
+        let (body, crc) = bytes.split_at(n - 4);
+        if crc32fast::hash(body).to_le_bytes() != crc {
+            return Err(Error::Corrupt(format!("{what} fails its checksum")));
+        }
+        let at = COMMIT_MAGIC.len();
+        let id = u128::from_le_bytes(body[at..at + 16].try_into().expect("16 bytes"));
+        let (head, writes) = decode_log(&bytes.slice(at + 16..n - 4), batch)?;
+        Ok(Commit { id, head, writes })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -294,11 +375,28 @@ mod tests {
         writes.insert(b"p".to_vec(), Some(b"value".to_vec()));
         writes.insert(b"d".to_vec(), None);
         let log = Bytes::from(encode_log(head, &writes));
-        assert_eq!(decode_log(&log, 9).unwrap(), (head, writes));
+        assert_eq!(decode_log(&log, 9).unwrap(), (head, writes.clone()));
         assert!(decode_log(&log, 8).is_err());
         for i in 0..log.len() {
             assert!(decode_log(&log.slice(..i), 9).is_err());
         }
+        let commit = Commit::new(head, writes.clone());
+        assert_ne!(commit.id, Commit::new(head, writes.clone()).id);
+        let obj = Bytes::from(commit.encode());
+        assert_eq!(obj.len(), commit.encoded_len());
+        assert_eq!(Commit::decode(&obj, 9).unwrap(), commit);
+        assert!(Commit::decode(&obj, 8).is_err());
+        for i in 0..obj.len() {
+            let mut bad = obj.to_vec();
+            bad[i] ^= 0x40;
+            assert!(Commit::decode(&Bytes::from(bad), 9).is_err(), "byte {i}");
+            assert!(Commit::decode(&obj.slice(..i), 9).is_err());
+        }
+        assert_eq!(batch_of_log_object(&log_object_path(42)), Some(42));
+        assert_eq!(
+            batch_of_log_object("moraine/image/00000000000000000042"),
+            None
+        );
         assert_eq!(batch_of_object(&object_path(42)), Some(42));
         assert_eq!(batch_of_object("moraine/image/x"), None);
         assert_eq!(

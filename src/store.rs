@@ -34,6 +34,7 @@ mod format;
 mod gc;
 mod load;
 mod local;
+mod log;
 mod objects;
 mod open;
 mod options;
@@ -119,6 +120,10 @@ pub struct Store {
     /// Set when a commit's write outlived `io_timeout`: its outcome is unknown, so this handle
     /// serves nothing more (a re-attach reads the truth).
     broken: std::sync::atomic::AtomicBool,
+    /// The commit whose object's create got no answer, if any: settled by reading the object.
+    pending: Mutex<Option<checkpoint::Commit>>,
+    /// When a reader last read the lake's tail (the commit objects after its image).
+    tail_checked: Mutex<Option<std::time::Instant>>,
     /// Set when a write of this writer failed because another writer fenced it. SlateDB also
     /// records the fence in its status, but from a background task that may run after the
     /// failed write has returned: the flag makes the very next pin refuse, as every later one.
@@ -150,9 +155,10 @@ impl Store {
         self.read_only
     }
 
-    /// The committed `sys/head`.
+    /// The lake's committed head: the head of the image a transaction beginning now reads (the
+    /// folded state and the lake's tail after it).
     pub fn head(&self) -> Result<Head> {
-        self.bounded("reading the head", self.read_head())
+        Ok(self.pin_image()?.head())
     }
 
     pub(crate) async fn read_head(&self) -> Result<Head> {
@@ -248,14 +254,20 @@ impl Store {
                 )))
             }
         };
-        let flushed = self.bounded("settling a commit of unknown outcome", async {
-            db.flush().await.map_err(Error::from)
+        // SlateDB's own writes first: a fold it still held lands before anything is folded
+        // again; then the commit whose create got no answer; then whatever the tail holds
+        let settled = self.bounded("settling a commit of unknown outcome", async {
+            db.flush().await?;
+            self.resolve_pending().await?;
+            self.fold_tail(db).await?;
+            self.read_head().await
         });
-        let head = flushed.and_then(|()| self.bounded("reading the head", self.read_head()));
+        let head = settled;
         match head {
             Ok(head) => {
                 self.install_image(None);
                 self.image_unsure.store(false, Ordering::SeqCst);
+                *self.pending.lock().unwrap_or_else(|p| p.into_inner()) = None;
                 self.broken.store(false, Ordering::SeqCst);
                 tracing::info!(
                     target: "moraine::store",
@@ -272,6 +284,62 @@ impl Store {
                 self.url
             ))),
         }
+    }
+
+    /// Whether the commit whose create got no answer landed: its batch's object holds it, or
+    /// another commit (then it never can), or nothing, and then this attach creates that
+    /// object itself as a commit that changes nothing but the head, so that it never can
+    /// either. Leaves the pending commit for the caller to clear once everything is settled.
+    async fn resolve_pending(&self) -> Result<()> {
+        let Some(pending) = self
+            .pending
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+        else {
+            return Ok(());
+        };
+        let batch = pending.head.batch_count;
+        let found = match self.objects.read_commit(batch).await? {
+            Some(found) => found,
+            None => {
+                let before = self.read_head().await?;
+                if before.batch_count + 1 != batch {
+                    return Err(Error::Corrupt(format!(
+                        "the commit of unknown outcome is batch {batch}, but the folded head is \
+                         batch {}",
+                        before.batch_count
+                    )));
+                }
+                let head = Head {
+                    snapshot_id: before.snapshot_id,
+                    batch_count: batch,
+                };
+                let mut writes = checkpoint::Writes::new();
+                writes.insert(keys::sys_head(), Some(head.encode()));
+                let empty = checkpoint::Commit::new(head, writes);
+                match self
+                    .objects
+                    .create_commit(batch, empty.encode().into())
+                    .await?
+                {
+                    log::Created::Created => empty,
+                    log::Created::Taken => {
+                        self.objects.read_commit(batch).await?.ok_or_else(|| {
+                            Error::Storage(format!("commit object {batch} was taken and is gone"))
+                        })?
+                    }
+                    log::Created::Unanswered(e) => return Err(Error::Storage(e)),
+                }
+            }
+        };
+        tracing::info!(
+            target: "moraine::store",
+            "moraine: the commit of unknown outcome to {} {} (batch {batch})",
+            self.url,
+            if found.id == pending.id { "landed" } else { "did not land" }
+        );
+        Ok(())
     }
 
     /// A commit whose outcome is unknown (`why`): this handle serves nothing until the outcome

@@ -1,7 +1,7 @@
 //! Advancing an image by a commit's writes, copying only the spaces the commit wrote, or along
 //! the commit log after a checkpoint.
 
-use super::history::{History, HistoryHeld};
+use super::history::{History, HistoryHeld, Tail};
 use super::spaces::{place_of, Entry, Place, Space};
 use super::Image;
 use crate::checkpoint::Writes;
@@ -41,6 +41,36 @@ impl Image {
                 history_held: OnceLock::new(),
             }),
         }
+    }
+
+    /// This image advanced by a commit taken from the lake's tail: a commit object not yet
+    /// folded into the state the image reads history from (RFC 0004 v3). As [`Image::advance`]
+    /// with no snapshot, and the commit's history records kept beside the image until that
+    /// state holds them ([`Image::without_tail`]).
+    pub(crate) fn advance_unfolded(&self, writes: &Writes, head: Head) -> Result<Image> {
+        let mut image = self.advance(writes, head, None)?;
+        let mut tail = match &self.history {
+            History::Latest(tail) => (**tail).clone(),
+            History::Snapshot(_) => Tail::new(),
+        };
+        for (k, v) in writes {
+            if let Place::History(_) = place_of(k)? {
+                tail.insert(k.clone(), v.as_ref().map(|v| Bytes::copy_from_slice(v)));
+            }
+        }
+        image.history = History::Latest(Arc::new(tail));
+        Ok(image)
+    }
+
+    /// Whether this image holds history records of commits taken from the lake's tail.
+    pub(crate) fn has_tail(&self) -> bool {
+        matches!(&self.history, History::Latest(tail) if !tail.is_empty())
+    }
+
+    /// This image reading every ended version from the state it reads, once that state holds
+    /// every commit of the image.
+    pub(crate) fn without_tail(&self) -> Result<Image> {
+        self.follow(Vec::new(), None)
     }
 
     /// The image after a commit of `writes` (the final value of every key it touched; `None`

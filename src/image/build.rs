@@ -143,7 +143,7 @@ impl Image {
                 held.extend(scan_snapshot(snap, &keys::lake_head(&l)).await?);
             }
         }
-        let fresh = Self::assemble(held, History::Latest, None)?;
+        let fresh = Self::assemble(held, History::of(None), None)?;
         if fresh.head != self.head {
             return Err(Error::Corrupt(format!(
                 "the commit log ends at batch {}, the store's head is batch {}",

@@ -16,15 +16,21 @@ pub(super) enum History {
     /// A writer's SlateDB snapshot taken at exactly the image's state, or one taken later at
     /// the same committed state ([`Image::renew_snapshot`]).
     Snapshot(Mutex<Arc<DbSnapshot>>),
-    /// A reader's latest state, filtered to versions that had ended by the image's head.
-    Latest,
+    /// A reader's latest state, filtered to versions that had ended by the image's head; and
+    /// the ended versions written by the commits the image took from the lake's tail (commit
+    /// objects, RFC 0004 v3), which that state may not hold yet.
+    Latest(Arc<Tail>),
 }
+
+/// History records written by commits not yet folded into the state an image reads (`None`:
+/// deleted), by key.
+pub(crate) type Tail = std::collections::BTreeMap<Vec<u8>, Option<bytes::Bytes>>;
 
 impl History {
     pub(super) fn of(snapshot: Option<Arc<DbSnapshot>>) -> History {
         match snapshot {
             Some(s) => History::Snapshot(Mutex::new(s)),
-            None => History::Latest,
+            None => History::Latest(Default::default()),
         }
     }
 
@@ -32,7 +38,7 @@ impl History {
     pub(super) fn snapshot(&self) -> Option<Arc<DbSnapshot>> {
         match self {
             History::Snapshot(s) => Some(s.lock().unwrap_or_else(|p| p.into_inner()).clone()),
-            History::Latest => None,
+            History::Latest(_) => None,
         }
     }
 }
@@ -130,7 +136,7 @@ impl Image {
                 drop(old);
                 true
             }
-            History::Latest => false,
+            History::Latest(_) => false,
         }
     }
 

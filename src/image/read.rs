@@ -55,10 +55,18 @@ impl Image {
             Place::Image => Err(Error::InvalidInput(
                 "image/ records are not read through an image".into(),
             )),
-            Place::History(_) => match self.history.snapshot() {
-                Some(s) => Ok(s.get(key).await?),
-                None => {
-                    let v = backend.get(key).await?;
+            Place::History(_) => match &self.history {
+                History::Snapshot(_) => Ok(self
+                    .history
+                    .snapshot()
+                    .expect("a snapshot")
+                    .get(key)
+                    .await?),
+                History::Latest(tail) => {
+                    let v = match tail.get(key) {
+                        Some(v) => v.clone(),
+                        None => backend.get(key).await?,
+                    };
                     Ok(v.filter(|v| self.ended_by_head(key, v)))
                 }
             },
@@ -82,12 +90,26 @@ impl Image {
                 }
                 None => backend.scan(prefix).await?,
             };
-            return Ok(match self.history {
+            return Ok(match &self.history {
                 History::Snapshot(_) => records,
-                History::Latest => records
-                    .into_iter()
-                    .filter(|(k, v)| self.ended_by_head(k, v))
-                    .collect(),
+                History::Latest(tail) => {
+                    let mut merged: std::collections::BTreeMap<Bytes, Bytes> =
+                        records.into_iter().collect();
+                    let under = tail
+                        .range(prefix.to_vec()..)
+                        .take_while(|(k, _)| k.starts_with(prefix));
+                    for (k, v) in under {
+                        let k = Bytes::copy_from_slice(k);
+                        match v {
+                            Some(v) => merged.insert(k, v.clone()),
+                            None => merged.remove(&k),
+                        };
+                    }
+                    merged
+                        .into_iter()
+                        .filter(|(k, v)| self.ended_by_head(k, v))
+                        .collect()
+                }
             });
         }
         self.scan_live(prefix)

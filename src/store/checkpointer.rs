@@ -156,6 +156,11 @@ impl Checkpointer {
         self.delete_checkpoints_before(previous).await?;
         if previous > 0 {
             delete_log_upto(&self.db, previous).await?;
+            let objects = Objects {
+                store: self.object_store.clone(),
+                local: None,
+            };
+            objects.delete_commits_upto(previous).await?;
         }
         Ok(())
     }

@@ -60,57 +60,84 @@ impl Store {
         let (writes, head, out) = translate()?;
         span.record("batch", head.batch_count);
         span.record("keys", writes.len());
-        let size = crate::limits::CommitSize::of(writes.iter());
+        let commit = checkpoint::Commit::new(head, writes);
+        let size = crate::limits::CommitSize::of(commit.writes.iter());
         span.record("bytes", size.bytes);
-        // the commit log record, in the same batch: how an image at the batch before follows
-        let log = checkpoint::encode_log(head, &writes);
-        size.check(log.len(), self.access.max_commit_bytes)?;
-        let mut batch = WriteBatch::new();
-        for (k, v) in &writes {
-            match v {
-                Some(v) => batch.put(k, v),
-                None => batch.delete(k),
+        // the writes go to the store twice: in the commit object and in SlateDB
+        size.check(commit.encoded_len(), self.access.max_commit_bytes)?;
+        // the store decides: the commit is the object of the next batch, created only if absent
+        let created = block_on(
+            async {
+                tokio::time::timeout(
+                    self.access.io_timeout,
+                    self.objects.create_commit_until_answered(&commit),
+                )
+                .await
+            }
+            .instrument(tracing::debug_span!(target: "moraine::store", "moraine.create")),
+        );
+        match created {
+            Ok(Ok(log::Created::Created)) => {}
+            Ok(Ok(log::Created::Taken)) => {
+                // another process committed this batch first: fold what it wrote, and let
+                // DuckLake retry on the new head
+                let folded = self.bounded("folding the commits after the head", self.fold_tail(db));
+                if let Err(e) = folded {
+                    tracing::warn!(
+                        target: "moraine::store",
+                        "moraine: folding the lake's tail failed: {e}"
+                    );
+                }
+                self.install_image(None);
+                return Err(Error::Conflict(format!(
+                    "write conflict: another process committed batch {} first; retry",
+                    head.batch_count
+                )));
+            }
+            Ok(Ok(log::Created::Unanswered(_))) => unreachable!("answered"),
+            Ok(Err(e)) => return Err(e),
+            Err(_) => {
+                *self.pending.lock().unwrap_or_else(|p| p.into_inner()) = Some(commit);
+                return Err(self.outcome_unknown(&format!(
+                    "its commit object was not created within {} (moraine_io_timeout)",
+                    seconds(self.access.io_timeout)
+                )));
             }
         }
-        batch.put_with_options(
-            keys::image_log(head.batch_count),
-            log,
-            &PutOptions {
-                ttl: Ttl::ExpireAfterMillis(checkpoint::LOG_TTL.as_millis() as u64),
-            },
-        );
+        // The commit is durable: its object exists. Fold it into SlateDB, without waiting for
+        // SlateDB's own durability (a process killed before SlateDB's WAL reached the store
+        // leaves the object, which the next open folds).
         self.image_unsure.store(true, Ordering::SeqCst);
-        let written = block_on(
+        let folded = block_on(
             async {
-                let write = async {
-                    let handle = db.write(batch).await?;
-                    // make the commit durable now rather than at the next flush tick
-                    db.flush().await?;
-                    handle.await_durable().await?;
-                    Ok::<(), Error>(())
-                };
-                match tokio::time::timeout(self.access.io_timeout, write).await {
+                match tokio::time::timeout(self.access.io_timeout, write_fold(db, &commit)).await {
                     Ok(written) => written,
-                    Err(_) => {
-                        // SlateDB holds the batch and retries its upload: it may land later
-                        Err(self.outcome_unknown(&format!(
-                            "the write did not finish within {} (moraine_io_timeout)",
-                            seconds(self.access.io_timeout)
-                        )))
-                    }
+                    // SlateDB holds the batch and may still apply it: nothing is folded again
+                    // until a flush shows it applied (`settle`)
+                    Err(_) => Err(self.outcome_unknown(&format!(
+                        "folding it into SlateDB did not finish within {} (moraine_io_timeout)",
+                        seconds(self.access.io_timeout)
+                    ))),
                 }
             }
             .instrument(tracing::debug_span!(target: "moraine::store", "moraine.write")),
         );
-        if let Err(e) = written {
+        if let Err(e) = folded {
             if matches!(e, Error::Fenced(_)) {
                 self.fenced.store(true, Ordering::SeqCst);
             }
-            // whether any of it landed is the store's to say: read it afresh next time
+            // the commit landed all the same; this attach's image is read afresh
+            tracing::warn!(
+                target: "moraine::store",
+                "moraine: batch {} is committed, but folding it into SlateDB failed ({e}); \
+                 the next open folds it",
+                head.batch_count
+            );
             self.install_image(None);
             self.image_unsure.store(false, Ordering::SeqCst);
-            return Err(e);
+            return Ok(out);
         }
+        let (head, writes) = (commit.head, commit.writes);
         match self
             .take_snapshot(db)
             .and_then(|snap| base.advance(&writes, head, Some(snap)))
@@ -168,6 +195,24 @@ impl Store {
         Ok(out)
     }
 
+    /// Fold the commit objects after SlateDB's head into SlateDB, in order; how many. The
+    /// caller holds the commit lock (or is the open).
+    pub(super) async fn fold_tail(&self, db: &Db) -> Result<Vec<checkpoint::Commit>> {
+        let mut head = self.read_head().await?;
+        let mut folded = Vec::new();
+        while let Some(commit) = self.objects.read_commit(head.batch_count + 1).await? {
+            write_fold(db, &commit).await?;
+            tracing::debug!(
+                target: "moraine::store",
+                batch = commit.head.batch_count,
+                "moraine: folded a commit object"
+            );
+            head = commit.head;
+            folded.push(commit);
+        }
+        Ok(folded)
+    }
+
     /// Test hook: write raw keys outside any transaction (to plant records a load must skip).
     #[cfg(test)]
     pub(crate) fn put_raw(&self, key: &[u8], value: &[u8]) -> Result<()> {
@@ -180,4 +225,26 @@ impl Store {
         self.install_image(None);
         Ok(())
     }
+}
+
+/// Apply `commit` to SlateDB as one batch: its writes and its commit-log record, which is how an
+/// image at the batch before follows. Waits for SlateDB to take it, not for its durability.
+async fn write_fold(db: &Db, commit: &checkpoint::Commit) -> Result<()> {
+    let mut batch = WriteBatch::new();
+    for (k, v) in &commit.writes {
+        match v {
+            Some(v) => batch.put(k, v),
+            None => batch.delete(k),
+        }
+    }
+    batch.put_with_options(
+        keys::image_log(commit.head.batch_count),
+        checkpoint::encode_log(commit.head, &commit.writes),
+        &PutOptions {
+            ttl: Ttl::ExpireAfterMillis(checkpoint::LOG_TTL.as_millis() as u64),
+        },
+    );
+    // the handle would say when it is durable: not waited for
+    let _ = db.write(batch).await?;
+    Ok(())
 }

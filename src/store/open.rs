@@ -299,6 +299,8 @@ impl Store {
             image_unsure: Default::default(),
             access,
             broken: Default::default(),
+            pending: Default::default(),
+            tail_checked: Default::default(),
             fenced: Default::default(),
             metrics,
             commits: Default::default(),
@@ -306,7 +308,13 @@ impl Store {
             #[cfg(test)]
             head_reads: Default::default(),
         });
-        if let Backend::Writer(..) = &store.backend {
+        if let Backend::Writer(db, _) = &store.backend {
+            // commits whose objects a writer killed before SlateDB took them left behind
+            let folded = store.bounded("folding the commits after the head", store.fold_tail(db));
+            if let Err(e) = folded {
+                let _ = block_on(store.backend.close());
+                return Err(e);
+            }
             *store.collector.lock().unwrap_or_else(|p| p.into_inner()) =
                 Some(start_collector(&store));
             // never at the open, however full L0 is: commits and the close start it for their

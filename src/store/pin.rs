@@ -61,21 +61,33 @@ impl Store {
             }
             if !self.image_unsure.load(Ordering::SeqCst) {
                 if let Some(image) = self.current_image() {
-                    return Ok(image);
+                    if !self.tail_due() {
+                        return Ok(image);
+                    }
+                    return self.fold_into_image();
                 }
             }
         }
         let now = self.bounded("reading the head", self.read_head())?;
         // an image at or past the head just read is current: a writer's moves only under the
-        // commit lock, and a reader's state only moves forward
+        // commit lock, and a reader's state only moves forward; a reader also reads the
+        // lake's tail once per poll interval
         let current = |image: &Arc<Image>| image.head().batch_count >= now.batch_count;
         if let Some(image) = self.current_image().filter(current) {
-            return Ok(image);
+            if !self.tail_due() {
+                return Ok(image);
+            }
         }
         let _one_at_a_time = self.commit_lock.lock().unwrap_or_else(|p| p.into_inner());
         // a commit that timed out while this pin waited left a batch of unknown outcome in
         // SlateDB's memtable, which a read would see: settle it first
         self.settle_locked()?;
+        // a writer folds the commits other processes made before it reads its head
+        if let Backend::Writer(db, _) = &self.backend {
+            let started = std::time::Instant::now();
+            self.bounded("folding the commits after the head", self.fold_tail(db))?;
+            *self.tail_checked.lock().unwrap_or_else(|p| p.into_inner()) = Some(started);
+        }
         // Under the commit lock no commit of this process is in flight, so the head read now is
         // the one to trust (the one read above may be older than a commit that wrote and never
         // installed its image while this pin waited for the lock).
@@ -87,7 +99,15 @@ impl Store {
         {
             // an image at the store's head is sure again
             self.image_unsure.store(false, Ordering::SeqCst);
-            return Ok(image.clone());
+            if !self.tail_due() {
+                return Ok(image.clone());
+            }
+            let image = self.bounded(
+                "reading the lake's tail",
+                self.read_tail(image.clone(), now),
+            )?;
+            self.install_image(Some(image.clone()));
+            return Ok(image);
         }
         let _refresh = tracing::debug_span!(
             target: "moraine::store",
@@ -115,6 +135,11 @@ impl Store {
             records = image.footprint().0,
             "moraine: image read from the store"
         );
+        let image = if let Backend::Reader(_) = &self.backend {
+            self.bounded("reading the lake's tail", self.read_tail(image, now))?
+        } else {
+            image
+        };
         self.install_image(Some(image.clone()));
         self.image_unsure.store(false, Ordering::SeqCst);
         // an attach's image, or one read again from scratch (a dropped image is read like an
@@ -122,6 +147,72 @@ impl Store {
         if previous.is_none() {
             warm_in_background(&image, &self.url);
         }
+        Ok(image)
+    }
+}
+
+impl Store {
+    /// Whether an attach reads the lake's tail (the commit objects after its image) before its
+    /// next pin: once per poll interval.
+    fn tail_due(&self) -> bool {
+        let checked = *self.tail_checked.lock().unwrap_or_else(|p| p.into_inner());
+        checked.is_none_or(|at| at.elapsed() >= self.access.reader_poll)
+    }
+
+    /// A writer's pin when the tail is due: the commits other processes made since its image
+    /// folded into SlateDB, and its image advanced by them.
+    fn fold_into_image(&self) -> Result<Arc<Image>> {
+        let Backend::Writer(db, _) = &self.backend else {
+            unreachable!("a writer's pin")
+        };
+        let _commit = self.commit_lock.lock().unwrap_or_else(|p| p.into_inner());
+        let started = std::time::Instant::now();
+        let folded = self.bounded("folding the commits after the head", self.fold_tail(db))?;
+        *self.tail_checked.lock().unwrap_or_else(|p| p.into_inner()) = Some(started);
+        let image = self.current_image();
+        match image {
+            Some(image) if !self.image_unsure.load(Ordering::SeqCst) => {
+                if folded.is_empty() || image.head().batch_count + 1 != folded[0].head.batch_count {
+                    if folded.is_empty() {
+                        return Ok(image);
+                    }
+                    // not the image's next commits: read afresh below
+                } else {
+                    let log = folded.into_iter().map(|c| (c.head, c.writes)).collect();
+                    let next = Arc::new(image.follow(log, Some(self.take_snapshot(db)?))?);
+                    self.install_image(Some(next.clone()));
+                    return Ok(next);
+                }
+            }
+            _ => {}
+        }
+        self.install_image(None);
+        drop(_commit);
+        self.pin_image()
+    }
+
+    /// `image`, which holds at least the folded head `folded`, advanced by every commit
+    /// object after it (RFC 0004 v3): one read when nothing was committed since. An image
+    /// whose commits the folded state now holds reads its history from that state alone.
+    async fn read_tail(&self, image: Arc<Image>, folded: Head) -> Result<Arc<Image>> {
+        let started = std::time::Instant::now();
+        let mut image = image;
+        if image.has_tail() && image.head().batch_count <= folded.batch_count {
+            image = Arc::new(image.without_tail()?);
+        }
+        while let Some(commit) = self
+            .objects
+            .read_commit(image.head().batch_count + 1)
+            .await?
+        {
+            tracing::debug!(
+                target: "moraine::store",
+                batch = commit.head.batch_count,
+                "moraine: a commit read from the lake's tail"
+            );
+            image = Arc::new(image.advance_unfolded(&commit.writes, commit.head)?);
+        }
+        *self.tail_checked.lock().unwrap_or_else(|p| p.into_inner()) = Some(started);
         Ok(image)
     }
 }

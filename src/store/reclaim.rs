@@ -388,10 +388,13 @@ impl Store {
 
         // 2. the commit log up to the head (later commits' records stay), in batches
         let step = tracing::debug_span!("moraine.reclaim.log").entered();
-        let log_records = self.bounded(
-            "deleting the commit log",
-            delete_log_upto(db, head.batch_count),
-        )?;
+        // (the checkpoint of step 1 made every fold up to the head durable: the commit objects
+        // up to it serve nobody either)
+        let log_records = self.bounded("deleting the commit log", async {
+            let records = delete_log_upto(db, head.batch_count).await?;
+            self.objects.delete_commits_upto(head.batch_count).await?;
+            Ok(records)
+        })?;
         drop(step);
 
         // 3. the head image reads through a snapshot that no longer holds the log: it reads the

@@ -26,6 +26,12 @@ pub struct FaultyStore {
     failing: AtomicBool,
     /// Retryable errors (what a network failure or a 5xx is) or not.
     retryable: AtomicBool,
+    /// Creates of commit objects (`moraine/log/`) take effect and then fail, as when the answer
+    /// is lost; and, with `unreadable_commits`, reads of those that exist fail too.
+    lose_answers: AtomicBool,
+    unreadable_commits: AtomicBool,
+    /// Writes under this prefix fail (retryable), whatever `failing` says.
+    failing_under: std::sync::Mutex<Option<String>>,
     pub injected: AtomicUsize,
 }
 
@@ -35,6 +41,9 @@ impl FaultyStore {
             inner,
             failing: AtomicBool::new(false),
             retryable: AtomicBool::new(true),
+            lose_answers: AtomicBool::new(false),
+            unreadable_commits: AtomicBool::new(false),
+            failing_under: Default::default(),
             injected: AtomicUsize::new(0),
         })
     }
@@ -44,11 +53,39 @@ impl FaultyStore {
         self.failing.store(on, Ordering::SeqCst);
     }
 
+    /// Every write under `prefix` fails with a retryable error (`None`: none does).
+    pub fn fail_writes_under(&self, prefix: Option<&str>) {
+        *self.failing_under.lock().unwrap() = prefix.map(str::to_string);
+    }
+
+    /// Creates of commit objects take effect and then fail with a retryable error (`on`); reads
+    /// of commit objects that exist fail as well (`unreadable`).
+    pub fn lose_commit_answers(&self, on: bool, unreadable: bool) {
+        self.lose_answers.store(on, Ordering::SeqCst);
+        self.unreadable_commits.store(unreadable, Ordering::SeqCst);
+    }
+
+    fn lost(&self, op: &str, location: &Path) -> object_store::Error {
+        self.injected.fetch_add(1, Ordering::SeqCst);
+        object_store::Error::Generic {
+            store: "FaultyStore",
+            source: format!("{MESSAGE} ({op} {location}: the answer was lost)").into(),
+        }
+    }
+
+    fn is_commit(location: &Path) -> bool {
+        location.as_ref().starts_with("moraine/log/")
+    }
+
     pub fn injected(&self) -> usize {
         self.injected.load(Ordering::SeqCst)
     }
 
     fn check(&self, op: &str, location: &Path) -> object_store::Result<()> {
+        let under = self.failing_under.lock().unwrap().clone();
+        if under.is_some_and(|p| location.as_ref().starts_with(&p)) {
+            return Err(self.lost(op, location));
+        }
         if !self.failing.load(Ordering::SeqCst) {
             return Ok(());
         }
@@ -80,7 +117,11 @@ impl ObjectStore for FaultyStore {
         opts: PutOptions,
     ) -> object_store::Result<PutResult> {
         self.check("put", location)?;
-        self.inner.put_opts(location, payload, opts).await
+        let put = self.inner.put_opts(location, payload, opts).await;
+        if put.is_ok() && Self::is_commit(location) && self.lose_answers.load(Ordering::SeqCst) {
+            return Err(self.lost("put", location));
+        }
+        put
     }
 
     async fn put_multipart_opts(
@@ -97,7 +138,15 @@ impl ObjectStore for FaultyStore {
         location: &Path,
         options: GetOptions,
     ) -> object_store::Result<GetResult> {
-        self.inner.get_opts(location, options).await
+        let got = self.inner.get_opts(location, options).await;
+        // (an absent one still answers "not found": only what exists cannot be read)
+        if got.is_ok()
+            && Self::is_commit(location)
+            && self.unreadable_commits.load(Ordering::SeqCst)
+        {
+            return Err(self.lost("get", location));
+        }
+        got
     }
 
     async fn get_ranges(

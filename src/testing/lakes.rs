@@ -8,22 +8,29 @@ use crate::txn::Transaction;
 
 /// Commit snapshot `id` creating table `table_id`.
 pub(crate) fn commit_table(store: &Arc<Store>, id: i64, table_id: i64, name: &str) {
+    commit_table_result(store, id, table_id, name).unwrap()
+}
+
+/// [`commit_table`], returning what the commit returned.
+pub(crate) fn commit_table_result(
+    store: &Arc<Store>,
+    id: i64,
+    table_id: i64,
+    name: &str,
+) -> crate::error::Result<()> {
     let mut t = store.begin();
-    t.stage_insert(M, "ducklake_snapshot", vec![snap(id)])
-        .unwrap();
+    t.stage_insert(M, "ducklake_snapshot", vec![snap(id)])?;
     t.stage_insert(
         M,
         "ducklake_snapshot_changes",
         vec![changes(id, "created_table")],
-    )
-    .unwrap();
+    )?;
     t.stage_insert(
         M,
         "ducklake_table",
         vec![table_row(table_id, id, None, name)],
-    )
-    .unwrap();
-    t.commit().unwrap();
+    )?;
+    t.commit()
 }
 
 /// What the store itself holds under `prefix` (history included), read past the image.

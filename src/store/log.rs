@@ -1,0 +1,207 @@
+//! Commit objects (RFC 0004 v3): `moraine/log/<batch>`, created only if absent. Of two
+//! processes committing on one head, the store lets exactly one create the next batch's object:
+//! the store's compare-and-set decides every commit, and no process needs SlateDB's writer role
+//! to commit. SlateDB holds the folded state; the objects after it are the lake's tail.
+
+use super::*;
+use crate::checkpoint::Commit;
+use bytes::Bytes;
+use object_store::{PutMode, PutOptions, PutPayload};
+
+/// What a conditional create of a commit object found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Created {
+    /// The object is ours: the commit is durable.
+    Created,
+    /// Another commit holds (or is taking) the name: ours was not written.
+    Taken,
+    /// The store gave no answer that says (a network failure after the object store's own
+    /// retries): the object may exist or not, and reading it says which.
+    Unanswered(String),
+}
+
+impl Objects {
+    /// Create the commit object of batch `batch` holding `object` (an encoded [`Commit`]), only
+    /// if absent.
+    pub(super) async fn create_commit(&self, batch: u64, object: Bytes) -> Result<Created> {
+        let path = object_store::path::Path::from(checkpoint::log_object_path(batch));
+        let span = tracing::debug_span!(target: "moraine::store", "moraine.log.create", batch);
+        let put = self.store.put_opts(
+            &path,
+            PutPayload::from(object),
+            PutOptions::from(PutMode::Create),
+        );
+        match put.instrument(span).await {
+            Ok(_) => Ok(Created::Created),
+            // S3 answers 412 when the object exists and 409 while another conditional write of
+            // it is in flight: either way this one was refused
+            Err(object_store::Error::AlreadyExists { .. })
+            | Err(object_store::Error::Precondition { .. }) => Ok(Created::Taken),
+            // refused before anything was written
+            Err(
+                e @ (object_store::Error::PermissionDenied { .. }
+                | object_store::Error::Unauthenticated { .. }
+                | object_store::Error::NotSupported { .. }
+                | object_store::Error::NotImplemented { .. }),
+            ) => Err(Error::Storage(format!("creating {path}: {e}"))),
+            Err(e) => Ok(Created::Unanswered(format!("creating {path}: {e}"))),
+        }
+    }
+
+    /// [`Objects::create_commit`] until the store answers: an attempt without an answer is
+    /// made again (after 50 ms, doubling up to 1 s), and a refusal after such an attempt reads
+    /// the object, which may be this commit's own. Runs until answered: the caller bounds it.
+    pub(super) async fn create_commit_until_answered(&self, commit: &Commit) -> Result<Created> {
+        let batch = commit.head.batch_count;
+        let object = Bytes::from(commit.encode());
+        let mut unanswered = false;
+        let mut wait = Duration::from_millis(50);
+        loop {
+            match self.create_commit(batch, object.clone()).await? {
+                Created::Created => return Ok(Created::Created),
+                Created::Taken if !unanswered => return Ok(Created::Taken),
+                Created::Taken => match self.read_commit(batch).await {
+                    Ok(Some(found)) if found.id == commit.id => return Ok(Created::Created),
+                    Ok(_) => return Ok(Created::Taken),
+                    Err(e) => tracing::debug!(
+                        target: "moraine::store",
+                        "moraine: reading commit object {batch} failed ({e}); trying again"
+                    ),
+                },
+                Created::Unanswered(e) => {
+                    unanswered = true;
+                    tracing::debug!(
+                        target: "moraine::store",
+                        "moraine: {e}; trying again in {} ms",
+                        wait.as_millis()
+                    );
+                }
+            }
+            tokio::time::sleep(wait).await;
+            wait = (wait * 2).min(Duration::from_secs(1));
+        }
+    }
+
+    /// The commit object of `batch`, if one exists.
+    pub(super) async fn read_commit(&self, batch: u64) -> Result<Option<Commit>> {
+        let path = object_store::path::Path::from(checkpoint::log_object_path(batch));
+        let span = tracing::trace_span!(target: "moraine::store", "moraine.log.read", batch);
+        let got = async {
+            match self.store.get(&path).await {
+                Ok(got) => got.bytes().await.map(Some),
+                Err(object_store::Error::NotFound { .. }) => Ok(None),
+                Err(e) => Err(e),
+            }
+        }
+        .instrument(span)
+        .await
+        .map_err(|e| Error::Storage(format!("reading {path}: {e}")))?;
+        got.map(|bytes| Commit::decode(&bytes, batch)).transpose()
+    }
+
+    /// Delete the commit objects of batches up to `batch`; how many went. A failed delete is
+    /// logged and left for a later one.
+    pub(super) async fn delete_commits_upto(&self, batch: u64) -> Result<u64> {
+        let dir = object_store::path::Path::from(checkpoint::LOG_DIR);
+        let listed = self
+            .store
+            .list_with_delimiter(Some(&dir))
+            .await
+            .map_err(|e| Error::Storage(format!("listing {dir}: {e}")))?;
+        let mut deleted = 0;
+        for object in listed.objects {
+            if !checkpoint::batch_of_log_object(object.location.as_ref())
+                .is_some_and(|b| b <= batch)
+            {
+                continue;
+            }
+            match self.store.delete(&object.location).await {
+                Ok(()) => deleted += 1,
+                Err(e) => tracing::warn!(
+                    target: "moraine::store",
+                    "moraine: deleting the commit object {} failed: {e}",
+                    object.location
+                ),
+            }
+        }
+        Ok(deleted)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::checkpoint::Writes;
+
+    fn objects(store: Arc<dyn ObjectStore>) -> Objects {
+        Objects { store, local: None }
+    }
+
+    fn commit(batch: u64, key: &str) -> Commit {
+        let mut writes = Writes::new();
+        writes.insert(key.as_bytes().to_vec(), Some(b"v".to_vec()));
+        Commit::new(
+            Head {
+                snapshot_id: Some(batch as i64),
+                batch_count: batch,
+            },
+            writes,
+        )
+    }
+
+    fn exactly_one_of_two_racers_creates_each_batch(objects: Objects) {
+        for batch in 1..=20 {
+            let (a, b) = (commit(batch, "a"), commit(batch, "b"));
+            let (ra, rb) = block_on(async {
+                tokio::join!(
+                    objects.create_commit(batch, a.encode().into()),
+                    objects.create_commit(batch, b.encode().into())
+                )
+            });
+            let (ra, rb) = (ra.unwrap(), rb.unwrap());
+            assert_ne!(ra, rb, "batch {batch}: {ra:?} and {rb:?}");
+            let stored = block_on(objects.read_commit(batch)).unwrap().unwrap();
+            let winner = if ra == Created::Created { &a } else { &b };
+            assert_eq!(&stored, winner);
+            // a later create of a taken batch is refused too, and changes nothing
+            assert_eq!(
+                block_on(objects.create_commit(batch, commit(batch, "c").encode().into())).unwrap(),
+                Created::Taken
+            );
+            assert_eq!(
+                block_on(objects.read_commit(batch)).unwrap().unwrap(),
+                *winner
+            );
+        }
+        assert_eq!(block_on(objects.read_commit(21)).unwrap(), None);
+        assert_eq!(block_on(objects.delete_commits_upto(10)).unwrap(), 10);
+        assert_eq!(block_on(objects.read_commit(10)).unwrap(), None);
+        assert!(block_on(objects.read_commit(11)).unwrap().is_some());
+    }
+
+    #[test]
+    fn exactly_one_of_two_racers_creates_each_batch_in_memory() {
+        exactly_one_of_two_racers_creates_each_batch(objects(Arc::new(
+            object_store::memory::InMemory::new(),
+        )));
+    }
+
+    #[test]
+    fn exactly_one_of_two_racers_creates_each_batch_on_a_local_disk() {
+        let dir = tempfile::tempdir().unwrap();
+        let fs = Arc::new(local::LocalStore::new(dir.path()).unwrap());
+        exactly_one_of_two_racers_creates_each_batch(Objects {
+            store: fs.clone(),
+            local: Some(fs),
+        });
+    }
+
+    #[test]
+    fn a_damaged_commit_object_is_refused() {
+        let objects = objects(Arc::new(object_store::memory::InMemory::new()));
+        let path = object_store::path::Path::from(checkpoint::log_object_path(3));
+        block_on(objects.store.put(&path, PutPayload::from_static(b"junk"))).unwrap();
+        let e = block_on(objects.read_commit(3)).unwrap_err();
+        assert!(matches!(e, Error::Corrupt(_)), "{e}");
+    }
+}
