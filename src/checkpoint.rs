@@ -276,7 +276,12 @@ pub(crate) struct Commit {
     pub id: u128,
     pub head: Head,
     pub writes: Writes,
+    /// A retired commit object ([`Commit::retired`]): its writes are in SlateDB and gone from
+    /// the object, which keeps its name taken.
+    pub retired: bool,
 }
+
+const RETIRED_MAGIC: &[u8] = b"moraine-retired-1\n";
 
 impl Commit {
     /// A commit of `writes` making `head`, with a fresh random id.
@@ -292,6 +297,26 @@ impl Commit {
             id: u128::from_le_bytes(id),
             head,
             writes,
+            retired: false,
+        }
+    }
+
+    /// This commit retired: its id and head without its writes (what a reclaim leaves of a
+    /// commit object it may not delete yet, so that no bytes of its writes stay behind).
+    pub(crate) fn retired(&self) -> Commit {
+        Commit {
+            id: self.id,
+            head: self.head,
+            writes: Writes::new(),
+            retired: true,
+        }
+    }
+
+    fn magic(&self) -> &'static [u8] {
+        if self.retired {
+            RETIRED_MAGIC
+        } else {
+            COMMIT_MAGIC
         }
     }
 
@@ -302,11 +327,11 @@ impl Commit {
             .iter()
             .map(|(k, v)| 4 + k.len() + 1 + v.as_ref().map_or(0, |v| 4 + v.len()))
             .sum();
-        COMMIT_MAGIC.len() + 16 + 4 + self.head.encode().len() + 4 + writes + 4
+        self.magic().len() + 16 + 4 + self.head.encode().len() + 4 + writes + 4
     }
 
     pub(crate) fn encode(&self) -> Vec<u8> {
-        let mut out = COMMIT_MAGIC.to_vec();
+        let mut out = self.magic().to_vec();
         out.extend_from_slice(&self.id.to_le_bytes());
         out.extend_from_slice(&encode_log(self.head, &self.writes));
         let crc = crc32fast::hash(&out);
@@ -318,7 +343,9 @@ impl Commit {
     pub(crate) fn decode(bytes: &Bytes, batch: u64) -> Result<Commit> {
         let what = log_object_path(batch);
         let n = bytes.len();
-        if n < COMMIT_MAGIC.len() + 16 + 4 || !bytes.starts_with(COMMIT_MAGIC) {
+        let retired = bytes.starts_with(RETIRED_MAGIC);
+        let magic = if retired { RETIRED_MAGIC } else { COMMIT_MAGIC };
+        if n < magic.len() + 16 + 4 || !bytes.starts_with(magic) {
             return Err(Error::Corrupt(format!(
                 "{what} is not a moraine commit object"
             )));
@@ -327,10 +354,20 @@ impl Commit {
         if crc32fast::hash(body).to_le_bytes() != crc {
             return Err(Error::Corrupt(format!("{what} fails its checksum")));
         }
-        let at = COMMIT_MAGIC.len();
+        let at = magic.len();
         let id = u128::from_le_bytes(body[at..at + 16].try_into().expect("16 bytes"));
         let (head, writes) = decode_log(&bytes.slice(at + 16..n - 4), batch)?;
-        Ok(Commit { id, head, writes })
+        if retired && !writes.is_empty() {
+            return Err(Error::Corrupt(format!(
+                "{what} is retired and holds writes"
+            )));
+        }
+        Ok(Commit {
+            id,
+            head,
+            writes,
+            retired,
+        })
     }
 }
 
@@ -392,6 +429,9 @@ mod tests {
             assert!(Commit::decode(&Bytes::from(bad), 9).is_err(), "byte {i}");
             assert!(Commit::decode(&obj.slice(..i), 9).is_err());
         }
+        let retired = commit.retired();
+        let back = Commit::decode(&Bytes::from(retired.encode()), 9).unwrap();
+        assert!(back.retired && back.writes.is_empty() && back.id == commit.id);
         assert_eq!(batch_of_log_object(&log_object_path(42)), Some(42));
         assert_eq!(
             batch_of_log_object("moraine/image/00000000000000000042"),

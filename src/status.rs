@@ -19,10 +19,15 @@ pub enum Field {
 #[derive(Debug, Clone, Default)]
 pub struct Status {
     pub url: String,
-    /// `writer` or `reader`.
+    /// `writer` or `reader` (`READ_ONLY`).
     pub mode: &'static str,
-    /// `open`, `fenced` (another writer opened the lake), `outcome unknown` (a commit of
-    /// unknown outcome, until the next statement settles it) or `closed`.
+    /// Whether this attach holds the folder role (RFC 0004 v3): SlateDB's writer, which folds
+    /// every process's commits and runs the store's maintenance. Shown as the `role` column:
+    /// `folder`, else the mode.
+    pub folder: bool,
+    /// `open`, `fenced` (another attach took the folder role, until this one notices and goes
+    /// on without it), `outcome unknown` (a commit of unknown outcome, until the next statement
+    /// settles it) or `closed`.
     pub state: &'static str,
     /// The store's committed head, read now; `None` when it could not be read (`problem`).
     pub head_batch: Option<u64>,
@@ -63,6 +68,16 @@ impl Status {
         vec![
             ("url", Field::Text(Some(self.url.clone()))),
             ("mode", Field::Text(Some(self.mode.to_string()))),
+            (
+                "role",
+                Field::Text(Some(
+                    match (self.folder, self.mode) {
+                        (true, _) => "folder",
+                        (false, m) => m,
+                    }
+                    .to_string(),
+                )),
+            ),
             ("state", Field::Text(Some(self.state.to_string()))),
             ("head_batch", opt(self.head_batch)),
             ("head_snapshot", opt(self.head_snapshot)),

@@ -40,10 +40,13 @@ mod open;
 mod options;
 mod pin;
 mod reclaim;
+mod role;
 mod snapshots;
 mod status;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod writers_tests;
 
 #[cfg(test)]
 pub(crate) use close::{replay_backlog, REPLAY_BACKLOG_LIMIT};
@@ -69,13 +72,17 @@ use snapshots::OpenSnapshots;
 
 /// An open lake.
 pub struct Store {
+    /// This store, weakly: what its background tasks hold.
+    me: Weak<Store>,
     url: String,
     canonical: String,
     read_only: bool,
     closed: std::sync::atomic::AtomicBool,
     /// Rows deleted or updated by this process's open transactions.
     pub(crate) row_locks: crate::row_locks::RowLocks,
-    pub(crate) backend: Backend,
+    /// The SlateDB handle: the folder's `Db`, or a `DbReader` (RFC 0004 v3); a folder another
+    /// process fenced becomes a reader ([`Store::demote`]), a writer may take the folder role.
+    handle: std::sync::RwLock<Arc<Backend>>,
     /// The object store SlateDB runs on (its garbage collector's at close, and where image
     /// checkpoints are written and read).
     objects: Objects,
@@ -121,7 +128,10 @@ pub struct Store {
     /// serves nothing more (a re-attach reads the truth).
     broken: std::sync::atomic::AtomicBool,
     /// The commit whose object's create got no answer, if any: settled by reading the object.
-    pending: Mutex<Option<checkpoint::Commit>>,
+    pending: Mutex<Option<(checkpoint::Commit, Head)>>,
+    /// Set when a fold's write into SlateDB did not return within the time limit: SlateDB may
+    /// still apply it, so nothing is folded again until a flush shows it applied.
+    fold_stuck: std::sync::atomic::AtomicBool,
     /// When a reader last read the lake's tail (the commit objects after its image).
     tail_checked: Mutex<Option<std::time::Instant>>,
     /// Set when a write of this writer failed because another writer fenced it. SlateDB also
@@ -142,8 +152,11 @@ pub struct Store {
 impl Store {
     /// The handle the committed state is read through (what an image is given to read a
     /// reader's latest state).
-    pub(crate) fn backend(&self) -> &Backend {
-        &self.backend
+    pub(crate) fn backend(&self) -> Arc<Backend> {
+        self.handle
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 
     /// The URL this store was opened with.
@@ -164,7 +177,7 @@ impl Store {
     pub(crate) async fn read_head(&self) -> Result<Head> {
         #[cfg(test)]
         self.head_reads.fetch_add(1, Ordering::SeqCst);
-        match self.backend.get(&keys::sys_head()).await? {
+        match self.backend().get(&keys::sys_head()).await? {
             Some(v) => Head::decode(&v),
             None => Err(Error::Corrupt(format!(
                 "{} has no sys/head",
@@ -174,9 +187,9 @@ impl Store {
     }
 
     #[cfg(test)]
-    pub(crate) fn db(&self) -> Option<&Db> {
-        match &self.backend {
-            Backend::Writer(db, _) => Some(db),
+    pub(crate) fn db(&self) -> Option<Db> {
+        match &*self.backend() {
+            Backend::Writer(db, _) => Some(db.clone()),
             Backend::Reader(_) => None,
         }
     }
@@ -184,7 +197,7 @@ impl Store {
     /// Why SlateDB closed this handle, if it did: its own status, or the fence a failed write of
     /// this writer saw before SlateDB's status caught up ([`Store::fenced`]).
     fn close_reason(&self) -> Option<slatedb::CloseReason> {
-        let status = match &self.backend {
+        let status = match &*self.backend() {
             Backend::Writer(_, status) => status.borrow().close_reason,
             Backend::Reader(reader) => reader.status().close_reason,
         };
@@ -243,31 +256,46 @@ impl Store {
         let span =
             tracing::debug_span!(target: "moraine::store", "moraine.settle", store = %self.url);
         let _enter = span.enter();
-        let db = match (&self.backend, self.close_reason()) {
-            (Backend::Writer(db, _), None) => db,
+        // a folder another attach fenced goes on as a plain writer: it settles through the
+        // commit object like one
+        if matches!(self.close_reason(), Some(slatedb::CloseReason::Fenced)) && !self.read_only {
+            self.demote_locked()?;
+        }
+        let backend = self.backend();
+        let settled = match (&*backend, self.close_reason()) {
+            // a fold SlateDB still held lands first, before anything is folded again; then the
+            // commit whose create got no answer; then whatever the tail holds
+            (Backend::Writer(db, _), None) => {
+                self.bounded("settling a commit of unknown outcome", async {
+                    if self.fold_stuck.load(Ordering::SeqCst) {
+                        db.flush().await?;
+                    }
+                    self.resolve_pending().await?;
+                    self.fold_tail(db).await?;
+                    self.read_head().await
+                })
+            }
+            (Backend::Reader(_), None) => {
+                self.bounded("settling a commit of unknown outcome", async {
+                    self.resolve_pending().await?;
+                    self.read_head().await
+                })
+            }
             _ => {
                 return Err(Error::OutcomeUnknown(format!(
                     "an earlier commit to {} may or may not have been applied, and this attach \
-                     was closed since (another writer opened the lake): DETACH and ATTACH again \
-                     to see what the lake holds",
+                     was closed since: DETACH and ATTACH again to see what the lake holds",
                     self.url
                 )))
             }
         };
-        // SlateDB's own writes first: a fold it still held lands before anything is folded
-        // again; then the commit whose create got no answer; then whatever the tail holds
-        let settled = self.bounded("settling a commit of unknown outcome", async {
-            db.flush().await?;
-            self.resolve_pending().await?;
-            self.fold_tail(db).await?;
-            self.read_head().await
-        });
         let head = settled;
         match head {
             Ok(head) => {
                 self.install_image(None);
                 self.image_unsure.store(false, Ordering::SeqCst);
                 *self.pending.lock().unwrap_or_else(|p| p.into_inner()) = None;
+                self.fold_stuck.store(false, Ordering::SeqCst);
                 self.broken.store(false, Ordering::SeqCst);
                 tracing::info!(
                     target: "moraine::store",
@@ -291,7 +319,7 @@ impl Store {
     /// object itself as a commit that changes nothing but the head, so that it never can
     /// either. Leaves the pending commit for the caller to clear once everything is settled.
     async fn resolve_pending(&self) -> Result<()> {
-        let Some(pending) = self
+        let Some((pending, base)) = self
             .pending
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -303,16 +331,9 @@ impl Store {
         let found = match self.objects.read_commit(batch).await? {
             Some(found) => found,
             None => {
-                let before = self.read_head().await?;
-                if before.batch_count + 1 != batch {
-                    return Err(Error::Corrupt(format!(
-                        "the commit of unknown outcome is batch {batch}, but the folded head is \
-                         batch {}",
-                        before.batch_count
-                    )));
-                }
+                // the head the lost commit was made on, with the batch it would have taken
                 let head = Head {
-                    snapshot_id: before.snapshot_id,
+                    snapshot_id: base.snapshot_id,
                     batch_count: batch,
                 };
                 let mut writes = checkpoint::Writes::new();
@@ -323,13 +344,13 @@ impl Store {
                     .create_commit(batch, empty.encode().into())
                     .await?
                 {
-                    log::Created::Created => empty,
-                    log::Created::Taken => {
+                    log::Create::Ours => empty,
+                    log::Create::Taken => {
                         self.objects.read_commit(batch).await?.ok_or_else(|| {
                             Error::Storage(format!("commit object {batch} was taken and is gone"))
                         })?
                     }
-                    log::Created::Unanswered(e) => return Err(Error::Storage(e)),
+                    log::Create::Unanswered(e) => return Err(Error::Storage(e)),
                 }
             }
         };
@@ -337,7 +358,11 @@ impl Store {
             target: "moraine::store",
             "moraine: the commit of unknown outcome to {} {} (batch {batch})",
             self.url,
-            if found.id == pending.id { "landed" } else { "did not land" }
+            if found.id == pending.id {
+                "landed"
+            } else {
+                "did not land"
+            }
         );
         Ok(())
     }

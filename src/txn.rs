@@ -410,7 +410,7 @@ impl Transaction {
         }
         self.store.bounded(
             "reading rows",
-            image.rows(self.store.backend(), def, kind, need_history),
+            image.rows(&self.store.backend(), def, kind, need_history),
         )
     }
 

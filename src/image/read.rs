@@ -55,21 +55,26 @@ impl Image {
             Place::Image => Err(Error::InvalidInput(
                 "image/ records are not read through an image".into(),
             )),
-            Place::History(_) => match &self.history {
-                History::Snapshot(_) => Ok(self
-                    .history
-                    .snapshot()
-                    .expect("a snapshot")
-                    .get(key)
-                    .await?),
-                History::Latest(tail) => {
-                    let v = match tail.get(key) {
-                        Some(v) => v.clone(),
-                        None => backend.get(key).await?,
-                    };
-                    Ok(v.filter(|v| self.ended_by_head(key, v)))
+            Place::History(_) => {
+                if let Some(snap) = self.history.snapshot() {
+                    match snap.get(key).await {
+                        Ok(v) => return Ok(v),
+                        // the snapshot's writer was fenced since (another attach took the
+                        // folder role): read the state the store has now
+                        Err(e) if handle_closed(&e) => {}
+                        Err(e) => return Err(e.into()),
+                    }
                 }
-            },
+                let v = match &self.history {
+                    History::Latest(tail) => tail.get(key).cloned(),
+                    History::Snapshot(_) => None,
+                };
+                let v = match v {
+                    Some(v) => v,
+                    None => backend.get(key).await?,
+                };
+                Ok(v.filter(|v| self.ended_by_head(key, v)))
+            }
         }
     }
 
@@ -81,36 +86,42 @@ impl Image {
         prefix: &[u8],
     ) -> Result<Vec<(Bytes, Bytes)>> {
         if is_history_prefix(prefix)? {
-            let records = match self.history.snapshot() {
-                Some(s) => {
+            if let Some(s) = self.history.snapshot() {
+                let read = async {
                     if !self.history_held(&s).await?.may_hold(prefix) {
                         return Ok(Vec::new());
                     }
-                    scan_snapshot(&s, prefix).await?
+                    scan_snapshot(&s, prefix).await
+                };
+                match read.await {
+                    Ok(records) => return Ok(records),
+                    // (as in `get`: the state the store has now)
+                    Err(Error::Fenced(_)) => {}
+                    Err(e) => return Err(e),
                 }
-                None => backend.scan(prefix).await?,
+            }
+            let records = backend.scan(prefix).await?;
+            let no_tail = super::history::Tail::new();
+            let tail = match &self.history {
+                History::Latest(tail) => tail,
+                History::Snapshot(_) => &no_tail,
             };
-            return Ok(match &self.history {
-                History::Snapshot(_) => records,
-                History::Latest(tail) => {
-                    let mut merged: std::collections::BTreeMap<Bytes, Bytes> =
-                        records.into_iter().collect();
-                    let under = tail
-                        .range(prefix.to_vec()..)
-                        .take_while(|(k, _)| k.starts_with(prefix));
-                    for (k, v) in under {
-                        let k = Bytes::copy_from_slice(k);
-                        match v {
-                            Some(v) => merged.insert(k, v.clone()),
-                            None => merged.remove(&k),
-                        };
-                    }
-                    merged
-                        .into_iter()
-                        .filter(|(k, v)| self.ended_by_head(k, v))
-                        .collect()
-                }
-            });
+            let mut merged: std::collections::BTreeMap<Bytes, Bytes> =
+                records.into_iter().collect();
+            let under = tail
+                .range(prefix.to_vec()..)
+                .take_while(|(k, _)| k.starts_with(prefix));
+            for (k, v) in under {
+                let k = Bytes::copy_from_slice(k);
+                match v {
+                    Some(v) => merged.insert(k, v.clone()),
+                    None => merged.remove(&k),
+                };
+            }
+            return Ok(merged
+                .into_iter()
+                .filter(|(k, v)| self.ended_by_head(k, v))
+                .collect());
         }
         self.scan_live(prefix)
     }
@@ -155,6 +166,11 @@ impl Image {
         }
         Ok(out)
     }
+}
+
+/// Whether a SlateDB error says the handle a snapshot was taken from is closed (fenced).
+fn handle_closed(e: &slatedb::Error) -> bool {
+    matches!(e.kind(), slatedb::ErrorKind::Closed(_))
 }
 
 pub(super) async fn scan_snapshot(snap: &DbSnapshot, prefix: &[u8]) -> Result<Vec<(Bytes, Bytes)>> {

@@ -827,7 +827,7 @@ fn an_attach_serves_the_planning_tables_in_the_background_as_a_cold_read_would()
     for name in planned {
         let def = &catalog.tables[&(M.to_string(), name.to_string())];
         let kind = crate::catalog::kind_of(def).unwrap();
-        let rows = block_on(cold.rows(store.backend(), def, &kind, false)).unwrap();
+        let rows = block_on(cold.rows(&store.backend(), def, &kind, false)).unwrap();
         assert!(!rows.is_empty(), "{name}");
         assert_eq!(**rows, **served[name], "{name}");
         let m = store.begin().rows(M, name, false).unwrap();

@@ -62,7 +62,7 @@ impl Store {
 
     /// What writes this writer's checkpoints; `None` on a reader.
     pub(super) fn checkpointer(&self) -> Option<Checkpointer> {
-        match &self.backend {
+        match &*self.backend() {
             Backend::Writer(db, _) => Some(Checkpointer {
                 db: db.clone(),
                 object_store: self.objects.store.clone(),

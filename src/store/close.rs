@@ -31,8 +31,8 @@ impl Store {
         let _enter = span.enter();
         let broken = self.broken.load(Ordering::SeqCst);
         let closing = async {
-            let Backend::Writer(db, _) = &self.backend else {
-                return self.backend.close().await;
+            let Backend::Writer(db, _) = &*self.backend() else {
+                return self.backend().close().await;
             };
             if let Some(collector) = self
                 .collector
@@ -120,7 +120,7 @@ impl Store {
                     })
                     .is_ok();
             self.compactor.stop().await;
-            match self.backend.close().await {
+            match self.backend().close().await {
                 // the marker's failure closed SlateDB with its reason (fenced, most likely);
                 // every commit this writer acknowledged was durable already
                 Err(e) if unmarked => {

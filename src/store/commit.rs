@@ -31,20 +31,31 @@ impl Store {
             bytes = tracing::field::Empty
         );
         let _enter = span.enter();
-        let db = match &self.backend {
-            Backend::Writer(db, _) => db,
-            Backend::Reader(_) => {
-                return Err(Error::ReadOnly(format!(
-                    "cannot commit changes to {}",
-                    self.url
-                )))
-            }
-        };
+        if self.read_only {
+            return Err(Error::ReadOnly(format!(
+                "cannot commit changes to {}",
+                self.url
+            )));
+        }
         let _commit = self.commit_lock.lock().unwrap_or_else(|p| p.into_inner());
         self.settle_locked()?;
-        // the store's own head, not the image: a commit that landed but never installed its
-        // image (a panic between the two) must still be seen
-        let head_now = self.bounded("reading the head", self.read_head())?;
+        if matches!(self.close_reason(), Some(slatedb::CloseReason::Fenced)) {
+            // another attach took the folder role: this one commits without it
+            self.demote_locked()?;
+        }
+        let backend = self.backend();
+        let folder = match &*backend {
+            Backend::Writer(db, _) => Some(db),
+            Backend::Reader(_) => None,
+        };
+        // The folder's own head is SlateDB's (a commit that landed but never installed its
+        // image, a panic between the two, must still be seen); any other writer's, its image,
+        // unless the folded state is already past it. The commit object decides the rest.
+        let folded = self.bounded("reading the head", self.read_head())?;
+        let head_now = match (folder, self.current_image()) {
+            (None, Some(image)) if image.head().batch_count >= folded.batch_count => image.head(),
+            _ => folded,
+        };
         if head_now != base.head() {
             if self.current_image().is_some_and(|i| i.head() != head_now) {
                 // the installed image is not the store's head either: the next pin rereads
@@ -77,33 +88,59 @@ impl Store {
             .instrument(tracing::debug_span!(target: "moraine::store", "moraine.create")),
         );
         match created {
-            Ok(Ok(log::Created::Created)) => {}
-            Ok(Ok(log::Created::Taken)) => {
-                // another process committed this batch first: fold what it wrote, and let
-                // DuckLake retry on the new head
-                let folded = self.bounded("folding the commits after the head", self.fold_tail(db));
-                if let Err(e) = folded {
-                    tracing::warn!(
-                        target: "moraine::store",
-                        "moraine: folding the lake's tail failed: {e}"
-                    );
+            Ok(Ok(log::Create::Ours)) => {}
+            Ok(Ok(log::Create::Taken)) => {
+                // another process committed this batch first: read (the folder: fold) what it
+                // wrote at the next pin, and let DuckLake retry on the new head
+                if let Some(db) = folder {
+                    let folded =
+                        self.bounded("folding the commits after the head", self.fold_tail(db));
+                    if let Err(e) = folded {
+                        tracing::warn!(
+                            target: "moraine::store",
+                            "moraine: folding the lake's tail failed: {e}"
+                        );
+                    }
+                    self.install_image(None);
                 }
-                self.install_image(None);
+                *self.tail_checked.lock().unwrap_or_else(|p| p.into_inner()) = None;
                 return Err(Error::Conflict(format!(
                     "write conflict: another process committed batch {} first; retry",
                     head.batch_count
                 )));
             }
-            Ok(Ok(log::Created::Unanswered(_))) => unreachable!("answered"),
+            Ok(Ok(log::Create::Unanswered(_))) => unreachable!("answered"),
             Ok(Err(e)) => return Err(e),
             Err(_) => {
-                *self.pending.lock().unwrap_or_else(|p| p.into_inner()) = Some(commit);
+                *self.pending.lock().unwrap_or_else(|p| p.into_inner()) =
+                    Some((commit, base.head()));
                 return Err(self.outcome_unknown(&format!(
                     "its commit object was not created within {} (moraine_io_timeout)",
                     seconds(self.access.io_timeout)
                 )));
             }
         }
+        let Some(db) = folder else {
+            // the commit is durable (its object exists) and the folder folds it; this attach's
+            // image takes it from here
+            match base.advance_unfolded(&commit.writes, commit.head) {
+                Ok(next) => {
+                    self.install_image(Some(Arc::new(next)));
+                    self.take_over_if_unfolded(commit.head, folded);
+                }
+                Err(e) => {
+                    tracing::warn!(
+                        target: "moraine::store",
+                        "moraine: the image could not follow a commit ({e}); rereading"
+                    );
+                    self.install_image(None);
+                }
+            }
+            self.commits.fetch_add(1, Ordering::SeqCst);
+            self.last_commit_micros
+                .store(unix_micros_now(), Ordering::SeqCst);
+            return Ok(out);
+        };
         // The commit is durable: its object exists. Fold it into SlateDB, without waiting for
         // SlateDB's own durability (a process killed before SlateDB's WAL reached the store
         // leaves the object, which the next open folds).
@@ -114,10 +151,14 @@ impl Store {
                     Ok(written) => written,
                     // SlateDB holds the batch and may still apply it: nothing is folded again
                     // until a flush shows it applied (`settle`)
-                    Err(_) => Err(self.outcome_unknown(&format!(
-                        "folding it into SlateDB did not finish within {} (moraine_io_timeout)",
-                        seconds(self.access.io_timeout)
-                    ))),
+                    Err(_) => Err({
+                        self.fold_stuck.store(true, Ordering::SeqCst);
+                        self.outcome_unknown(&format!(
+                            "folding it into SlateDB did not finish within {} \
+                             (moraine_io_timeout)",
+                            seconds(self.access.io_timeout)
+                        ))
+                    }),
                 }
             }
             .instrument(tracing::debug_span!(target: "moraine::store", "moraine.write")),
@@ -130,7 +171,7 @@ impl Store {
             tracing::warn!(
                 target: "moraine::store",
                 "moraine: batch {} is committed, but folding it into SlateDB failed ({e}); \
-                 the next open folds it",
+                 the next statement folds it",
                 head.batch_count
             );
             self.install_image(None);
@@ -201,6 +242,10 @@ impl Store {
         let mut head = self.read_head().await?;
         let mut folded = Vec::new();
         while let Some(commit) = self.objects.read_commit(head.batch_count + 1).await? {
+            if commit.retired {
+                // (a reclaim retires only what SlateDB holds durably)
+                break;
+            }
             write_fold(db, &commit).await?;
             tracing::debug!(
                 target: "moraine::store",

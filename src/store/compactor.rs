@@ -351,7 +351,7 @@ impl Store {
 
     /// Starts a writer's compactor now, if it is not running yet (`compactor.rs`).
     pub(crate) fn start_compactor(&self) {
-        if let Backend::Writer(..) = &self.backend {
+        if let Backend::Writer(..) = &*self.backend() {
             // a fenced writer's compactor would fence the newer writer's
             if self.close_reason().is_none() {
                 self.compactor.start(&self.objects.store, &self.metrics);
@@ -385,7 +385,7 @@ impl Store {
     }
 
     fn set_compactor_pace(&self, pace: Pace) -> Option<tokio::task::JoinHandle<bool>> {
-        match &self.backend {
+        match &*self.backend() {
             Backend::Writer(_, status) if self.close_reason().is_none() => {
                 // asked again before the change starts a compactor: a writer fenced or closed
                 // meanwhile starts none

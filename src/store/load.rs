@@ -15,7 +15,7 @@ async fn read_log(
     from: u64,
 ) -> Result<Vec<(Head, Writes)>> {
     let range = keys::image_log(from)..keys::image_log(i64::MAX as u64);
-    let mut it = match (snap, &store.backend) {
+    let mut it = match (snap, &*store.backend()) {
         (Some(s), _) => s.scan_with_options(range, &bulk_scan()).await?,
         (None, Backend::Reader(r)) => r.scan_with_options(range, &bulk_scan()).await?,
         (None, Backend::Writer(db, _)) => db.scan_with_options(range, &bulk_scan()).await?,
@@ -61,7 +61,7 @@ async fn load_from(store: &Store, previous: Option<&Image>, at_least: Head) -> R
     let unusable = |e: Error| {
         tracing::warn!("moraine: the image checkpoint cannot be used ({e}); reading records");
     };
-    match &store.backend {
+    match &*store.backend() {
         Backend::Writer(db, _) => {
             let snap = store.take_snapshot(db)?;
             let checkpointed = match from_checkpoint(store, Some(&snap))
@@ -112,12 +112,12 @@ pub(crate) async fn image_from_records(
     snap: Option<Arc<DbSnapshot>>,
     previous: Option<&Image>,
 ) -> Result<Image> {
-    let snap = match (snap, &store.backend) {
+    let snap = match (snap, &*store.backend()) {
         (Some(s), _) => Some(s),
         (None, Backend::Writer(db, _)) => Some(store.take_snapshot(db)?),
         (None, Backend::Reader(_)) => None,
     };
-    let it = match (&snap, &store.backend) {
+    let it = match (&snap, &*store.backend()) {
         (Some(s), _) => s.scan_with_options(.., &bulk_scan()).await?,
         (None, Backend::Reader(r)) => r.scan_with_options(.., &bulk_scan()).await?,
         (None, Backend::Writer(..)) => unreachable!("a writer reads through a snapshot"),
@@ -131,7 +131,7 @@ pub(crate) async fn image_from_records(
 async fn from_checkpoint(store: &Store, snap: Option<&Arc<DbSnapshot>>) -> Result<Option<Image>> {
     let pointer = match snap {
         Some(s) => s.get(keys::image_checkpoint()).await?,
-        None => store.backend.get(&keys::image_checkpoint()).await?,
+        None => store.backend().get(&keys::image_checkpoint()).await?,
     };
     let Some(pointer) = pointer else {
         return Ok(None);

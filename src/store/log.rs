@@ -8,11 +8,14 @@ use crate::checkpoint::Commit;
 use bytes::Bytes;
 use object_store::{PutMode, PutOptions, PutPayload};
 
+/// How many of the newest commit objects a reclaim retires rather than deletes.
+pub(super) const KEEP_RETIRED: u64 = 64;
+
 /// What a conditional create of a commit object found.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Created {
+pub(crate) enum Create {
     /// The object is ours: the commit is durable.
-    Created,
+    Ours,
     /// Another commit holds (or is taking) the name: ours was not written.
     Taken,
     /// The store gave no answer that says (a network failure after the object store's own
@@ -23,7 +26,7 @@ pub(crate) enum Created {
 impl Objects {
     /// Create the commit object of batch `batch` holding `object` (an encoded [`Commit`]), only
     /// if absent.
-    pub(super) async fn create_commit(&self, batch: u64, object: Bytes) -> Result<Created> {
+    pub(super) async fn create_commit(&self, batch: u64, object: Bytes) -> Result<Create> {
         let path = object_store::path::Path::from(checkpoint::log_object_path(batch));
         let span = tracing::debug_span!(target: "moraine::store", "moraine.log.create", batch);
         let put = self.store.put_opts(
@@ -32,11 +35,11 @@ impl Objects {
             PutOptions::from(PutMode::Create),
         );
         match put.instrument(span).await {
-            Ok(_) => Ok(Created::Created),
+            Ok(_) => Ok(Create::Ours),
             // S3 answers 412 when the object exists and 409 while another conditional write of
             // it is in flight: either way this one was refused
             Err(object_store::Error::AlreadyExists { .. })
-            | Err(object_store::Error::Precondition { .. }) => Ok(Created::Taken),
+            | Err(object_store::Error::Precondition { .. }) => Ok(Create::Taken),
             // refused before anything was written
             Err(
                 e @ (object_store::Error::PermissionDenied { .. }
@@ -44,31 +47,31 @@ impl Objects {
                 | object_store::Error::NotSupported { .. }
                 | object_store::Error::NotImplemented { .. }),
             ) => Err(Error::Storage(format!("creating {path}: {e}"))),
-            Err(e) => Ok(Created::Unanswered(format!("creating {path}: {e}"))),
+            Err(e) => Ok(Create::Unanswered(format!("creating {path}: {e}"))),
         }
     }
 
     /// [`Objects::create_commit`] until the store answers: an attempt without an answer is
     /// made again (after 50 ms, doubling up to 1 s), and a refusal after such an attempt reads
     /// the object, which may be this commit's own. Runs until answered: the caller bounds it.
-    pub(super) async fn create_commit_until_answered(&self, commit: &Commit) -> Result<Created> {
+    pub(super) async fn create_commit_until_answered(&self, commit: &Commit) -> Result<Create> {
         let batch = commit.head.batch_count;
         let object = Bytes::from(commit.encode());
         let mut unanswered = false;
         let mut wait = Duration::from_millis(50);
         loop {
             match self.create_commit(batch, object.clone()).await? {
-                Created::Created => return Ok(Created::Created),
-                Created::Taken if !unanswered => return Ok(Created::Taken),
-                Created::Taken => match self.read_commit(batch).await {
-                    Ok(Some(found)) if found.id == commit.id => return Ok(Created::Created),
-                    Ok(_) => return Ok(Created::Taken),
+                Create::Ours => return Ok(Create::Ours),
+                Create::Taken if !unanswered => return Ok(Create::Taken),
+                Create::Taken => match self.read_commit(batch).await {
+                    Ok(Some(found)) if found.id == commit.id => return Ok(Create::Ours),
+                    Ok(_) => return Ok(Create::Taken),
                     Err(e) => tracing::debug!(
                         target: "moraine::store",
                         "moraine: reading commit object {batch} failed ({e}); trying again"
                     ),
                 },
-                Created::Unanswered(e) => {
+                Create::Unanswered(e) => {
                     unanswered = true;
                     tracing::debug!(
                         target: "moraine::store",
@@ -97,6 +100,53 @@ impl Objects {
         .await
         .map_err(|e| Error::Storage(format!("reading {path}: {e}")))?;
         got.map(|bytes| Commit::decode(&bytes, batch)).transpose()
+    }
+
+    /// Retire the commit objects of batches up to `batch`, which SlateDB holds durably: the
+    /// newest [`KEEP_RETIRED`] are rewritten without their writes (their names stay taken, so
+    /// a writer whose view of the lake is a moment old cannot create one again), the others
+    /// are deleted. How many objects held writes before.
+    pub(super) async fn retire_commits_upto(&self, batch: u64) -> Result<u64> {
+        let keep_from = batch.saturating_sub(KEEP_RETIRED) + 1;
+        let dir = object_store::path::Path::from(checkpoint::LOG_DIR);
+        let listed = self
+            .store
+            .list_with_delimiter(Some(&dir))
+            .await
+            .map_err(|e| Error::Storage(format!("listing {dir}: {e}")))?;
+        let mut retired = 0;
+        for object in listed.objects {
+            let Some(b) = checkpoint::batch_of_log_object(object.location.as_ref()) else {
+                continue;
+            };
+            if b > batch {
+                continue;
+            }
+            if b < keep_from {
+                self.store
+                    .delete(&object.location)
+                    .await
+                    .map_err(|e| Error::Storage(format!("deleting {}: {e}", object.location)))?;
+                retired += 1;
+                continue;
+            }
+            match self.read_commit(b).await? {
+                Some(commit) if !commit.retired => {
+                    self.store
+                        .put(
+                            &object.location,
+                            PutPayload::from(commit.retired().encode()),
+                        )
+                        .await
+                        .map_err(|e| {
+                            Error::Storage(format!("retiring {}: {e}", object.location))
+                        })?;
+                    retired += 1;
+                }
+                _ => {}
+            }
+        }
+        Ok(retired)
     }
 
     /// Delete the commit objects of batches up to `batch`; how many went. A failed delete is
@@ -161,12 +211,12 @@ mod tests {
             let (ra, rb) = (ra.unwrap(), rb.unwrap());
             assert_ne!(ra, rb, "batch {batch}: {ra:?} and {rb:?}");
             let stored = block_on(objects.read_commit(batch)).unwrap().unwrap();
-            let winner = if ra == Created::Created { &a } else { &b };
+            let winner = if ra == Create::Ours { &a } else { &b };
             assert_eq!(&stored, winner);
             // a later create of a taken batch is refused too, and changes nothing
             assert_eq!(
                 block_on(objects.create_commit(batch, commit(batch, "c").encode().into())).unwrap(),
-                Created::Taken
+                Create::Taken
             );
             assert_eq!(
                 block_on(objects.read_commit(batch)).unwrap().unwrap(),
@@ -194,6 +244,45 @@ mod tests {
             store: fs.clone(),
             local: Some(fs),
         });
+    }
+
+    #[test]
+    fn retired_commit_objects_keep_their_names_and_lose_their_writes() {
+        let objects = objects(Arc::new(object_store::memory::InMemory::new()));
+        let total = KEEP_RETIRED + 10;
+        for batch in 1..=total {
+            let c = commit(batch, "withdrawn-value");
+            assert_eq!(
+                block_on(objects.create_commit(batch, c.encode().into())).unwrap(),
+                Create::Ours
+            );
+        }
+        assert_eq!(
+            block_on(objects.retire_commits_upto(total - 1)).unwrap(),
+            total - 1
+        );
+        for batch in 1..=10 - 1 {
+            assert_eq!(
+                block_on(objects.read_commit(batch)).unwrap(),
+                None,
+                "deleted"
+            );
+        }
+        for batch in 10..total {
+            let got = block_on(objects.read_commit(batch)).unwrap().unwrap();
+            assert!(got.retired && got.writes.is_empty(), "batch {batch}");
+            let again = commit(batch, "again").encode().into();
+            assert_eq!(
+                block_on(objects.create_commit(batch, again)).unwrap(),
+                Create::Taken
+            );
+        }
+        assert!(
+            !block_on(objects.read_commit(total))
+                .unwrap()
+                .unwrap()
+                .retired
+        );
     }
 
     #[test]

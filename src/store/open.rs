@@ -274,13 +274,14 @@ impl Store {
             prefetched.abort();
             crate::sst_cache::shared().drop_scope(cache_scope)
         })?;
-        let store = Arc::new(Store {
+        let store = Arc::new_cyclic(|me| Store {
+            me: me.clone(),
             url: url.to_string(),
             canonical: canonical.to_string(),
             read_only,
             closed: std::sync::atomic::AtomicBool::new(false),
             row_locks: Default::default(),
-            backend,
+            handle: std::sync::RwLock::new(Arc::new(backend)),
             objects,
             boundary_files,
             checkpointed: Arc::new(std::sync::atomic::AtomicU64::new(u64::MAX)),
@@ -300,6 +301,7 @@ impl Store {
             access,
             broken: Default::default(),
             pending: Default::default(),
+            fold_stuck: Default::default(),
             tail_checked: Default::default(),
             fenced: Default::default(),
             metrics,
@@ -308,11 +310,11 @@ impl Store {
             #[cfg(test)]
             head_reads: Default::default(),
         });
-        if let Backend::Writer(db, _) = &store.backend {
+        if let Backend::Writer(db, _) = &*store.backend() {
             // commits whose objects a writer killed before SlateDB took them left behind
             let folded = store.bounded("folding the commits after the head", store.fold_tail(db));
             if let Err(e) = folded {
-                let _ = block_on(store.backend.close());
+                let _ = block_on(store.backend().close());
                 return Err(e);
             }
             *store.collector.lock().unwrap_or_else(|p| p.into_inner()) =
@@ -340,20 +342,14 @@ async fn open_backend(
     reader_poll: Duration,
 ) -> Result<Backend> {
     if read_only {
-        let reader = DbReader::builder("", object_store)
-            .with_reader_mode(DbReaderMode::FollowLatest)
-            .with_options(reader_options(reader_poll))
-            .with_db_cache(crate::sst_cache::shared(), cache_scope)
-            .with_metrics_recorder(metrics)
-            .build()
-            .await
-            .map_err(|e| match e.kind() {
-                slatedb::ErrorKind::Invalid | slatedb::ErrorKind::Data => {
-                    not_a_store(location.clone(), format!("SlateDB cannot open it ({e})"))
-                }
-                _ => Error::from(e),
-            })?;
-        let backend = Backend::Reader(Box::new(reader));
+        let backend = open_reader(
+            object_store,
+            location.clone(),
+            cache_scope,
+            metrics,
+            reader_poll,
+        )
+        .await?;
         let checked = match backend.get(&keys::sys_format()).await? {
             Some(v) => check_format(&location, &backend, &v).await,
             None => Err(not_a_store(
@@ -367,12 +363,7 @@ async fn open_backend(
         }
         return Ok(backend);
     }
-    let db = Db::builder("", object_store)
-        .with_settings(writer_settings())
-        .with_db_cache(crate::sst_cache::shared(), cache_scope)
-        .with_metrics_recorder(metrics)
-        .build()
-        .await?;
+    let db = open_writer(object_store, cache_scope, metrics).await?;
     match db.get(keys::sys_format()).await? {
         Some(v) => {
             let backend = Backend::writer(db);
@@ -406,4 +397,43 @@ async fn open_backend(
         }
     }
     Ok(Backend::writer(db))
+}
+
+/// A reader of the lake's SlateDB database, following its latest state.
+pub(super) async fn open_reader(
+    object_store: Arc<dyn ObjectStore>,
+    location: String,
+    cache_scope: u64,
+    metrics: Arc<slatedb_common::metrics::DefaultMetricsRecorder>,
+    reader_poll: Duration,
+) -> Result<Backend> {
+    let reader = DbReader::builder("", object_store)
+        .with_reader_mode(DbReaderMode::FollowLatest)
+        .with_options(reader_options(reader_poll))
+        .with_db_cache(crate::sst_cache::shared(), cache_scope)
+        .with_metrics_recorder(metrics)
+        .build()
+        .await
+        .map_err(|e| match e.kind() {
+            slatedb::ErrorKind::Invalid | slatedb::ErrorKind::Data => {
+                not_a_store(location.clone(), format!("SlateDB cannot open it ({e})"))
+            }
+            _ => Error::from(e),
+        })?;
+    Ok(Backend::Reader(Box::new(reader)))
+}
+
+/// SlateDB's writer of the lake's database: opening it fences the one before (RFC 0004 v3: the
+/// folder role moves).
+pub(super) async fn open_writer(
+    object_store: Arc<dyn ObjectStore>,
+    cache_scope: u64,
+    metrics: Arc<slatedb_common::metrics::DefaultMetricsRecorder>,
+) -> Result<Db> {
+    Ok(Db::builder("", object_store)
+        .with_settings(writer_settings())
+        .with_db_cache(crate::sst_cache::shared(), cache_scope)
+        .with_metrics_recorder(metrics)
+        .build()
+        .await?)
 }

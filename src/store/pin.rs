@@ -48,24 +48,31 @@ impl Store {
         let span = tracing::trace_span!(target: "moraine::store", "moraine.pin", store = %self.url);
         let _enter = span.enter();
         self.settle()?;
-        if let Backend::Writer(..) = &self.backend {
-            // Only this process writes the lake while its writer is open, and each of its
-            // commits installs its image under the commit lock: the image is the head, and
-            // pinning it reads nothing. A fenced or closed writer fails here, as every read of
-            // it did before the image.
-            if let Some(reason) = self.close_reason() {
-                return Err(Error::from(slatedb::Error::closed(
-                    "the lake's writer is closed".into(),
-                    reason,
-                )));
-            }
-            if !self.image_unsure.load(Ordering::SeqCst) {
-                if let Some(image) = self.current_image() {
-                    if !self.tail_due() {
-                        return Ok(image);
-                    }
-                    return self.fold_into_image();
+        if let Backend::Writer(..) = &*self.backend() {
+            // The folder's commits install their images under the commit lock, and it folds
+            // other processes' commits once per poll interval: between those, pinning reads
+            // nothing. A folder another attach fenced goes on without the role; a closed one
+            // fails here.
+            match self.close_reason() {
+                Some(slatedb::CloseReason::Fenced) if !self.read_only => {
+                    let _commit = self.commit_lock.lock().unwrap_or_else(|p| p.into_inner());
+                    self.demote_locked()?;
                 }
+                Some(reason) => {
+                    return Err(Error::from(slatedb::Error::closed(
+                        "the lake's writer is closed".into(),
+                        reason,
+                    )))
+                }
+                None if !self.image_unsure.load(Ordering::SeqCst) => {
+                    if let Some(image) = self.current_image() {
+                        if !self.tail_due() {
+                            return Ok(image);
+                        }
+                        return self.fold_into_image();
+                    }
+                }
+                None => {}
             }
         }
         let now = self.bounded("reading the head", self.read_head())?;
@@ -83,9 +90,16 @@ impl Store {
         // SlateDB's memtable, which a read would see: settle it first
         self.settle_locked()?;
         // a writer folds the commits other processes made before it reads its head
-        if let Backend::Writer(db, _) = &self.backend {
+        if let Backend::Writer(db, _) = &*self.backend() {
             let started = std::time::Instant::now();
-            self.bounded("folding the commits after the head", self.fold_tail(db))?;
+            if let Err(e) = block_on(within(
+                self.tail_timeout(),
+                &self.url,
+                "folding the commits after the head",
+                self.fold_tail(db),
+            )) {
+                self.tail_unread(&e);
+            }
             *self.tail_checked.lock().unwrap_or_else(|p| p.into_inner()) = Some(started);
         }
         // Under the commit lock no commit of this process is in flight, so the head read now is
@@ -102,11 +116,9 @@ impl Store {
             if !self.tail_due() {
                 return Ok(image.clone());
             }
-            let image = self.bounded(
-                "reading the lake's tail",
-                self.read_tail(image.clone(), now),
-            )?;
+            let image = self.read_tail_or_keep(image.clone(), now);
             self.install_image(Some(image.clone()));
+            self.take_over_if_unfolded(image.head(), now);
             return Ok(image);
         }
         let _refresh = tracing::debug_span!(
@@ -121,7 +133,7 @@ impl Store {
             "reading the image",
             load::load_image(self, previous.as_deref(), now),
         )?);
-        if let (Some(batch), Backend::Writer(..)) = (image.checkpoint_batch(), &self.backend) {
+        if let (Some(batch), Backend::Writer(..)) = (image.checkpoint_batch(), &*self.backend()) {
             // the newest checkpoint is known: the next one is due 64 commits after it
             let _ = self
                 .checkpointed
@@ -135,13 +147,14 @@ impl Store {
             records = image.footprint().0,
             "moraine: image read from the store"
         );
-        let image = if let Backend::Reader(_) = &self.backend {
-            self.bounded("reading the lake's tail", self.read_tail(image, now))?
+        let image = if let Backend::Reader(_) = &*self.backend() {
+            self.read_tail_or_keep(image, now)
         } else {
             image
         };
         self.install_image(Some(image.clone()));
         self.image_unsure.store(false, Ordering::SeqCst);
+        self.take_over_if_unfolded(image.head(), now);
         // an attach's image, or one read again from scratch (a dropped image is read like an
         // attach's): its first transactions will read the planning tables
         if previous.is_none() {
@@ -159,15 +172,46 @@ impl Store {
         checked.is_none_or(|at| at.elapsed() >= self.access.reader_poll)
     }
 
+    /// A read-write attach whose image (at `head`) is far past the folded state `folded` takes the folder
+    /// role (nobody folds); one that cannot goes on without it. The caller holds the commit
+    /// lock.
+    pub(super) fn take_over_if_unfolded(&self, head: Head, folded: Head) {
+        let behind = head.batch_count.saturating_sub(folded.batch_count);
+        if self.read_only || self.is_folder() || behind <= role::TAKE_OVER_AFTER {
+            return;
+        }
+        tracing::debug!(
+            target: "moraine::store",
+            behind,
+            "moraine: nobody folds the lake's tail; taking the folder role"
+        );
+        if let Err(e) = self.promote_locked() {
+            tracing::warn!(
+                target: "moraine::store",
+                "moraine: taking the folder role of {} failed ({e}); committing without it",
+                self.url
+            );
+        }
+    }
+
     /// A writer's pin when the tail is due: the commits other processes made since its image
     /// folded into SlateDB, and its image advanced by them.
     fn fold_into_image(&self) -> Result<Arc<Image>> {
-        let Backend::Writer(db, _) = &self.backend else {
+        let Backend::Writer(db, _) = &*self.backend() else {
             unreachable!("a writer's pin")
         };
         let _commit = self.commit_lock.lock().unwrap_or_else(|p| p.into_inner());
         let started = std::time::Instant::now();
-        let folded = self.bounded("folding the commits after the head", self.fold_tail(db))?;
+        let folded = block_on(within(
+            self.tail_timeout(),
+            &self.url,
+            "folding the commits after the head",
+            self.fold_tail(db),
+        ))
+        .unwrap_or_else(|e| {
+            self.tail_unread(&e);
+            Vec::new()
+        });
         *self.tail_checked.lock().unwrap_or_else(|p| p.into_inner()) = Some(started);
         let image = self.current_image();
         match image {
@@ -191,6 +235,38 @@ impl Store {
         self.pin_image()
     }
 
+    /// How long a pin waits for the lake's tail: a store that does not answer that soon leaves
+    /// the attach reading what it has (as a reader whose poll fails does), and the next pin
+    /// after the poll interval tries again.
+    fn tail_timeout(&self) -> Duration {
+        self.access.io_timeout.min(Duration::from_secs(2))
+    }
+
+    fn tail_unread(&self, e: &Error) {
+        tracing::warn!(
+            target: "moraine::store",
+            "moraine: reading the commits after the head of {} failed ({e}); reading what this \
+             attach has",
+            self.url
+        );
+        *self.tail_checked.lock().unwrap_or_else(|p| p.into_inner()) =
+            Some(std::time::Instant::now());
+    }
+
+    /// [`Store::read_tail`] within [`Store::tail_timeout`], else `image` as it is.
+    fn read_tail_or_keep(&self, image: Arc<Image>, folded: Head) -> Arc<Image> {
+        let read = block_on(within(
+            self.tail_timeout(),
+            &self.url,
+            "reading the commits after the head",
+            self.read_tail(image.clone(), folded),
+        ));
+        read.unwrap_or_else(|e| {
+            self.tail_unread(&e);
+            image
+        })
+    }
+
     /// `image`, which holds at least the folded head `folded`, advanced by every commit
     /// object after it (RFC 0004 v3): one read when nothing was committed since. An image
     /// whose commits the folded state now holds reads its history from that state alone.
@@ -205,6 +281,11 @@ impl Store {
             .read_commit(image.head().batch_count + 1)
             .await?
         {
+            if commit.retired {
+                // a reclaim retired it: its writes are in SlateDB, which this attach's reader
+                // reaches at its next poll
+                break;
+            }
             tracing::debug!(
                 target: "moraine::store",
                 batch = commit.head.batch_count,

@@ -315,7 +315,12 @@ impl Store {
     pub fn reclaim_for(&self, caller: Caller) -> Result<Reclaimed> {
         let span = tracing::info_span!("moraine.reclaim", store = %self.url, ?caller);
         let _enter = span.enter();
-        let Backend::Writer(db, _) = &self.backend else {
+        if !self.read_only && !self.is_folder() {
+            // a reclaim runs in the folder (RFC 0004 v3): a plain writer takes the role
+            let _commit = self.commit_lock.lock().unwrap_or_else(|p| p.into_inner());
+            self.promote_locked()?;
+        }
+        let Backend::Writer(db, _) = &*self.backend() else {
             return Err(Error::ReadOnly(format!(
                 "moraine_reclaim needs the lake's writer, and {} is attached READ_ONLY here; run \
                  it where the lake is attached read-write",
@@ -389,10 +394,10 @@ impl Store {
         // 2. the commit log up to the head (later commits' records stay), in batches
         let step = tracing::debug_span!("moraine.reclaim.log").entered();
         // (the checkpoint of step 1 made every fold up to the head durable: the commit objects
-        // up to it serve nobody either)
+        // up to it serve nobody either, and are retired)
         let log_records = self.bounded("deleting the commit log", async {
             let records = delete_log_upto(db, head.batch_count).await?;
-            self.objects.delete_commits_upto(head.batch_count).await?;
+            self.objects.retire_commits_upto(head.batch_count).await?;
             Ok(records)
         })?;
         drop(step);

@@ -10,7 +10,7 @@ impl Store {
     /// other than the default one names its keyspaces `lake/<schema>/<keyspace>`.
     /// An operator's view of the store; reads everything, so not for hot paths.
     pub fn keyspace_counts(self: &Arc<Self>) -> Result<Vec<(String, String, u64)>> {
-        let entries = self.bounded("reading every record", self.backend.scan(&[]))?;
+        let entries = self.bounded("reading every record", self.backend().scan(&[]))?;
         let mut counts: Vec<(String, String, u64)> = Vec::new();
         for (key, _) in entries {
             let segments = keys::decode_key(&key)?;
@@ -41,7 +41,7 @@ impl Store {
             Ok(()) => self.head(),
             Err(e) => Err(e),
         };
-        let manifest = match &self.backend {
+        let manifest = match &*self.backend() {
             Backend::Writer(db, _) => db.manifest(),
             Backend::Reader(reader) => reader.manifest(),
         };
@@ -62,6 +62,7 @@ impl Store {
         Ok(crate::status::Status {
             url: self.url.clone(),
             mode: if self.read_only { "reader" } else { "writer" },
+            folder: self.is_folder(),
             state,
             head_batch: head.as_ref().ok().map(|h| h.batch_count),
             head_snapshot: head.as_ref().ok().and_then(|h| h.snapshot_id),

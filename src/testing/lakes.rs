@@ -35,7 +35,7 @@ pub(crate) fn commit_table_result(
 
 /// What the store itself holds under `prefix` (history included), read past the image.
 pub(crate) fn raw(store: &Arc<Store>, prefix: &[u8]) -> Vec<(Vec<u8>, Vec<u8>)> {
-    block_on(store.backend.scan(prefix))
+    block_on(store.backend().scan(prefix))
         .unwrap()
         .into_iter()
         .map(|(k, v)| (k.to_vec(), v.to_vec()))

@@ -356,7 +356,7 @@ pub(crate) async fn translate(
     let mut heads = Heads::plan(image, ops)?;
     let committed = crate::image::ImageAt {
         image,
-        backend: store.backend(),
+        backend: &store.backend(),
     };
     let mut ws = WriteSet::new(&committed);
     let mut walk = Walk {

@@ -1,0 +1,118 @@
+//! The folder role (RFC 0004 v3): the one attach that holds SlateDB's writer, folds the commit
+//! objects every process creates into it, and runs the store's maintenance (checkpoints,
+//! compaction, collection, reclaim). Any read-write attach commits without it. A read-write
+//! attach takes the role when it opens, and again when the tail nobody folded grows long; one
+//! whose role another attach took (SlateDB fenced its writer) goes on with a reader.
+
+use super::*;
+
+/// A read-write attach whose image is this many commits past the folded state takes the folder
+/// role: nobody folds (the folder detached or died).
+pub(super) const TAKE_OVER_AFTER: u64 = 64;
+
+impl Store {
+    /// Whether this attach holds the folder role.
+    pub fn is_folder(&self) -> bool {
+        matches!(&*self.backend(), Backend::Writer(..))
+    }
+
+    /// This attach's writer was fenced (another attach took the folder role): stop the folder's
+    /// work and go on with a reader of the lake. The caller holds the commit lock. Open
+    /// transactions keep their images; the next pin reads the lake afresh.
+    pub(super) fn demote_locked(&self) -> Result<()> {
+        let backend = self.backend();
+        let Backend::Writer(db, _) = &*backend else {
+            return Ok(());
+        };
+        let span =
+            tracing::debug_span!(target: "moraine::store", "moraine.demote", store = %self.url);
+        let _enter = span.enter();
+        if let Some(collector) = self
+            .collector
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
+        {
+            collector.abort();
+        }
+        if let Some(running) = self
+            .checkpointing
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
+        {
+            running.abort();
+        }
+        block_on(self.compactor.stop());
+        let reader = self.bounded(
+            "opening a reader of the lake",
+            open::open_reader(
+                self.objects.store.clone(),
+                self.url.clone(),
+                self.cache_scope,
+                self.metrics.clone(),
+                self.access.reader_poll,
+            ),
+        )?;
+        *self.handle.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(reader);
+        // (a fenced writer's close fails: nothing of it is needed)
+        let _ = block_on(within(
+            self.access.io_timeout,
+            &self.url,
+            "closing",
+            async {
+                db.close_with_options(slatedb::config::CloseOptions { flush_type: None })
+                    .await
+                    .map_err(Error::from)
+            },
+        ));
+        self.fenced.store(false, Ordering::SeqCst);
+        self.install_image(None);
+        self.image_unsure.store(false, Ordering::SeqCst);
+        *self.tail_checked.lock().unwrap_or_else(|p| p.into_inner()) = None;
+        tracing::info!(
+            target: "moraine::store",
+            "moraine: another attach of {} took the folder role; this one goes on without it",
+            self.url
+        );
+        Ok(())
+    }
+
+    /// Take the folder role: open SlateDB's writer (fencing the attach that held it, if any)
+    /// and fold the tail. The caller holds the commit lock; a read-only attach never takes it.
+    pub(super) fn promote_locked(&self) -> Result<()> {
+        if self.read_only || self.is_folder() {
+            return Ok(());
+        }
+        let span =
+            tracing::debug_span!(target: "moraine::store", "moraine.promote", store = %self.url);
+        let _enter = span.enter();
+        let db = self.bounded(
+            "opening the lake's writer",
+            open::open_writer(
+                self.objects.store.clone(),
+                self.cache_scope,
+                self.metrics.clone(),
+            ),
+        )?;
+        let old = std::mem::replace(
+            &mut *self.handle.write().unwrap_or_else(|p| p.into_inner()),
+            Arc::new(Backend::writer(db.clone())),
+        );
+        let _ = block_on(old.close());
+        self.bounded("folding the commits after the head", self.fold_tail(&db))?;
+        // (the installed image stays: it reads ended versions through whichever handle the
+        // store has, with the commits it took from the tail beside it)
+        *self.tail_checked.lock().unwrap_or_else(|p| p.into_inner()) = None;
+        if let Some(me) = self.me.upgrade() {
+            *self.collector.lock().unwrap_or_else(|p| p.into_inner()) = Some(start_collector(&me));
+            self.compactor.start_later(&me);
+        }
+        tracing::info!(
+            target: "moraine::store",
+            "moraine: this attach of {} took the folder role",
+            self.url
+        );
+        Ok(())
+    }
+}

@@ -1,0 +1,148 @@
+//! Several writers of one lake (RFC 0004 v3): each commit is decided by its commit object, the
+//! loser of a race gets DuckLake's retryable conflict, a fenced folder goes on without the role,
+//! and an attach takes the role when nobody folds.
+
+use super::*;
+use crate::cell::Cell::Text;
+use crate::testing::lakes::*;
+use crate::testing::*;
+
+/// A second writer on the same directory, as another process would open it.
+fn second_writer(dir: &std::path::Path) -> Arc<Store> {
+    let fs = object_store::local::LocalFileSystem::new_with_prefix(dir).unwrap();
+    Store::open_on(Arc::new(fs), false, "local://second").unwrap()
+}
+
+/// Snapshot `id` creating table `table_id` in `t`, staged, not committed.
+fn stage_table(t: &mut crate::txn::Transaction, id: i64, table_id: i64, name: &str) {
+    t.stage_insert(M, "ducklake_snapshot", vec![snap(id)])
+        .unwrap();
+    t.stage_insert(
+        M,
+        "ducklake_snapshot_changes",
+        vec![changes(id, "created_table")],
+    )
+    .unwrap();
+    t.stage_insert(
+        M,
+        "ducklake_table",
+        vec![table_row(table_id, id, None, name)],
+    )
+    .unwrap();
+}
+
+#[test]
+fn two_writers_commit_in_turn_and_the_loser_of_a_race_gets_a_conflict() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = dir.path().display().to_string();
+    let a = new_lake(&url);
+    let b = second_writer(dir.path());
+    assert!(b.is_folder());
+    // each commits in turn, seeing the other's commits
+    // (a pin reads the tail once per poll interval: a writer may begin a poll interval behind,
+    // and its commit then conflicts and is retried, as the race below shows)
+    commit_table(&a, 1, 1, "a1");
+    std::thread::sleep(DEFAULT_READER_POLL);
+    commit_table(&b, 2, 2, "b1");
+    std::thread::sleep(DEFAULT_READER_POLL);
+    commit_table(&a, 3, 3, "a2");
+    std::thread::sleep(DEFAULT_READER_POLL);
+    commit_table(&b, 4, 4, "b2");
+    // a race: both transactions read the same head; the store lets one commit it
+    std::thread::sleep(DEFAULT_READER_POLL);
+    let mut ta = a.begin();
+    let mut tb = b.begin();
+    assert_eq!(ta.head_snapshot(M).unwrap(), Some(4));
+    assert_eq!(tb.head_snapshot(M).unwrap(), Some(4));
+    stage_table(&mut ta, 5, 5, "a_won");
+    stage_table(&mut tb, 5, 6, "b_lost");
+    ta.commit().unwrap();
+    let e = tb.commit().unwrap_err();
+    assert!(e.is_conflict(), "{e}");
+    assert!(e.duckdb_message().contains("conflict"), "{e}");
+    // DuckLake's retry: a new transaction on the new head
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let mut t = b.begin();
+        let head = t.head_snapshot(M).unwrap().unwrap();
+        stage_table(&mut t, head + 1, 6, "b_retried");
+        match t.commit() {
+            Ok(()) => break,
+            Err(e) if e.is_conflict() && std::time::Instant::now() < deadline => {
+                std::thread::sleep(std::time::Duration::from_millis(50))
+            }
+            Err(e) => panic!("{e}"),
+        }
+    }
+    let all: Vec<_> = ["a1", "b1", "a2", "b2", "a_won", "b_retried"]
+        .into_iter()
+        .map(|n| Text(n.into()))
+        .collect();
+    assert_eq!(table_names(&b), all);
+    std::thread::sleep(DEFAULT_READER_POLL);
+    assert_eq!(table_names(&a), all);
+    a.close().unwrap();
+    b.close().unwrap();
+    drop((a, b));
+    let again = Store::open(&url, true).unwrap();
+    assert_eq!(table_names(&again), all);
+}
+
+#[test]
+fn a_writer_takes_the_folder_role_when_nobody_folds() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = dir.path().display().to_string();
+    let a = new_lake(&url);
+    let b = second_writer(dir.path());
+    commit_table(&b, 1, 1, "by_b");
+    // `a` learns it was fenced, and goes on without the role
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while table_names(&a) != vec![Text("by_b".into())] || a.is_folder() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "never went on without the role"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    // the folder detaches: nobody folds what `a` commits, until its tail is long
+    b.close().unwrap();
+    drop(b);
+    let folded = |s: &Arc<Store>| block_on(s.read_head()).unwrap().batch_count;
+    let start = folded(&a);
+    for i in 0..role::TAKE_OVER_AFTER as i64 + 2 {
+        commit_table(&a, 2 + i, 2 + i, &format!("t{i}"));
+    }
+    let _ = table_names(&a);
+    assert!(a.is_folder(), "took the role");
+    let head = a.head().unwrap();
+    assert!(head.batch_count > start + role::TAKE_OVER_AFTER);
+    assert_eq!(folded(&a), head.batch_count, "and folded the tail");
+    a.close().unwrap();
+    drop(a);
+    let again = Store::open(&url, true).unwrap();
+    assert_eq!(
+        table_names(&again).len(),
+        role::TAKE_OVER_AFTER as usize + 3
+    );
+}
+
+#[test]
+fn a_reclaim_on_a_plain_writer_takes_the_folder_role() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = dir.path().display().to_string();
+    let a = new_lake(&url);
+    let b = second_writer(dir.path());
+    commit_table(&b, 1, 1, "by_b");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while table_names(&a) != vec![Text("by_b".into())] || a.is_folder() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "never went on without the role"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let reclaimed = a.reclaim().unwrap();
+    assert!(a.is_folder());
+    assert_eq!(reclaimed.head_batch, a.head().unwrap().batch_count);
+    assert_eq!(table_names(&a), vec![Text("by_b".into())]);
+}
