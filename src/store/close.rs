@@ -34,14 +34,7 @@ impl Store {
             let Backend::Writer(db, _) = &*self.backend() else {
                 return self.backend().close().await;
             };
-            if let Some(collector) = self
-                .collector
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .take()
-            {
-                collector.abort();
-            }
+            self.stop_collector();
             let running = self
                 .checkpointing
                 .lock()

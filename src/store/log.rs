@@ -152,29 +152,40 @@ impl Objects {
     /// Delete the commit objects of batches up to `batch`; how many went. A failed delete is
     /// logged and left for a later one.
     pub(super) async fn delete_commits_upto(&self, batch: u64) -> Result<u64> {
+        let mut deleted = 0;
+        for (_, location) in self.commits_upto(batch).await? {
+            match self.store.delete(&location).await {
+                Ok(()) => deleted += 1,
+                Err(e) => tracing::warn!(
+                    target: "moraine::store",
+                    "moraine: deleting the commit object {location} failed: {e}"
+                ),
+            }
+        }
+        Ok(deleted)
+    }
+
+    /// The commit objects of batches up to `batch`, by batch.
+    async fn commits_upto(&self, batch: u64) -> Result<Vec<(u64, object_store::path::Path)>> {
         let dir = object_store::path::Path::from(checkpoint::LOG_DIR);
         let listed = self
             .store
             .list_with_delimiter(Some(&dir))
             .await
             .map_err(|e| Error::Storage(format!("listing {dir}: {e}")))?;
-        let mut deleted = 0;
-        for object in listed.objects {
-            if !checkpoint::batch_of_log_object(object.location.as_ref())
-                .is_some_and(|b| b <= batch)
-            {
-                continue;
-            }
-            match self.store.delete(&object.location).await {
-                Ok(()) => deleted += 1,
-                Err(e) => tracing::warn!(
-                    target: "moraine::store",
-                    "moraine: deleting the commit object {} failed: {e}",
-                    object.location
-                ),
-            }
-        }
-        Ok(deleted)
+        let mut found: Vec<_> = listed
+            .objects
+            .into_iter()
+            .filter_map(|o| {
+                Some((
+                    checkpoint::batch_of_log_object(o.location.as_ref())?,
+                    o.location,
+                ))
+            })
+            .filter(|(b, _)| *b <= batch)
+            .collect();
+        found.sort();
+        Ok(found)
     }
 }
 

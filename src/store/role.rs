@@ -27,14 +27,7 @@ impl Store {
         let span =
             tracing::debug_span!(target: "moraine::store", "moraine.demote", store = %self.url);
         let _enter = span.enter();
-        if let Some(collector) = self
-            .collector
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .take()
-        {
-            collector.abort();
-        }
+        self.stop_collector();
         if let Some(running) = self
             .checkpointing
             .lock()
@@ -76,6 +69,18 @@ impl Store {
             self.url
         );
         Ok(())
+    }
+
+    /// Stop the folder's collector, if it runs.
+    pub(super) fn stop_collector(&self) {
+        if let Some(collector) = self
+            .collector
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
+        {
+            collector.abort();
+        }
     }
 
     /// Take the folder role: open SlateDB's writer (fencing the attach that held it, if any)

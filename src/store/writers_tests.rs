@@ -13,6 +13,20 @@ fn second_writer(dir: &std::path::Path) -> Arc<Store> {
     Store::open_on(Arc::new(fs), false, "local://second").unwrap()
 }
 
+/// Waits until `store`, whose folder role another attach took, reads `tables` and goes on
+/// without the role (each pin reads the tail; folding it is what tells a fenced folder).
+fn goes_on_without_the_role(store: &Arc<Store>, tables: &[&str]) {
+    let want: Vec<_> = tables.iter().map(|t| Text(t.to_string())).collect();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while table_names(store) != want || store.is_folder() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "never went on without the role"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
 /// Snapshot `id` creating table `table_id` in `t`, staged, not committed.
 fn stage_table(t: &mut crate::txn::Transaction, id: i64, table_id: i64, name: &str) {
     t.stage_insert(M, "ducklake_snapshot", vec![snap(id)])
@@ -96,14 +110,7 @@ fn a_writer_takes_the_folder_role_when_nobody_folds() {
     let b = second_writer(dir.path());
     commit_table(&b, 1, 1, "by_b");
     // `a` learns it was fenced, and goes on without the role
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    while table_names(&a) != vec![Text("by_b".into())] || a.is_folder() {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "never went on without the role"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
+    goes_on_without_the_role(&a, &["by_b"]);
     // the folder detaches: nobody folds what `a` commits, until its tail is long
     b.close().unwrap();
     drop(b);
@@ -133,14 +140,7 @@ fn a_reclaim_on_a_plain_writer_takes_the_folder_role() {
     let a = new_lake(&url);
     let b = second_writer(dir.path());
     commit_table(&b, 1, 1, "by_b");
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    while table_names(&a) != vec![Text("by_b".into())] || a.is_folder() {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "never went on without the role"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
+    goes_on_without_the_role(&a, &["by_b"]);
     let reclaimed = a.reclaim().unwrap();
     assert!(a.is_folder());
     assert_eq!(reclaimed.head_batch, a.head().unwrap().batch_count);
