@@ -134,6 +134,10 @@ pub struct Store {
     fold_stuck: std::sync::atomic::AtomicBool,
     /// When a reader last read the lake's tail (the commit objects after its image).
     tail_checked: Mutex<Option<std::time::Instant>>,
+    /// When this attach last read the lake's tail to its end, or created a commit object: a
+    /// commit object is deleted only [`log::DELETE_AFTER`] after it was written, so a view
+    /// confirmed more recently than half that cannot miss one that is gone (`log.rs`).
+    tail_confirmed: Mutex<Option<std::time::Instant>>,
     /// Set when a write of this writer failed because another writer fenced it. SlateDB also
     /// records the fence in its status, but from a background task that may run after the
     /// failed write has returned: the flag makes the very next pin refuse, as every later one.
@@ -330,6 +334,27 @@ impl Store {
         let batch = pending.head.batch_count;
         let found = match self.objects.read_commit(batch).await? {
             Some(found) => found,
+            // folded, and its object deleted since: the folded record says which commit it was
+            None if self.read_head().await?.batch_count >= batch => {
+                let landed = match self.backend().get(&keys::image_log(batch)).await? {
+                    Some(record) => {
+                        let (_, writes) = checkpoint::decode_log(&record, batch)?;
+                        Some(writes == pending.writes)
+                    }
+                    None => None,
+                };
+                tracing::info!(
+                    target: "moraine::store",
+                    "moraine: the commit of unknown outcome to {} {} (batch {batch})",
+                    self.url,
+                    match landed {
+                        Some(true) => "landed",
+                        Some(false) => "did not land",
+                        None => "may or may not have landed: the lake has moved past it",
+                    }
+                );
+                return Ok(());
+            }
             None => {
                 // the head the lost commit was made on, with the batch it would have taken
                 let head = Head {

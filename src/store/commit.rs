@@ -39,6 +39,17 @@ impl Store {
         }
         let _commit = self.commit_lock.lock().unwrap_or_else(|p| p.into_inner());
         self.settle_locked()?;
+        if !self.tail_is_confirmed() {
+            // a view of the lake this old could miss a commit object deleted since (`log.rs`):
+            // DuckLake's retry begins on a view read now
+            *self.tail_checked.lock().unwrap_or_else(|p| p.into_inner()) = None;
+            return Err(Error::Conflict(format!(
+                "write conflict: this attach has not read the latest commits of {} for {} s; \
+                 retry",
+                self.url,
+                log::DELETE_AFTER.as_secs() / 2
+            )));
+        }
         if matches!(self.close_reason(), Some(slatedb::CloseReason::Fenced)) {
             // another attach took the folder role: this one commits without it
             self.demote_locked()?;
@@ -88,7 +99,7 @@ impl Store {
             .instrument(tracing::debug_span!(target: "moraine::store", "moraine.create")),
         );
         match created {
-            Ok(Ok(log::Create::Ours)) => {}
+            Ok(Ok(log::Create::Ours)) => self.confirm_tail(std::time::Instant::now()),
             Ok(Ok(log::Create::Taken)) => {
                 // another process committed this batch first: read (the folder: fold) what it
                 // wrote at the next pin, and let DuckLake retry on the new head
@@ -239,6 +250,7 @@ impl Store {
     /// Fold the commit objects after SlateDB's head into SlateDB, in order; how many. The
     /// caller holds the commit lock (or is the open).
     pub(super) async fn fold_tail(&self, db: &Db) -> Result<Vec<checkpoint::Commit>> {
+        let started = std::time::Instant::now();
         let mut head = self.read_head().await?;
         let mut folded = Vec::new();
         while let Some(commit) = self.objects.read_commit(head.batch_count + 1).await? {
@@ -255,6 +267,7 @@ impl Store {
             head = commit.head;
             folded.push(commit);
         }
+        self.tail_ends_at(head.batch_count, started).await?;
         Ok(folded)
     }
 

@@ -8,6 +8,11 @@ use crate::checkpoint::Commit;
 use bytes::Bytes;
 use object_store::{PutMode, PutOptions, PutPayload};
 
+/// How long a commit object is kept at least after it was written, however old its batch: an
+/// attach whose view of the tail is younger than half this cannot take a deleted object's name
+/// for one never written (`Store::tail_is_confirmed`).
+pub(super) const DELETE_AFTER: Duration = Duration::from_secs(60);
+
 /// How many of the newest commit objects a reclaim retires rather than deletes.
 pub(super) const KEEP_RETIRED: u64 = 64;
 
@@ -60,7 +65,13 @@ impl Objects {
         let mut unanswered = false;
         let mut wait = Duration::from_millis(50);
         loop {
-            match self.create_commit(batch, object.clone()).await? {
+            let created = match self.create_commit(batch, object.clone()).await {
+                Ok(created) => created,
+                // an earlier try may have created it: only reading the object can say
+                Err(e) if unanswered => Create::Unanswered(e.to_string()),
+                Err(e) => return Err(e),
+            };
+            match created {
                 Create::Ours => return Ok(Create::Ours),
                 Create::Taken if !unanswered => return Ok(Create::Taken),
                 Create::Taken => match self.read_commit(batch).await {
@@ -108,39 +119,22 @@ impl Objects {
     /// are deleted. How many objects held writes before.
     pub(super) async fn retire_commits_upto(&self, batch: u64) -> Result<u64> {
         let keep_from = batch.saturating_sub(KEEP_RETIRED) + 1;
-        let dir = object_store::path::Path::from(checkpoint::LOG_DIR);
-        let listed = self
-            .store
-            .list_with_delimiter(Some(&dir))
-            .await
-            .map_err(|e| Error::Storage(format!("listing {dir}: {e}")))?;
         let mut retired = 0;
-        for object in listed.objects {
-            let Some(b) = checkpoint::batch_of_log_object(object.location.as_ref()) else {
-                continue;
-            };
-            if b > batch {
-                continue;
-            }
-            if b < keep_from {
+        for (b, location, modified) in self.commits_upto(batch).await? {
+            if b < keep_from && old_enough(&location, modified) {
                 self.store
-                    .delete(&object.location)
+                    .delete(&location)
                     .await
-                    .map_err(|e| Error::Storage(format!("deleting {}: {e}", object.location)))?;
+                    .map_err(|e| Error::Storage(format!("deleting {location}: {e}")))?;
                 retired += 1;
                 continue;
             }
             match self.read_commit(b).await? {
                 Some(commit) if !commit.retired => {
                     self.store
-                        .put(
-                            &object.location,
-                            PutPayload::from(commit.retired().encode()),
-                        )
+                        .put(&location, PutPayload::from(commit.retired().encode()))
                         .await
-                        .map_err(|e| {
-                            Error::Storage(format!("retiring {}: {e}", object.location))
-                        })?;
+                        .map_err(|e| Error::Storage(format!("retiring {location}: {e}")))?;
                     retired += 1;
                 }
                 _ => {}
@@ -153,7 +147,10 @@ impl Objects {
     /// logged and left for a later one.
     pub(super) async fn delete_commits_upto(&self, batch: u64) -> Result<u64> {
         let mut deleted = 0;
-        for (_, location) in self.commits_upto(batch).await? {
+        for (_, location, modified) in self.commits_upto(batch).await? {
+            if !old_enough(&location, modified) {
+                continue;
+            }
             match self.store.delete(&location).await {
                 Ok(()) => deleted += 1,
                 Err(e) => tracing::warn!(
@@ -165,8 +162,30 @@ impl Objects {
         Ok(deleted)
     }
 
-    /// The commit objects of batches up to `batch`, by batch.
-    async fn commits_upto(&self, batch: u64) -> Result<Vec<(u64, object_store::path::Path)>> {
+    /// Whether a commit object after `batch` exists: the first one's batch.
+    pub(super) async fn first_commit_after(&self, batch: u64) -> Result<Option<u64>> {
+        use futures::StreamExt;
+        let dir = object_store::path::Path::from(checkpoint::LOG_DIR);
+        let offset = object_store::path::Path::from(checkpoint::log_object_path(batch));
+        let mut listed = self.store.list_with_offset(Some(&dir), &offset);
+        let mut first = None;
+        while let Some(object) = listed.next().await {
+            let object = object.map_err(|e| Error::Storage(format!("listing {dir}: {e}")))?;
+            if let Some(b) = checkpoint::batch_of_log_object(object.location.as_ref()) {
+                if b > batch {
+                    first = Some(first.map_or(b, |f: u64| f.min(b)));
+                }
+            }
+        }
+        Ok(first)
+    }
+
+    /// The commit objects of batches up to `batch`, by batch, with when each was written.
+    #[allow(clippy::type_complexity)]
+    async fn commits_upto(
+        &self,
+        batch: u64,
+    ) -> Result<Vec<(u64, object_store::path::Path, chrono::DateTime<chrono::Utc>)>> {
         let dir = object_store::path::Path::from(checkpoint::LOG_DIR);
         let listed = self
             .store
@@ -177,16 +196,31 @@ impl Objects {
             .objects
             .into_iter()
             .filter_map(|o| {
-                Some((
-                    checkpoint::batch_of_log_object(o.location.as_ref())?,
-                    o.location,
-                ))
+                let b = checkpoint::batch_of_log_object(o.location.as_ref())?;
+                Some((b, o.location, o.last_modified))
             })
-            .filter(|(b, _)| *b <= batch)
+            .filter(|(b, _, _)| *b <= batch)
             .collect();
         found.sort();
         Ok(found)
     }
+}
+
+/// Whether a commit object written at `modified` may be deleted now ([`DELETE_AFTER`]).
+fn old_enough(
+    location: &object_store::path::Path,
+    modified: chrono::DateTime<chrono::Utc>,
+) -> bool {
+    let age = chrono::Utc::now().signed_duration_since(modified);
+    let old = age.to_std().is_ok_and(|age| age >= DELETE_AFTER);
+    if !old {
+        tracing::trace!(
+            target: "moraine::store",
+            %location,
+            "moraine: a commit object kept: written too recently to delete"
+        );
+    }
+    old
 }
 
 #[cfg(test)]
@@ -235,9 +269,44 @@ mod tests {
             );
         }
         assert_eq!(block_on(objects.read_commit(21)).unwrap(), None);
-        assert_eq!(block_on(objects.delete_commits_upto(10)).unwrap(), 10);
+        assert_eq!(block_on(objects.first_commit_after(15)).unwrap(), Some(16));
+        assert_eq!(block_on(objects.first_commit_after(20)).unwrap(), None);
+        // written just now: none is deleted yet, whatever its batch
+        assert_eq!(block_on(objects.delete_commits_upto(10)).unwrap(), 0);
+        assert!(block_on(objects.read_commit(1)).unwrap().is_some());
+    }
+
+    /// A local-disk store whose commit objects 1..=`old` were written two minutes ago.
+    fn local_with_old_commits(dir: &std::path::Path, total: u64, old: u64) -> Objects {
+        let fs = Arc::new(local::LocalStore::new(dir).unwrap());
+        let objects = Objects {
+            store: fs.clone(),
+            local: Some(fs),
+        };
+        for batch in 1..=total {
+            let c = commit(batch, "withdrawn-value").encode().into();
+            assert_eq!(
+                block_on(objects.create_commit(batch, c)).unwrap(),
+                Create::Ours
+            );
+        }
+        let then = std::time::SystemTime::now() - 2 * DELETE_AFTER;
+        for batch in 1..=old {
+            let path = dir.join(checkpoint::log_object_path(batch));
+            let file = std::fs::File::options().write(true).open(path).unwrap();
+            file.set_modified(then).unwrap();
+        }
+        objects
+    }
+
+    #[test]
+    fn only_commit_objects_written_long_enough_ago_are_deleted() {
+        let dir = tempfile::tempdir().unwrap();
+        let objects = local_with_old_commits(dir.path(), 20, 10);
+        assert_eq!(block_on(objects.delete_commits_upto(15)).unwrap(), 10);
         assert_eq!(block_on(objects.read_commit(10)).unwrap(), None);
         assert!(block_on(objects.read_commit(11)).unwrap().is_some());
+        assert_eq!(block_on(objects.first_commit_after(3)).unwrap(), Some(11));
     }
 
     #[test]
@@ -259,27 +328,22 @@ mod tests {
 
     #[test]
     fn retired_commit_objects_keep_their_names_and_lose_their_writes() {
-        let objects = objects(Arc::new(object_store::memory::InMemory::new()));
+        let dir = tempfile::tempdir().unwrap();
         let total = KEEP_RETIRED + 10;
-        for batch in 1..=total {
-            let c = commit(batch, "withdrawn-value");
-            assert_eq!(
-                block_on(objects.create_commit(batch, c.encode().into())).unwrap(),
-                Create::Ours
-            );
-        }
+        // 1..=5 written long ago; 6..=9 below the newest 64 but written just now
+        let objects = local_with_old_commits(dir.path(), total, 5);
         assert_eq!(
             block_on(objects.retire_commits_upto(total - 1)).unwrap(),
             total - 1
         );
-        for batch in 1..=10 - 1 {
+        for batch in 1..=5 {
             assert_eq!(
                 block_on(objects.read_commit(batch)).unwrap(),
                 None,
                 "deleted"
             );
         }
-        for batch in 10..total {
+        for batch in 6..total {
             let got = block_on(objects.read_commit(batch)).unwrap().unwrap();
             assert!(got.retired && got.writes.is_empty(), "batch {batch}");
             let again = commit(batch, "again").encode().into();
@@ -294,6 +358,15 @@ mod tests {
                 .unwrap()
                 .retired
         );
+        // no byte of a retired commit's writes is left
+        let mut left = Vec::new();
+        for entry in std::fs::read_dir(dir.path().join(checkpoint::LOG_DIR)).unwrap() {
+            let bytes = std::fs::read(entry.unwrap().path()).unwrap();
+            if bytes.windows(15).any(|w| w == b"withdrawn-value") {
+                left.push(bytes.len());
+            }
+        }
+        assert_eq!(left.len(), 1, "only the newest, not retired, holds it");
     }
 
     #[test]

@@ -92,15 +92,17 @@ impl Store {
         // a writer folds the commits other processes made before it reads its head
         if let Backend::Writer(db, _) = &*self.backend() {
             let started = std::time::Instant::now();
-            if let Err(e) = block_on(within(
+            match block_on(within(
                 self.tail_timeout(),
                 &self.url,
                 "folding the commits after the head",
                 self.fold_tail(db),
             )) {
-                self.tail_unread(&e);
+                Ok(_) => {
+                    *self.tail_checked.lock().unwrap_or_else(|p| p.into_inner()) = Some(started)
+                }
+                Err(e) => self.tail_unread(&e),
             }
-            *self.tail_checked.lock().unwrap_or_else(|p| p.into_inner()) = Some(started);
         }
         // Under the commit lock no commit of this process is in flight, so the head read now is
         // the one to trust (the one read above may be older than a commit that wrote and never
@@ -111,9 +113,9 @@ impl Store {
             .as_ref()
             .filter(|i| i.head().batch_count >= now.batch_count)
         {
-            // an image at the store's head is sure again
+            // an image at the store's head is sure again; the folder folded the tail above
             self.image_unsure.store(false, Ordering::SeqCst);
-            if !self.tail_due() {
+            if !self.tail_due() || self.is_folder() {
                 return Ok(image.clone());
             }
             let image = self.read_tail_or_keep(image.clone(), now);
@@ -293,8 +295,52 @@ impl Store {
             );
             image = Arc::new(image.advance_unfolded(&commit.writes, commit.head)?);
         }
+        self.tail_ends_at(image.head().batch_count, started).await?;
         *self.tail_checked.lock().unwrap_or_else(|p| p.into_inner()) = Some(started);
         Ok(image)
+    }
+
+    /// The tail read from `started` found no commit object after `batch`. That confirms this
+    /// attach's view unless its last confirmation is older than half of
+    /// [`log::DELETE_AFTER`]: then the object after `batch` may have been written, folded and
+    /// deleted meanwhile, and a listing says whether any later one exists (the newest are never
+    /// deleted). A view a later commit passed stays unconfirmed: this attach commits nothing
+    /// until its reader of the folded state has caught up.
+    pub(super) async fn tail_ends_at(&self, batch: u64, started: std::time::Instant) -> Result<()> {
+        if !self.tail_is_confirmed() {
+            if let Some(later) = self.objects.first_commit_after(batch).await? {
+                tracing::warn!(
+                    target: "moraine::store",
+                    "moraine: {} holds commit {later}, past this attach's view (batch {batch}), \
+                     and the commits between are folded: reading the folded state again",
+                    self.url
+                );
+                return Ok(());
+            }
+        }
+        self.confirm_tail(started);
+        Ok(())
+    }
+
+    /// This attach's view of the lake's tail was read to its end at `at`.
+    pub(super) fn confirm_tail(&self, at: std::time::Instant) {
+        let mut confirmed = self
+            .tail_confirmed
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        if confirmed.is_none_or(|c| c < at) {
+            *confirmed = Some(at);
+        }
+    }
+
+    /// Whether this attach's view of the tail was confirmed within half of
+    /// [`log::DELETE_AFTER`] (see [`Store::tail_ends_at`]).
+    pub(super) fn tail_is_confirmed(&self) -> bool {
+        let confirmed = *self
+            .tail_confirmed
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        confirmed.is_some_and(|at| at.elapsed() < log::DELETE_AFTER / 2)
     }
 }
 

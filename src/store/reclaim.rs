@@ -610,8 +610,9 @@ pub(super) async fn reclaim_if_due(
     }
     let store = store.clone();
     let reclaimed = tokio::task::spawn_blocking(move || match store.upgrade() {
-        Some(store) => store.reclaim().map(Some),
-        None => Ok(None),
+        // (a folder demoted meanwhile leaves it to the attach that took the role)
+        Some(store) if store.is_folder() => store.reclaim().map(Some),
+        _ => Ok(None),
     })
     .await;
     match reclaimed {

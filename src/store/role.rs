@@ -36,7 +36,18 @@ impl Store {
         {
             running.abort();
         }
-        block_on(self.compactor.stop());
+        let stopped = block_on(within(
+            self.access.io_timeout,
+            &self.url,
+            "stopping the compactor",
+            async {
+                self.compactor.stop().await;
+                Ok(())
+            },
+        ));
+        if let Err(e) = stopped {
+            tracing::warn!(target: "moraine::store", "moraine: {e}");
+        }
         let reader = self.bounded(
             "opening a reader of the lake",
             open::open_reader(
@@ -104,7 +115,12 @@ impl Store {
             &mut *self.handle.write().unwrap_or_else(|p| p.into_inner()),
             Arc::new(Backend::writer(db.clone())),
         );
-        let _ = block_on(old.close());
+        let _ = block_on(within(
+            self.access.io_timeout,
+            &self.url,
+            "closing the lake's reader",
+            old.close(),
+        ));
         self.bounded("folding the commits after the head", self.fold_tail(&db))?;
         // (the installed image stays: it reads ended versions through whichever handle the
         // store has, with the commits it took from the tail beside it)
