@@ -62,7 +62,19 @@ impl Store {
         // The folder's own head is SlateDB's (a commit that landed but never installed its
         // image, a panic between the two, must still be seen); any other writer's, its image,
         // unless the folded state is already past it. The commit object decides the rest.
-        let folded = self.bounded("reading the head", self.read_head())?;
+        let folded = match self.bounded("reading the head", self.read_head()) {
+            Ok(folded) => folded,
+            Err(Error::Fenced(_)) => {
+                // the folder role was taken meanwhile: DuckLake retries on a view read again
+                self.fenced.store(true, Ordering::SeqCst);
+                self.demote_locked()?;
+                return Err(Error::Conflict(format!(
+                    "write conflict: another attach of {} took the folder role; retry",
+                    self.url
+                )));
+            }
+            Err(e) => return Err(e),
+        };
         let head_now = match (folder, self.current_image()) {
             (None, Some(image)) if image.head().batch_count >= folded.batch_count => image.head(),
             _ => folded,

@@ -314,9 +314,21 @@ impl Store {
         if let Backend::Writer(db, _) = &*store.backend() {
             // commits whose objects a writer killed before SlateDB took them left behind
             let folded = store.bounded("folding the commits after the head", store.fold_tail(db));
-            if let Err(e) = folded {
-                let _ = block_on(store.backend().close());
-                return Err(e);
+            match folded {
+                Ok(_) => {}
+                // another read-write attach took the folder role meanwhile
+                Err(Error::Fenced(_)) => {
+                    {
+                        let _commit = store.commit_lock.lock().unwrap_or_else(|p| p.into_inner());
+                        store.fenced.store(true, Ordering::SeqCst);
+                        store.demote_locked()?;
+                    }
+                    return Ok(store);
+                }
+                Err(e) => {
+                    let _ = block_on(store.backend().close());
+                    return Err(e);
+                }
             }
             *store.collector.lock().unwrap_or_else(|p| p.into_inner()) =
                 Some(start_collector(&store));
@@ -364,7 +376,31 @@ async fn open_backend(
         }
         return Ok(backend);
     }
-    let db = open_writer(object_store, cache_scope, metrics).await?;
+    let db = match open_writer(object_store.clone(), cache_scope, metrics.clone()).await {
+        Ok(db) => db,
+        // another read-write attach opened the lake while this one did: it holds the folder
+        // role, and this attach commits without it (RFC 0004 v3)
+        Err(Error::Fenced(_)) => {
+            let backend = open_reader(
+                object_store,
+                location.clone(),
+                cache_scope,
+                metrics,
+                reader_poll,
+            )
+            .await?;
+            return match backend.get(&keys::sys_format()).await? {
+                Some(v) => check_format(&location, &backend, &v)
+                    .await
+                    .map(|()| backend),
+                None => Err(not_a_store(
+                    location,
+                    "it holds no moraine sys/format marker",
+                )),
+            };
+        }
+        Err(e) => return Err(e),
+    };
     match db.get(keys::sys_format()).await? {
         Some(v) => {
             let backend = Backend::writer(db);

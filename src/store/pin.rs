@@ -47,6 +47,22 @@ impl Store {
     pub(crate) fn pin_image(&self) -> Result<Arc<Image>> {
         let span = tracing::trace_span!(target: "moraine::store", "moraine.pin", store = %self.url);
         let _enter = span.enter();
+        match self.pin_once() {
+            // the folder role was taken while this pin read through SlateDB's writer: go on
+            // without it
+            Err(Error::Fenced(_)) if !self.read_only && self.is_folder() => {
+                {
+                    let _commit = self.commit_lock.lock().unwrap_or_else(|p| p.into_inner());
+                    self.fenced.store(true, Ordering::SeqCst);
+                    self.demote_locked()?;
+                }
+                self.pin_once()
+            }
+            pinned => pinned,
+        }
+    }
+
+    fn pin_once(&self) -> Result<Arc<Image>> {
         self.settle()?;
         if let Backend::Writer(..) = &*self.backend() {
             // The folder's commits install their images under the commit lock, and it folds

@@ -456,6 +456,8 @@ def spawn(args, role, extra, catalog=None):
            "--dir", args.dir]
     if S3_ENDPOINT:
         cmd += ["--store", "s3", "--s3-endpoint", S3_ENDPOINT]
+    if args.postgres:
+        cmd += ["--postgres", args.postgres]
     return subprocess.Popen(cmd + extra, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                             text=True, bufsize=1)
 
