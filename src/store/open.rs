@@ -355,49 +355,16 @@ async fn open_backend(
     reader_poll: Duration,
 ) -> Result<Backend> {
     if read_only {
-        let backend = open_reader(
-            object_store,
-            location.clone(),
-            cache_scope,
-            metrics,
-            reader_poll,
-        )
-        .await?;
-        let checked = match backend.get(&keys::sys_format()).await? {
-            Some(v) => check_format(&location, &backend, &v).await,
-            None => Err(not_a_store(
-                location,
-                "it holds no moraine sys/format marker",
-            )),
-        };
-        if let Err(e) = checked {
-            let _ = backend.close().await;
-            return Err(e);
-        }
-        return Ok(backend);
+        return open_checked_reader(object_store, location, cache_scope, metrics, reader_poll)
+            .await;
     }
     let db = match open_writer(object_store.clone(), cache_scope, metrics.clone()).await {
         Ok(db) => db,
         // another read-write attach opened the lake while this one did: it holds the folder
         // role, and this attach commits without it (RFC 0004 v3)
         Err(Error::Fenced(_)) => {
-            let backend = open_reader(
-                object_store,
-                location.clone(),
-                cache_scope,
-                metrics,
-                reader_poll,
-            )
-            .await?;
-            return match backend.get(&keys::sys_format()).await? {
-                Some(v) => check_format(&location, &backend, &v)
-                    .await
-                    .map(|()| backend),
-                None => Err(not_a_store(
-                    location,
-                    "it holds no moraine sys/format marker",
-                )),
-            };
+            return open_checked_reader(object_store, location, cache_scope, metrics, reader_poll)
+                .await
         }
         Err(e) => return Err(e),
     };
@@ -434,6 +401,36 @@ async fn open_backend(
         }
     }
     Ok(Backend::writer(db))
+}
+
+/// [`open_reader`] on a store that must hold moraine's format marker.
+async fn open_checked_reader(
+    object_store: Arc<dyn ObjectStore>,
+    location: String,
+    cache_scope: u64,
+    metrics: Arc<slatedb_common::metrics::DefaultMetricsRecorder>,
+    reader_poll: Duration,
+) -> Result<Backend> {
+    let backend = open_reader(
+        object_store,
+        location.clone(),
+        cache_scope,
+        metrics,
+        reader_poll,
+    )
+    .await?;
+    let checked = match backend.get(&keys::sys_format()).await? {
+        Some(v) => check_format(&location, &backend, &v).await,
+        None => Err(not_a_store(
+            location,
+            "it holds no moraine sys/format marker",
+        )),
+    };
+    if let Err(e) = checked {
+        let _ = backend.close().await;
+        return Err(e);
+    }
+    Ok(backend)
 }
 
 /// A reader of the lake's SlateDB database, following its latest state.
