@@ -338,6 +338,12 @@ impl Store {
         Ok(())
     }
 
+    /// Test hook: as if this attach's view of the tail was last confirmed `ago`.
+    #[cfg(test)]
+    pub(crate) fn age_tail_confirmation_for_test(&self, ago: Duration) {
+        *self.tail_confirmed.lock().unwrap() = Some(std::time::Instant::now() - ago);
+    }
+
     /// This attach's view of the lake's tail was read to its end at `at`.
     pub(super) fn confirm_tail(&self, at: std::time::Instant) {
         let mut confirmed = self

@@ -146,3 +146,63 @@ fn a_reclaim_on_a_plain_writer_takes_the_folder_role() {
     assert_eq!(reclaimed.head_batch, a.head().unwrap().batch_count);
     assert_eq!(table_names(&a), vec![Text("by_b".into())]);
 }
+
+/// A commit object is deleted only a minute after it was written, so an attach whose view of the
+/// tail is older than half that commits nothing on it (DuckLake retries on a view read now),
+/// and a view whose next commit object is gone is confirmed by a listing: a later commit keeps
+/// it unconfirmed, so the attach never creates the name of a commit that was folded and deleted.
+#[test]
+fn a_view_the_tail_has_not_confirmed_lately_commits_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = dir.path().display().to_string();
+    let a = new_lake(&url);
+    commit_table(&a, 1, 1, "t1");
+    a.age_tail_confirmation_for_test(log::DELETE_AFTER);
+    let e = commit_table_result(&a, 2, 2, "t2").unwrap_err();
+    assert!(
+        e.is_conflict() && e.to_string().contains("has not read"),
+        "{e}"
+    );
+    // DuckLake's retry: a new transaction reads the tail, and commits
+    commit_table(&a, 2, 2, "t2");
+
+    // a plain writer whose view is at batch B while the folder commits B+1..=B+3, and B+1 and
+    // B+2 are deleted (as a checkpoint would a minute later)
+    let b = second_writer(dir.path());
+    goes_on_without_the_role(&a, &["t1", "t2"]);
+    let view = a.head().unwrap().batch_count;
+    for i in 3..=5 {
+        commit_table(&b, i, i, &format!("t{i}"));
+    }
+    for batch in view + 1..=view + 2 {
+        std::fs::remove_file(dir.path().join(checkpoint::log_object_path(batch))).unwrap();
+    }
+    a.age_tail_confirmation_for_test(log::DELETE_AFTER);
+    // its reads go on, but it creates no commit on the view the tail cannot confirm
+    let _ = table_names(&a);
+    let e = commit_table_result(&a, 6, 6, "on_a_stale_view").unwrap_err();
+    assert!(e.is_conflict(), "{e}");
+    // DuckLake's retries: each reads the tail (the listing keeps the view unconfirmed) until
+    // the reader of the folded state has caught up; then the commit lands after the folder's
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        std::thread::sleep(DEFAULT_READER_POLL);
+        match commit_table_result(&a, 6, 6, "on_a_stale_view") {
+            Ok(()) => break,
+            Err(e) if e.is_conflict() && std::time::Instant::now() < deadline => {}
+            Err(e) => panic!("{e}"),
+        }
+    }
+    assert!(
+        !dir.path()
+            .join(checkpoint::log_object_path(view + 1))
+            .exists(),
+        "no commit took a deleted commit's name"
+    );
+    std::thread::sleep(DEFAULT_READER_POLL);
+    let want: Vec<_> = ["t1", "t2", "t3", "t4", "t5", "on_a_stale_view"]
+        .into_iter()
+        .map(|n| Text(n.into()))
+        .collect();
+    assert_eq!(table_names(&b), want);
+}
