@@ -40,15 +40,24 @@ impl Store {
         let _commit = self.commit_lock.lock().unwrap_or_else(|p| p.into_inner());
         self.settle_locked()?;
         if !self.tail_is_confirmed() {
-            // a view of the lake this old could miss a commit object deleted since (`log.rs`):
-            // DuckLake's retry begins on a view read now
-            *self.tail_checked.lock().unwrap_or_else(|p| p.into_inner()) = None;
-            return Err(Error::Conflict(format!(
-                "write conflict: this attach has not read the latest commits of {} for {} s; \
-                 retry",
-                self.url,
-                log::DELETE_AFTER.as_secs() / 2
-            )));
+            // A view of the lake this old (a long statement) could miss a commit object
+            // deleted since (`log.rs`): confirm it now, by the object after it and a listing.
+            let started = std::time::Instant::now();
+            let batch = base.head().batch_count;
+            let later = self.bounded("reading the commits after this transaction's", async {
+                Ok(match self.objects.read_commit(batch + 1).await? {
+                    Some(_) => Some(batch + 1),
+                    None => self.objects.first_commit_after(batch).await?,
+                })
+            })?;
+            if let Some(later) = later {
+                *self.tail_checked.lock().unwrap_or_else(|p| p.into_inner()) = None;
+                return Err(Error::Conflict(format!(
+                    "write conflict: another process committed batch {later} since this \
+                     transaction began; retry"
+                )));
+            }
+            self.confirm_tail(started);
         }
         if matches!(self.close_reason(), Some(slatedb::CloseReason::Fenced)) {
             // another attach took the folder role: this one commits without it
