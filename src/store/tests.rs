@@ -754,13 +754,7 @@ fn a_commit_outliving_the_time_limit_is_unknown_until_the_store_answers_then_set
     drop(store);
     // the same lake, attached with a 1 s limit; every write then fails with an error SlateDB
     // retries (a network failure): the commit gives up after the limit
-    let store = Store::open_on_limited(
-        faulty.clone(),
-        false,
-        "faulty://limited",
-        Duration::from_secs(1),
-    )
-    .unwrap();
+    let store = reopen_limited(&faulty);
     assert_eq!(store.head().unwrap(), AFTER_COMMIT_1);
     faulty.fail_writes(true, true);
     let rx = commit_snapshot_2_in_background(&store);
@@ -849,7 +843,6 @@ fn a_commit_slatedb_never_stored_is_read_from_its_object_and_folded_at_the_next_
 /// answers finds the commit landed.
 #[test]
 fn a_commit_whose_answer_was_lost_is_found_landed() {
-    use std::time::Duration;
     let mem = Arc::new(object_store::memory::InMemory::new());
     let (faulty, store) = faulty_lake(&mem);
     faulty.lose_commit_answers(true, false);
@@ -862,13 +855,7 @@ fn a_commit_whose_answer_was_lost_is_found_landed() {
     store.close().unwrap();
     drop(store);
 
-    let store = Store::open_on_limited(
-        faulty.clone(),
-        false,
-        "faulty://limited",
-        Duration::from_secs(1),
-    )
-    .unwrap();
+    let store = reopen_limited(&faulty);
     faulty.lose_commit_answers(true, true);
     let e = commit_table_result(&store, 3, 3, "third").unwrap_err();
     assert!(matches!(e, Error::OutcomeUnknown(_)), "{e}");
@@ -1012,4 +999,15 @@ fn a_commit_over_the_size_limit_is_refused_and_writes_nothing() {
         panic!("a 2GiB limit was accepted");
     };
     assert!(e.to_string().contains("'2GiB'"), "{e}");
+}
+
+/// The lake on `faulty` attached again, with a 1 s time limit.
+fn reopen_limited(faulty: &Arc<faulty::FaultyStore>) -> Arc<Store> {
+    Store::open_on_limited(
+        faulty.clone(),
+        false,
+        "faulty://limited",
+        std::time::Duration::from_secs(1),
+    )
+    .unwrap()
 }

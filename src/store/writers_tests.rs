@@ -27,6 +27,19 @@ fn goes_on_without_the_role(store: &Arc<Store>, tables: &[&str]) {
     }
 }
 
+/// A lake in a new directory (and its URL) with `a`, its first writer, going on without the
+/// folder role that `b`, a second writer, took and committed table `by_b` with.
+fn a_plain_writer_beside_a_folder() -> (tempfile::TempDir, String, Arc<Store>, Arc<Store>) {
+    let dir = tempfile::tempdir().unwrap();
+    let url = dir.path().display().to_string();
+    let a = new_lake(&url);
+    let b = second_writer(dir.path());
+    commit_table(&b, 1, 1, "by_b");
+    // `a` learns it was fenced, and goes on without the role
+    goes_on_without_the_role(&a, &["by_b"]);
+    (dir, url, a, b)
+}
+
 /// Snapshot `id` creating table `table_id` in `t`, staged, not committed.
 fn stage_table(t: &mut crate::txn::Transaction, id: i64, table_id: i64, name: &str) {
     t.stage_insert(M, "ducklake_snapshot", vec![snap(id)])
@@ -104,13 +117,7 @@ fn two_writers_commit_in_turn_and_the_loser_of_a_race_gets_a_conflict() {
 
 #[test]
 fn a_writer_takes_the_folder_role_when_nobody_folds() {
-    let dir = tempfile::tempdir().unwrap();
-    let url = dir.path().display().to_string();
-    let a = new_lake(&url);
-    let b = second_writer(dir.path());
-    commit_table(&b, 1, 1, "by_b");
-    // `a` learns it was fenced, and goes on without the role
-    goes_on_without_the_role(&a, &["by_b"]);
+    let (_dir, url, a, b) = a_plain_writer_beside_a_folder();
     // the folder detaches: nobody folds what `a` commits, until its tail is long
     b.close().unwrap();
     drop(b);
@@ -135,12 +142,7 @@ fn a_writer_takes_the_folder_role_when_nobody_folds() {
 
 #[test]
 fn a_reclaim_on_a_plain_writer_takes_the_folder_role() {
-    let dir = tempfile::tempdir().unwrap();
-    let url = dir.path().display().to_string();
-    let a = new_lake(&url);
-    let b = second_writer(dir.path());
-    commit_table(&b, 1, 1, "by_b");
-    goes_on_without_the_role(&a, &["by_b"]);
+    let (_dir, _url, a, _b) = a_plain_writer_beside_a_folder();
     let reclaimed = a.reclaim().unwrap();
     assert!(a.is_folder());
     assert_eq!(reclaimed.head_batch, a.head().unwrap().batch_count);
