@@ -39,6 +39,7 @@ mod objects;
 mod open;
 mod options;
 mod pin;
+mod rebase;
 mod reclaim;
 mod role;
 mod snapshots;

@@ -507,9 +507,9 @@ fn a_pinned_transaction_does_not_see_a_later_commit() {
     assert_eq!(early.head().unwrap().snapshot_id, Some(1));
     let mut late = store.begin();
     assert_eq!(names(&mut late), vec![Text("t1".into()), Text("t2".into())]);
-    // the early transaction still cannot commit over the later one
+    // the early transaction still cannot commit a snapshot over the later one
     early
-        .stage_insert(M, "ducklake_table_stats", vec![stats_row(1, 1)])
+        .stage_insert(M, "ducklake_snapshot", vec![snap(2)])
         .unwrap();
     let e = early.commit().unwrap_err();
     assert!(e.is_conflict() && e.to_string().contains("conflict"), "{e}");
@@ -603,7 +603,7 @@ fn a_commit_checks_the_stores_own_head_not_only_the_image() {
     store.lose_install_for_test(stale);
     // a commit from the old state is refused: the store's head says another commit landed
     stale_txn
-        .stage_insert(M, "ducklake_table_stats", vec![stats_row(1, 1)])
+        .stage_insert(M, "ducklake_snapshot", vec![snap(2)])
         .unwrap();
     let e = stale_txn.commit().unwrap_err();
     assert!(e.is_conflict() && e.to_string().contains("conflict"), "{e}");
@@ -624,7 +624,7 @@ fn a_conflict_drops_an_image_behind_the_stores_head() {
     store.install_image_for_test(stale);
     let mut t = store.begin();
     assert_eq!(t.head_snapshot(M).unwrap(), Some(1));
-    t.stage_insert(M, "ducklake_table_stats", vec![stats_row(1, 1)])
+    t.stage_insert(M, "ducklake_snapshot", vec![snap(2)])
         .unwrap();
     let e = t.commit().unwrap_err();
     assert!(e.is_conflict(), "{e}");

@@ -13,6 +13,12 @@ use std::collections::BTreeMap;
 /// writer's compactor merges the L0 tables: `compactor.rs`).
 const COMMITS_PER_MEMTABLE_FLUSH: u64 = 64;
 
+/// A commit goes over at most this many commits made since its transaction began ...
+const MAX_GO_OVER: usize = 64;
+
+/// ... and loses at most this many races doing so before DuckLake is told of the conflict.
+const MAX_GO_OVER_TURNS: u32 = 8;
+
 impl Store {
     /// Write what `translate` returns as one SlateDB batch on behalf of a transaction pinned to
     /// `base`, and advance the image by it. Under the commit lock, a store whose head is no
@@ -88,74 +94,137 @@ impl Store {
             (None, Some(image)) if image.head().batch_count >= folded.batch_count => image.head(),
             _ => folded,
         };
-        if head_now != base.head() {
-            if self.current_image().is_some_and(|i| i.head() != head_now) {
-                // the installed image is not the store's head either: the next pin rereads
-                self.install_image(None);
-            }
-            return Err(Error::Conflict(format!(
+        let base_head = base.head();
+        let advanced = |to: Head| {
+            Error::Conflict(format!(
                 "write conflict: the lake advanced from batch {} to batch {} since this \
                  transaction began; retry",
-                base.head().batch_count,
-                head_now.batch_count
-            )));
-        }
-        let (writes, head, out) = translate()?;
+                base_head.batch_count, to.batch_count
+            ))
+        };
+        let (writes, head, out) = match translate() {
+            Ok(t) => t,
+            // (translated on a view the lake has left: DuckLake's retry translates again)
+            Err(_) if head_now != base_head => return Err(advanced(head_now)),
+            Err(e) => return Err(e),
+        };
         span.record("batch", head.batch_count);
         span.record("keys", writes.len());
-        let commit = checkpoint::Commit::new(head, writes);
-        let size = crate::limits::CommitSize::of(commit.writes.iter());
+        let made = checkpoint::Commit::new(head, writes);
+        let size = crate::limits::CommitSize::of(made.writes.iter());
         span.record("bytes", size.bytes);
         // the writes go to the store twice: in the commit object and in SlateDB
-        size.check(commit.encoded_len(), self.access.max_commit_bytes)?;
-        // the store decides: the commit is the object of the next batch, created only if absent
-        let created = block_on(
-            async {
-                tokio::time::timeout(
-                    self.access.io_timeout,
-                    self.objects.create_commit_until_answered(&commit),
-                )
-                .await
-            }
-            .instrument(tracing::debug_span!(target: "moraine::store", "moraine.create")),
-        );
-        match created {
-            Ok(Ok(log::Create::Ours)) => self.confirm_tail(std::time::Instant::now()),
-            Ok(Ok(log::Create::Taken)) => {
-                // another process committed this batch first: read (the folder: fold) what it
-                // wrote at the next pin, and let DuckLake retry on the new head
-                if let Some(db) = folder {
-                    let folded =
-                        self.bounded("folding the commits after the head", self.fold_tail(db));
-                    if let Err(e) = folded {
-                        tracing::warn!(
-                            target: "moraine::store",
-                            "moraine: folding the lake's tail failed: {e}"
-                        );
+        size.check(made.encoded_len(), self.access.max_commit_bytes)?;
+        // the commits made since `base`, which this one goes over when their keys and its
+        // keys are apart (`rebase.rs`)
+        let mut since: Vec<checkpoint::Commit> = Vec::new();
+        let mut commit = made.clone();
+        if head_now != base_head {
+            // (a commit inserting a snapshot never goes over another that did)
+            let over = match made.head.snapshot_id == base_head.snapshot_id
+                || head_now.snapshot_id == base_head.snapshot_id
+            {
+                true => self.go_over(&made, base_head, &mut since, Some(head_now.batch_count)),
+                false => None,
+            };
+            match over {
+                Some(c) => commit = c,
+                None => {
+                    if self.current_image().is_some_and(|i| i.head() != head_now) {
+                        // the installed image is not the store's head either: the next pin
+                        // rereads
+                        self.install_image(None);
                     }
-                    self.install_image(None);
+                    return Err(advanced(head_now));
                 }
-                *self.tail_checked.lock().unwrap_or_else(|p| p.into_inner()) = None;
-                return Err(Error::Conflict(format!(
-                    "write conflict: another process committed batch {} first; retry",
-                    head.batch_count
-                )));
             }
-            Ok(Ok(log::Create::Unanswered(_))) => unreachable!("answered"),
-            Ok(Err(e)) => return Err(e),
-            Err(_) => {
-                *self.pending.lock().unwrap_or_else(|p| p.into_inner()) =
-                    Some((commit, base.head()));
-                return Err(self.outcome_unknown(&format!(
-                    "its commit object was not created within {} (moraine_io_timeout)",
-                    seconds(self.access.io_timeout)
-                )));
+        }
+        // the store decides: the commit is the object of the next batch, created only if
+        // absent; a commit that lost the race goes over the winner when their keys are apart
+        let mut turns = 0;
+        loop {
+            let created = block_on(
+                async {
+                    tokio::time::timeout(
+                        self.access.io_timeout,
+                        self.objects.create_commit_until_answered(&commit),
+                    )
+                    .await
+                }
+                .instrument(tracing::debug_span!(target: "moraine::store", "moraine.create")),
+            );
+            match created {
+                Ok(Ok(log::Create::Ours)) => {
+                    self.confirm_tail(std::time::Instant::now());
+                    break;
+                }
+                Ok(Ok(log::Create::Taken)) => {
+                    // another process committed this batch first: read (the folder: fold) what
+                    // it wrote, and go over it or let DuckLake retry on the new head
+                    let mut folded_to = None;
+                    if let Some(db) = folder {
+                        match self.bounded("folding the commits after the head", async {
+                            self.fold_tail(db).await?;
+                            self.read_head().await
+                        }) {
+                            Ok(h) => folded_to = Some(h.batch_count),
+                            Err(e) => tracing::warn!(
+                                target: "moraine::store",
+                                "moraine: folding the lake's tail failed: {e}"
+                            ),
+                        }
+                        self.install_image(None);
+                    }
+                    *self.tail_checked.lock().unwrap_or_else(|p| p.into_inner()) = None;
+                    turns += 1;
+                    let over = match (folder, folded_to) {
+                        (Some(_), None) => None,
+                        _ if turns > MAX_GO_OVER_TURNS => None,
+                        (_, upto) => self.go_over(&made, base_head, &mut since, upto),
+                    };
+                    match over {
+                        Some(c) => commit = c,
+                        None => {
+                            return Err(Error::Conflict(format!(
+                                "write conflict: another process committed batch {} first; \
+                                 retry",
+                                commit.head.batch_count
+                            )))
+                        }
+                    }
+                }
+                Ok(Ok(log::Create::Unanswered(_))) => unreachable!("answered"),
+                Ok(Err(e)) => return Err(e),
+                Err(_) => {
+                    let prev = since.last().map_or(base_head, |c| c.head);
+                    *self.pending.lock().unwrap_or_else(|p| p.into_inner()) = Some((commit, prev));
+                    return Err(self.outcome_unknown(&format!(
+                        "its commit object was not created within {} (moraine_io_timeout)",
+                        seconds(self.access.io_timeout)
+                    )));
+                }
             }
+        }
+        if !since.is_empty() {
+            tracing::debug!(
+                target: "moraine::store",
+                from = base_head.batch_count,
+                to = commit.head.batch_count,
+                "moraine: a commit went over the commits made since its transaction began"
+            );
         }
         let Some(db) = folder else {
             // the commit is durable (its object exists) and the folder folds it; this attach's
             // image takes it from here
-            match base.advance_unfolded(&commit.writes, commit.head) {
+            let next =
+                since
+                    .iter()
+                    .chain(std::iter::once(&commit))
+                    .try_fold(None::<Image>, |image, c| {
+                        let from = image.as_ref().unwrap_or(base);
+                        from.advance_unfolded(&c.writes, c.head).map(Some)
+                    });
+            match next.map(|i| i.expect("a commit")) {
                 Ok(next) => {
                     self.install_image(Some(Arc::new(next)));
                     self.take_over_if_unfolded(commit.head, folded);
@@ -210,10 +279,15 @@ impl Store {
             self.image_unsure.store(false, Ordering::SeqCst);
             return Ok(out);
         }
-        let (head, writes) = (commit.head, commit.writes);
+        let head = commit.head;
+        let log = since
+            .into_iter()
+            .chain(std::iter::once(commit))
+            .map(|c| (c.head, c.writes))
+            .collect();
         match self
             .take_snapshot(db)
-            .and_then(|snap| base.advance(&writes, head, Some(snap)))
+            .and_then(|snap| base.follow(log, Some(snap)))
         {
             Ok(next) => {
                 let next = Arc::new(next);
@@ -266,6 +340,52 @@ impl Store {
             "moraine: committed"
         );
         Ok(out)
+    }
+
+    /// `made` (a commit on `base`) taken over every commit after `base` through batch `upto`
+    /// (to the tail's end when `None`), reading from their objects those `since` does not hold
+    /// yet; `None` when it cannot go over them (`rebase::onto`) or they cannot all be read.
+    fn go_over(
+        &self,
+        made: &checkpoint::Commit,
+        base: Head,
+        since: &mut Vec<checkpoint::Commit>,
+        upto: Option<u64>,
+    ) -> Option<checkpoint::Commit> {
+        let from = base.batch_count + 1 + since.len() as u64;
+        let held = since.len();
+        let read = self.bounded(
+            "reading the commits made since the transaction began",
+            async {
+                let mut got = Vec::new();
+                let mut next = from;
+                while upto.is_none_or(|u| next <= u) {
+                    if held + got.len() >= MAX_GO_OVER {
+                        return Ok(None);
+                    }
+                    match self.objects.read_commit(next).await? {
+                        Some(c) if !c.retired => got.push(c),
+                        // (a tail read to its end)
+                        None if upto.is_none() => break,
+                        _ => return Ok(None),
+                    }
+                    next += 1;
+                }
+                Ok(Some(got))
+            },
+        );
+        match read {
+            Ok(Some(got)) => since.extend(got),
+            Ok(None) => return None,
+            Err(e) => {
+                tracing::debug!(
+                    target: "moraine::store",
+                    "moraine: the commits since the transaction began could not be read: {e}"
+                );
+                return None;
+            }
+        }
+        rebase::onto(made, base, since)
     }
 
     /// Fold the commit objects after SlateDB's head into SlateDB, in order; how many. The

@@ -3,7 +3,7 @@
 //! and an attach takes the role when nobody folds.
 
 use super::*;
-use crate::cell::Cell::Text;
+use crate::cell::Cell::{Int, Text};
 use crate::testing::lakes::*;
 use crate::testing::*;
 
@@ -205,4 +205,78 @@ fn a_view_the_tail_has_not_confirmed_lately_commits_nothing() {
         .map(|n| Text(n.into()))
         .collect();
     assert_eq!(table_names(&b), want);
+}
+
+/// DuckLake does not retry its expiry and cleanup commits, which insert no snapshot: one that
+/// loses its race goes over the commits made since it began when they wrote none of its keys
+/// (as on Postgres, where it changes rows nobody else touched), on a plain writer and on the
+/// folder alike; one that touched a key they wrote is still a conflict.
+#[test]
+fn a_commit_inserting_no_snapshot_goes_over_commits_that_touched_other_rows() {
+    let (_dir, url, a, b) = a_plain_writer_beside_a_folder();
+    let gc_files = |s: &Arc<Store>| {
+        column_of(
+            s,
+            "ducklake_files_scheduled_for_deletion",
+            false,
+            "data_file_id",
+        )
+    };
+    std::thread::sleep(DEFAULT_READER_POLL);
+    // each of the two loses a race to a commit of the other, then goes over it
+    for (n, (loser, winner)) in [(&a, &b), (&b, &a)].into_iter().enumerate() {
+        let n = n as i64;
+        std::thread::sleep(DEFAULT_READER_POLL);
+        let mut maintenance = loser.begin();
+        let mut insert = winner.begin();
+        let head = maintenance.head_snapshot(M).unwrap().unwrap();
+        assert_eq!(insert.head_snapshot(M).unwrap(), Some(head));
+        maintenance
+            .stage_insert(
+                M,
+                "ducklake_files_scheduled_for_deletion",
+                vec![gc_row(10 + n)],
+            )
+            .unwrap();
+        stage_table(&mut insert, head + 1, head + 1, &format!("won{n}"));
+        insert.commit().unwrap();
+        maintenance.commit().unwrap();
+        assert_eq!(
+            loser.head().unwrap().snapshot_id,
+            Some(head + 1),
+            "the head keeps the winner's snapshot"
+        );
+    }
+    std::thread::sleep(DEFAULT_READER_POLL);
+    assert_eq!(gc_files(&a), vec![Int(10), Int(11)]);
+    assert_eq!(
+        table_names(&b),
+        ["by_b", "won0", "won1"].map(|n| Text(n.into())).to_vec()
+    );
+    // two commits of the same row: the loser conflicts, and nothing of it lands
+    std::thread::sleep(DEFAULT_READER_POLL);
+    let mut first = a.begin();
+    let mut second = b.begin();
+    let _ = (
+        first.head_snapshot(M).unwrap(),
+        second.head_snapshot(M).unwrap(),
+    );
+    for t in [&mut first, &mut second] {
+        t.stage_insert(M, "ducklake_files_scheduled_for_deletion", vec![gc_row(20)])
+            .unwrap();
+    }
+    second
+        .stage_insert(M, "ducklake_files_scheduled_for_deletion", vec![gc_row(21)])
+        .unwrap();
+    first.commit().unwrap();
+    let e = second.commit().unwrap_err();
+    assert!(e.is_conflict(), "{e}");
+    std::thread::sleep(DEFAULT_READER_POLL);
+    assert_eq!(gc_files(&b), vec![Int(10), Int(11), Int(20)]);
+    a.close().unwrap();
+    b.close().unwrap();
+    drop((a, b));
+    let again = Store::open(&url, true).unwrap();
+    assert_eq!(gc_files(&again), vec![Int(10), Int(11), Int(20)]);
+    assert_eq!(table_names(&again).len(), 3);
 }

@@ -807,9 +807,20 @@ fn changing_a_row_that_is_gone_is_a_conflict() {
     assert!(e.is_conflict() && e.to_string().contains("conflict"), "{e}");
 }
 
+/// Two transactions on one read point that insert no snapshot: on disjoint rows the second goes
+/// over the first (as on Postgres, where they touch different rows); on one row it conflicts,
+/// writing nothing, and DuckLake's retry from a fresh read point lands.
 #[test]
-fn two_transactions_from_one_read_point_second_commit_conflicts() {
+fn two_transactions_from_one_read_point_conflict_only_on_the_same_rows() {
     let store = new_lake(&mem_url("conflict"));
+    let meta = |k: &str| {
+        row(
+            "ducklake_metadata",
+            &[("key", Text(k.into())), ("value", Text("v".into()))],
+        )
+    };
+    let start = store.head().unwrap().batch_count;
+    let metadata = rows_of(&store, "ducklake_metadata", false).len();
     let mut t1 = store.begin();
     let mut t2 = store.begin();
     // both pin the same committed state
@@ -819,35 +830,38 @@ fn two_transactions_from_one_read_point_second_commit_conflicts() {
     // disjoint rows: only sys/head is common to both write sets
     t1.stage_insert(M, "ducklake_table_stats", vec![stats_row(1, 1)])
         .unwrap();
-    t2.stage_insert(
-        M,
-        "ducklake_metadata",
-        vec![row(
-            "ducklake_metadata",
-            &[("key", Text("k".into())), ("value", Text("v".into()))],
-        )],
-    )
-    .unwrap();
+    t2.stage_insert(M, "ducklake_metadata", vec![meta("k")])
+        .unwrap();
     t1.commit().unwrap();
-    let after_t1 = everything(&store);
-    let e = t2.commit().unwrap_err();
+    t2.commit().unwrap();
+    assert_eq!(store.head().unwrap().batch_count, start + 2);
+    assert_eq!(rows_of(&store, "ducklake_table_stats", false).len(), 1);
+    assert_eq!(
+        rows_of(&store, "ducklake_metadata", false).len(),
+        metadata + 1
+    );
+
+    // the same row
+    let mut t3 = store.begin();
+    let mut t4 = store.begin();
+    assert_eq!(t3.head().unwrap(), t4.head().unwrap());
+    t3.stage_insert(M, "ducklake_metadata", vec![meta("k2")])
+        .unwrap();
+    t4.stage_insert(M, "ducklake_metadata", vec![meta("k2")])
+        .unwrap();
+    t3.commit().unwrap();
+    let after_t3 = everything(&store);
+    let e = t4.commit().unwrap_err();
     assert!(e.to_string().contains("conflict"), "{e}");
     assert!(e.is_conflict());
-    assert_eq!(everything(&store), after_t1, "the loser wrote nothing");
+    assert_eq!(everything(&store), after_t3, "the loser wrote nothing");
 
     // the retry from a fresh read point succeeds (DuckLake's retry loop)
-    let mut t3 = store.begin();
-    t3.stage_insert(
-        M,
-        "ducklake_metadata",
-        vec![row(
-            "ducklake_metadata",
-            &[("key", Text("k".into())), ("value", Text("v".into()))],
-        )],
-    )
-    .unwrap();
-    t3.commit().unwrap();
-    assert_eq!(store.head().unwrap().batch_count, 3);
+    let mut t5 = store.begin();
+    t5.stage_insert(M, "ducklake_metadata", vec![meta("k3")])
+        .unwrap();
+    t5.commit().unwrap();
+    assert_eq!(store.head().unwrap().batch_count, start + 4);
 }
 
 #[test]
