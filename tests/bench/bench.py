@@ -856,6 +856,8 @@ def role_writer(args):
     if started is None:
         return
     db, until = started
+    # DuckLake logs every metadata query: each try of a commit inserts a snapshot once
+    db.execute("CALL enable_logging('DuckLakeMetadata')")
     commits, errors, first_error, latencies, kinds = [], 0, None, [], {}
     period = 1.0 / args.rate
     start = time.time()
@@ -878,15 +880,18 @@ def role_writer(args):
             first_error = first_error or err_text(e)
             kind = err_text(e).splitlines()[-1][:120]
             kinds[kind] = kinds.get(kind, 0) + 1
+    tries = sum("ducklake_snapshot VALUES" in m for (m,) in db.execute(
+        "SELECT message FROM duckdb_logs WHERE type = 'DuckLakeMetadata'").fetchall())
     print(json.dumps({"ok": True, "commits": commits, "errors": errors, "first_error": first_error,
                       "latencies": latencies, "attempts": k, "error_kinds": kinds,
+                      "retries": max(0, tries - len(commits) - errors),
                       "hwm_kb": proc_status_kb("VmHWM")}), flush=True)
     db.close()
 
 
 def role_maintenance(args):
-    """Attaches read-write, then expires snapshots older than a few seconds and cleans up old
-    files, every --period seconds, until told."""
+    """Attaches read-write, then flushes inlined data, expires snapshots older than a few
+    seconds and cleans up old files, every --period seconds, until told."""
     started = attach_and_wait(args)
     if started is None:
         return
@@ -895,7 +900,8 @@ def role_maintenance(args):
     while time.time() < until:
         # (counted in SQL: their rows hold timestamps with time zone, which Python converts
         # only with pytz)
-        for stmt in ("SELECT count(*) FROM ducklake_expire_snapshots('lake', "
+        for stmt in ("SELECT count(*) FROM ducklake_flush_inlined_data('lake')",
+                     "SELECT count(*) FROM ducklake_expire_snapshots('lake', "
                      "older_than => now() - INTERVAL 5 SECOND)",
                      "SELECT count(*) FROM ducklake_cleanup_old_files('lake', "
                      "older_than => now() - INTERVAL 5 SECOND)"):
@@ -1080,78 +1086,104 @@ def stop_children(procs, timeout=30):
 
 # ---- workload: writers ------------------------------------------------------------------------
 
+def writer_attach_options(catalog):
+    """The ATTACH options of the writers workload: SQLite in WAL mode with a busy timeout, as
+    DuckLake's documentation advises for several local clients."""
+    if catalog == "sqlite":
+        return ("META_JOURNAL_MODE 'WAL'", "META_BUSY_TIMEOUT 5000")
+    return ()
+
+
 def w_writers(args, out):
-    """Several writer processes (each committing one-row inserts into a table of its own at
-    --rate), a maintenance process (expiry and cleanup) and a READ_ONLY reader, for --seconds;
-    then a fresh attach checks every acknowledged commit is there."""
-    lake = new_lake(args, "lake")
+    """For each K of --writers: K writer processes (each committing one-row inserts into a
+    table of its own at --rate), a maintenance process (DuckLake's flush of inlined data,
+    expiry and cleanup every --period seconds) and --readers READ_ONLY readers, for --seconds;
+    then a fresh attach checks every acknowledged commit is there, once."""
+    for k in [int(x) for x in str(args.writers).split(",")]:
+        writers_round(args, out, k)
+
+
+def writers_round(args, out, k):
+    lake = new_lake(args, f"lake-k{k}")
     db = connect(args.catalog, os.path.join(args.dir, "ext"))
+    opts = writer_attach_options(args.catalog)
+    attach = lake.attach_sql(options=opts)
     procs = []
+    label = f"K={k}"
     try:
         prepare_lake(db, lake)
-        db.execute(lake.attach_sql())
-        tables = [f"w{i}" for i in range(args.writers)]
+        db.execute(attach)
+        tables = [f"w{i}" for i in range(k)]
         for t in tables:
             db.execute(f"CREATE TABLE lake.{t} (id BIGINT, t_ms BIGINT)")
         db.execute("DETACH lake")
-        target = int(args.writers * args.rate * args.seconds)
-        f_acked = (f"commits acknowledged ({args.writers} writers at {args.rate:g}/s for "
-                   f"{args.seconds:g} s, of {target})")
-        writers = [spawn(args, "writer", ["--attach-sql", lake.attach_sql(), "--rate", str(args.rate),
+        writers = [spawn(args, "writer", ["--attach-sql", attach, "--rate", str(args.rate),
                                           "--table", t, "--no-create"]) for t in tables]
         procs += writers
-        maint = spawn(args, "maintenance", ["--attach-sql", lake.attach_sql()])
+        maint = spawn(args, "maintenance", ["--attach-sql", attach, "--period", str(args.period)])
         procs.append(maint)
-        reader = spawn(args, "reader", ["--attach-sql", lake.attach_sql(read_only=True),
-                                        "--query", f"SELECT count(*), max(id) FROM lake.{tables[0]}"])
-        procs.append(reader)
+        readers = [spawn(args, "reader", ["--attach-sql", lake.attach_sql(read_only=True, options=opts),
+                                          "--query", f"SELECT count(*), max(id) FROM lake.{tables[0]}"])
+                   for _ in range(args.readers)]
+        procs += readers
         ready = [ask(p) for p in procs]
         attached = [r.get("ok") for r in ready]
         failed = [r.get("error", "?") for r in ready if not r.get("ok")]
-        out.text("attach", "ok" if not failed else f"{len(failed)} of {len(procs)} failed: {failed[0]}")
-        log(f"writers: {args.catalog}: {sum(attached)} of {len(procs)} processes attached")
+        out.text(f"{label}: attach", "ok" if not failed else f"{len(failed)} of {len(procs)} failed: {failed[0]}")
+        log(f"writers: {args.catalog}: K={k}: {sum(attached)} of {len(procs)} processes attached")
         until = time.time() + 0.5 + args.seconds
         for p, ok in zip(procs, attached):
             if ok:
                 p.stdin.write(json.dumps({"until": until}) + "\n")
                 p.stdin.flush()
         res = [ask(p) if ok else {} for p, ok in zip(procs, attached)]
-        wres, mres, rres = res[:len(writers)], res[len(writers)], res[-1]
+        wres, mres, rres = res[:k], res[k], res[k + 1:]
         acked = {t: [c[0] for c in r.get("commits", [])] for t, r in zip(tables, wres)}
         n_acked = sum(len(v) for v in acked.values())
-        out.value(f_acked, n_acked, "count")
-        out.value("commit errors", sum(r.get("errors", 0) for r in wres), "count")
+        offered = sum(r.get("attempts", 0) for r in wres)
+        out.value(f"{label}: commits acknowledged ({k} writers at {args.rate:g}/s for "
+                  f"{args.seconds:g} s)", n_acked, "count")
+        out.value(f"{label}: commits offered", offered, "count")
+        out.value(f"{label}: throughput", n_acked / args.seconds, "commits/s")
+        errors = sum(r.get("errors", 0) for r in wres)
+        out.value(f"{label}: commit errors", errors, "count")
+        out.value(f"{label}: DuckLake retries", sum(r.get("retries", 0) for r in wres), "count")
         lat = [x for r in wres for x in r.get("latencies", [])]
         if lat:
-            out.value("commit latency p50", percentile(lat, 50), "ms")
-            out.value("commit latency p99", percentile(lat, 99), "ms")
+            out.value(f"{label}: commit latency p50", percentile(lat, 50), "ms")
+            out.value(f"{label}: commit latency p99", percentile(lat, 99), "ms")
         kinds = {}
         for r in wres:
             for msg, n in r.get("error_kinds", {}).items():
                 kinds[msg] = kinds.get(msg, 0) + n
         if kinds:
-            msg, n = max(kinds.items(), key=lambda kv: kv[1])
-            out.text("writers: most frequent error", f"{n}x {msg}")
+            out.text(f"{label}: commit errors by message",
+                     "; ".join(f"{n}x {m}" for m, n in sorted(kinds.items(), key=lambda kv: -kv[1]))[:400])
         if mres:
-            out.value("maintenance calls failed", mres["errors"], "count")
-            out.text("maintenance calls", f"{mres['runs']} ({mres['first_error'] or 'no error'})"[:300])
-        if rres:
-            out.value("reader transactions", rres["txns"], "count")
-            out.value("reader transactions failed", rres["errors"], "count")
-        # every acknowledged commit is there; count what landed without an acknowledgment
+            out.value(f"{label}: maintenance calls failed (of {mres['runs']})", mres["errors"], "count")
+            if mres["first_error"]:
+                out.text(f"{label}: maintenance: first error", mres["first_error"][:300])
+        if rres and all(rres):
+            out.value(f"{label}: reader transactions", sum(r["txns"] for r in rres), "count")
+            out.value(f"{label}: reader transactions failed", sum(r["errors"] for r in rres), "count")
+        # every acknowledged commit is there; count what landed twice or without an
+        # acknowledgment
         stop_children(procs, timeout=60)
         procs = []
-        db.execute(lake.attach_sql())
-        lost = extra = 0
+        db.execute(attach)
+        lost = extra = twice = 0
         for t in tables:
-            ids = {r[0] for r in db.execute(f"SELECT id FROM lake.{t}").fetchall()}
-            lost += len(set(acked[t]) - ids)
-            extra += len(ids - set(acked[t]))
-        out.value("acknowledged commits missing afterwards", lost, "count")
-        out.value("rows landed without an acknowledgment", extra, "count")
+            ids = [r[0] for r in db.execute(f"SELECT id FROM lake.{t}").fetchall()]
+            held = set(ids)
+            lost += len(set(acked[t]) - held)
+            extra += len(held - set(acked[t]))
+            twice += len(ids) - len(held)
+        out.value(f"{label}: acknowledged commits missing afterwards", lost, "count")
+        out.value(f"{label}: commits duplicated", twice, "count")
+        out.value(f"{label}: rows landed without an acknowledgment", extra, "count")
         db.execute("DETACH lake")
     except Exception as e:
-        out.error("writers", e)
+        out.error(f"{label}: writers", e)
     finally:
         stop_children(procs)
         lake.remove(db, files=False)
@@ -1356,9 +1388,12 @@ def main():
     ap.add_argument("--readers", type=int, default=3, help="readers: reader processes (3)")
     ap.add_argument("--rate", type=float, default=15.0,
                     help="readers, writers: each writer's commits per second")
-    ap.add_argument("--writers", type=int, default=4, help="writers: writer processes (4)")
-    ap.add_argument("--period", type=float, default=2.0,
-                    help="writers: seconds between the maintenance process's calls (2)")
+    ap.add_argument("--writers", default="4",
+                    help="writers: writer processes, one run per value (1,2,4)")
+    ap.add_argument("--period", type=float, default=10.0,
+                    help="writers: seconds between the maintenance process's calls (10)")
+    ap.add_argument("--rtt", type=float, default=0.0,
+                    help="--store s3: milliseconds added to every request's round trip (0)")
     ap.add_argument("--table", help=argparse.SUPPRESS)
     ap.add_argument("--no-create", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -1391,9 +1426,14 @@ def main():
         ap.error("--workload is required")
     os.makedirs(args.dir, exist_ok=True)
     if args.store == "s3":
-        if args.workload not in ("commit", "history"):
-            ap.error(f"--store s3 runs the commit and history workloads, not {args.workload}")
+        if args.workload not in ("commit", "history", "writers"):
+            ap.error(f"--store s3 runs the commit, history and writers workloads, not "
+                     f"{args.workload}")
         S3_ENDPOINT = start_moto(args).endpoint
+        if args.rtt > 0:
+            line = s3_helpers().DelayLine(MOTO.port, args.rtt / 1000.0)
+            S3_ENDPOINT = line.endpoint
+            log(f"every request to the S3 server takes {args.rtt:g} ms more")
         log(f"lakes on S3: s3://{S3_BUCKET}/ on moto_server at {S3_ENDPOINT}")
     if args.keep:
         args.keep = os.path.abspath(args.keep)

@@ -22,18 +22,21 @@ use crate::json::{self, Json};
 use crate::{deps, ext, paths};
 
 pub const USAGE: &str = "\
-usage: cargo xtask bench [--quick] [--store s3] [--postgres CONNSTR] [--only NAME,...] [--out FILE]
+usage: cargo xtask bench [--quick] [--store s3 [--rtt MS]] [--postgres CONNSTR] [--only NAME,...]
+                         [--out FILE]
 
 Runs tests/bench/bench.py on moraine, DuckLake's DuckDB-file catalog and its SQLite catalog
 (and Postgres with --postgres), then prints a markdown table: each figure per catalog and
 moraine's ratio to the DuckDB-file catalog. Nothing about timing is asserted.
 
   --quick             small sizes (about 2 minutes for all catalogs on 2 cores)
-  --store s3          the commit and history workloads with every lake's data files, and
-                      moraine's catalog, on a moto_server (the pinned S3 test server) on
-                      127.0.0.1, started for each run; DuckLake's own catalogs stay local
-                      files. Adds the requests the server answered per commit, per warm query
-                      and per attach, for the catalog's prefix and for the data path
+  --store s3          the commit, history and writers workloads with every lake's data
+                      files, and moraine's catalog, on a moto_server (the pinned S3 test
+                      server) on 127.0.0.1, started for each run; DuckLake's own catalogs stay
+                      local files. Adds the requests the server answered per commit, per warm
+                      query and per attach, for the catalog's prefix and for the data path
+  --rtt MS            with --store s3: every request to the server takes MS milliseconds
+                      more (a delay line in front of it), as over a network
   --postgres CONNSTR  also DuckLake's Postgres catalog on this libpq connection string (each
                       lake in a fresh METADATA_SCHEMA, dropped afterwards); installs PyPI
                       duckdb-extension-postgres-scanner==1.5.5
@@ -89,6 +92,7 @@ struct Options {
     postgres: Option<String>,
     only: Vec<&'static str>,
     out: Option<PathBuf>,
+    rtt: Option<u32>,
     help: bool,
 }
 
@@ -139,9 +143,19 @@ fn parse_args(args: &[String]) -> Result<Options, String> {
                 }
             }
             "--out" => o.out = Some(PathBuf::from(value("--out")?)),
+            "--rtt" => {
+                let v = value("--rtt")?;
+                o.rtt = Some(
+                    v.parse()
+                        .map_err(|_| format!("bench: --rtt takes whole milliseconds, not {v:?}"))?,
+                )
+            }
             "-h" | "--help" => o.help = true,
             other => return Err(format!("bench: unexpected argument {other:?}\n\n{USAGE}")),
         }
+    }
+    if o.rtt.is_some() && !o.s3 {
+        return Err("bench: --rtt delays the S3 test server's answers: it needs --store s3".into());
     }
     if o.s3 {
         if let Some(w) = o.only.iter().find(|w| !S3_WORKLOADS.contains(w)) {
@@ -158,11 +172,29 @@ fn parse_args(args: &[String]) -> Result<Options, String> {
 }
 
 /// The workloads `--store s3` runs (expiry's lake copies, the 20,000-file lake and the reader
-/// processes stay local).
-const S3_WORKLOADS: &[&str] = &["commit", "history"];
+/// processes' workload stay local).
+const S3_WORKLOADS: &[&str] = &["commit", "history", "writers"];
 
 /// The sizes handed to bench.py for a workload: quick or full.
 fn sizes(workload: &str, quick: bool, s3: bool) -> Vec<String> {
+    if s3 && workload == "writers" {
+        let seconds = if quick { "10" } else { "60" };
+        return [
+            "--seconds",
+            seconds,
+            "--writers",
+            "2",
+            "--rate",
+            "5",
+            "--readers",
+            "2",
+            "--period",
+            "10",
+        ]
+        .iter()
+        .map(|x| x.to_string())
+        .collect();
+    }
     if s3 && workload == "history" {
         let commits = if quick { "20,100" } else { "100,1000" };
         let reps = if quick { "10" } else { "20" };
@@ -223,8 +255,30 @@ fn sizes(workload: &str, quick: bool, s3: bool) -> Vec<String> {
         ],
         ("readers", true) => &["--seconds", "10", "--readers", "3", "--rate", "15"],
         ("readers", false) => &["--seconds", "60", "--readers", "3", "--rate", "15"],
-        ("writers", true) => &["--seconds", "10", "--writers", "4", "--rate", "5"],
-        ("writers", false) => &["--seconds", "30", "--writers", "4", "--rate", "5"],
+        ("writers", true) => &[
+            "--seconds",
+            "10",
+            "--writers",
+            "1,4",
+            "--rate",
+            "5",
+            "--readers",
+            "2",
+            "--period",
+            "5",
+        ],
+        ("writers", false) => &[
+            "--seconds",
+            "60",
+            "--writers",
+            "1,2,4",
+            "--rate",
+            "5",
+            "--readers",
+            "2",
+            "--period",
+            "10",
+        ],
         _ => &[],
     };
     s.iter().map(|x| x.to_string()).collect()
@@ -531,6 +585,7 @@ struct Setup {
     postgres: Option<String>,
     quick: bool,
     s3: bool,
+    rtt: Option<u32>,
     timeout: Duration,
 }
 
@@ -559,6 +614,9 @@ fn run_one(s: &Setup, workload: &str, catalog: &str, dir: &Path, extra: &[String
     }
     if s.s3 {
         cmd.args(["--store", "s3"]);
+    }
+    if let Some(ms) = s.rtt {
+        cmd.args(["--rtt".to_string(), ms.to_string()]);
     }
     if let (Some(pg), "postgres") = (&s.postgres, catalog) {
         cmd.args(["--postgres", pg]);
@@ -719,6 +777,7 @@ pub fn run(args: &[String]) -> Result<bool, String> {
         postgres: opts.postgres.clone(),
         quick: opts.quick,
         s3: opts.s3,
+        rtt: opts.rtt,
         timeout: Duration::from_secs(timeout),
     };
     let work = paths::fresh_temp_dir("moraine-bench").map_err(|e| format!("temp dir: {e}"))?;
@@ -791,8 +850,12 @@ pub fn run(args: &[String]) -> Result<bool, String> {
     let lakes = if opts.s3 {
         format!(
             "every lake's data files, and moraine's catalog, on moto_server (S3 API, on \
-             127.0.0.1, one server per run); DuckLake's DuckDB-file and SQLite catalogs as \
+             127.0.0.1, one server per run{}); DuckLake's DuckDB-file and SQLite catalogs as \
              local files in {}; requests are those the server logged",
+            match opts.rtt {
+                Some(ms) => format!(", every request delayed by {ms} ms"),
+                None => String::new(),
+            },
             work.display()
         )
     } else {
@@ -1018,10 +1081,15 @@ mod tests {
         assert!(parse_args(&v(&["--only", "nope"])).is_err());
         assert!(parse_args(&v(&["--out"])).is_err());
         assert!(parse_args(&v(&["extra"])).is_err());
-        // --store s3 runs the commit and history workloads only
+        // --store s3 runs the commit, history and writers workloads only
         let o = parse_args(&v(&["--store", "s3"])).unwrap();
         assert!(o.s3);
-        assert_eq!(o.only, vec!["commit", "history"]);
+        assert_eq!(o.only, vec!["commit", "history", "writers"]);
+        // --rtt delays the S3 server: it needs one
+        let o = parse_args(&v(&["--store", "s3", "--rtt", "20", "--only", "writers"])).unwrap();
+        assert_eq!(o.rtt, Some(20));
+        assert!(parse_args(&v(&["--rtt", "20"])).is_err());
+        assert!(parse_args(&v(&["--store", "s3", "--rtt", "2.5"])).is_err());
         assert_eq!(
             parse_args(&v(&["--store=s3", "--only", "2"])).unwrap().only,
             vec!["history"]

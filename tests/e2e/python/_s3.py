@@ -483,6 +483,45 @@ class TlsFront(_Server):
         _close(tls, upstream)
 
 
+class DelayLine(_Server):
+    """A loopback TCP relay in front of the S3 server that adds a fixed round trip to every
+    request: the first piece of each answer goes on `rtt` seconds after the server sent it (a
+    connection's answer follows its request, so each request and answer pays it once, as
+    over a network; connection set-up is not delayed)."""
+
+    def __init__(self, target_port, rtt):
+        self.target = ("127.0.0.1", target_port)
+        self.rtt = rtt
+        self._start()
+
+    @property
+    def endpoint(self):
+        return f"127.0.0.1:{self.port}"
+
+    def _serve(self, client):
+        import socket
+        try:
+            upstream = socket.create_connection(self.target, timeout=10)
+        except OSError:
+            client.close()
+            return
+        upstream.settimeout(None)
+        asked = threading.Event()
+
+        def request(data):
+            asked.set()
+            return data, False
+
+        def answer(data):
+            if asked.is_set():
+                asked.clear()
+                time.sleep(self.rtt)
+            return data, False
+
+        for src, dst, shape in ((client, upstream, request), (upstream, client, answer)):
+            threading.Thread(target=_relay, args=(src, dst, shape), daemon=True).start()
+
+
 class ForwardProxy(_Server):
     """An HTTP proxy on loopback for names that only it can resolve: `localhost` and every
     `<name>.localhost` (a virtual-hosted bucket's host) go to 127.0.0.1, any other host is

@@ -8,6 +8,9 @@ middle, or delays every answer, with `moraine_io_timeout` set to 3 s.
 - A COMMIT during an outage fails within the limit and says its outcome is unknown. Once the
   store answers, the same attach's next statement settles the outcome and goes on: it sees the
   whole commit or none of it, and its next commit works; a fresh attach sees the same.
+- A 10 s outage (issue 41): every commit during it fails within its limit, the first saying
+  its outcome is unknown; the same session's first commit afterwards lands, without DETACH and
+  ATTACH, and every acknowledged row is there.
 - With every answer delayed (but well within the limit) attach, commit and query still work.
 Every statement runs under a hard limit (60 s): a hang fails the scenario at once.
 """
@@ -122,6 +125,34 @@ def scenario(moto, proxy):
               and db.execute(f"SELECT count(*) FROM lake.t WHERE i = {10 + value}").fetchall()
               == [(1,)])
         acked.append(10 + value)
+
+    # ---- a 10 s outage: every commit during it fails within its limit; the same session's
+    # first commit after it lands, without DETACH/ATTACH ------------------------------------------
+    import time
+    proxy.set("hang")
+    outage_ends = time.monotonic() + 10
+    took, errs, value = [], [], 200
+    while time.monotonic() < outage_ends:
+        started = time.monotonic()
+        err = bounded(db, f"INSERT INTO lake.t VALUES ({value})")
+        took.append(time.monotonic() - started)
+        errs.append(err)
+        maybe.append(value)
+        value += 1
+    proxy.set("pass")
+    # (a statement runs a few storage steps, each within the 3 s limit: settling the earlier
+    # commit, reading the head, creating the commit object)
+    check("every commit during a 10 s outage fails", all(e is not None for e in errs), errs)
+    check("... each within its time limit", max(took) < 12, took)
+    check("... the first saying its outcome is unknown",
+          errs[0] is not None and "outcome of the commit is unknown" in errs[0], errs[0])
+    err = bounded(db, "INSERT INTO lake.t VALUES (300)")
+    check("the same session's first commit after the outage lands", err is None, err)
+    acked.append(300)
+    got = [r[0] for r in db.execute("SELECT i FROM lake.t ORDER BY i").fetchall()]
+    check("every acknowledged commit is there after the outage, the failed ones once at most",
+          set(acked) <= set(got) and len(got) == len(set(got))
+          and set(got) <= set(acked) | set(maybe), (got, acked))
     db.close()
 
     # ---- a slow service: every answer late, the statements within the limit --------------------

@@ -7,20 +7,34 @@ from _harness import TEST_DIR, check, connect, expect_error, finish
 
 db = connect()
 
-# 1. Raw moraine tables, no DuckLake: the second of two racing commits gets a "conflict" error,
-#    and only the winner's row is stored.
+# 1. Raw moraine tables, no DuckLake: two racing commits of different rows both land (as two
+#    DuckDB transactions appending to one table do); of two racing commits of the same row, the
+#    second gets a "conflict" error and stores nothing.
 db.execute(f"ATTACH 'moraine:{TEST_DIR}/raw' AS raw")
 db.execute("CREATE TABLE raw.main.ducklake_snapshot_changes (snapshot_id BIGINT, changes_made VARCHAR, "
            "author VARCHAR, commit_message VARCHAR, commit_extra_info VARCHAR)")
-a, b = db.cursor(), db.cursor()
-a.execute("BEGIN")
-b.execute("BEGIN")
-a.execute("INSERT INTO raw.main.ducklake_snapshot_changes VALUES (1, 'a', NULL, NULL, NULL)")
-b.execute("INSERT INTO raw.main.ducklake_snapshot_changes VALUES (2, 'b', NULL, NULL, NULL)")
-a.execute("COMMIT")
-expect_error("raw: loser of a commit race gets a conflict error", lambda: b.execute("COMMIT"), "conflict")
-rows = db.execute("SELECT snapshot_id, changes_made FROM raw.main.ducklake_snapshot_changes").fetchall()
-check("raw: only the winner's row is stored", rows == [(1, "a")], str(rows))
+
+
+def race(first, second):
+    a, b = db.cursor(), db.cursor()
+    a.execute("BEGIN")
+    b.execute("BEGIN")
+    a.execute(f"INSERT INTO raw.main.ducklake_snapshot_changes VALUES ({first}, NULL, NULL, NULL)")
+    b.execute(f"INSERT INTO raw.main.ducklake_snapshot_changes VALUES ({second}, NULL, NULL, NULL)")
+    a.execute("COMMIT")
+    return b
+
+
+race("1, 'a'", "2, 'b'").execute("COMMIT")
+rows = db.execute("SELECT snapshot_id, changes_made FROM raw.main.ducklake_snapshot_changes "
+                  "ORDER BY 1").fetchall()
+check("raw: racing commits of different rows both land", rows == [(1, "a"), (2, "b")], str(rows))
+b = race("3, 'a'", "3, 'b'")
+expect_error("raw: the loser of a race for one row gets a conflict error", lambda: b.execute("COMMIT"),
+             "conflict")
+rows = db.execute("SELECT snapshot_id, changes_made FROM raw.main.ducklake_snapshot_changes "
+                  "ORDER BY 1").fetchall()
+check("raw: only the winner's row is stored", rows == [(1, "a"), (2, "b"), (3, "a")], str(rows))
 
 # 2. Through DuckLake: two non-conflicting inserts race; DuckLake retries the loser, both land.
 db.execute(f"ATTACH 'ducklake:moraine:{TEST_DIR}/meta' AS lake (DATA_PATH '{TEST_DIR}/data/')")
