@@ -135,6 +135,10 @@ pub struct Store {
     fold_stuck: std::sync::atomic::AtomicBool,
     /// When a reader last read the lake's tail (the commit objects after its image).
     tail_checked: Mutex<Option<std::time::Instant>>,
+    /// When this attach last met another process's commit (in the tail, or as the winner of
+    /// a race): while other writers are about, a read-write attach reads the tail at every
+    /// pin, so that its transactions begin on the head (`pin.rs`).
+    others_seen: Mutex<Option<std::time::Instant>>,
     /// When this attach last read the lake's tail to its end, or created a commit object: a
     /// commit object is deleted only [`log::DELETE_AFTER`] after it was written, so a view
     /// confirmed more recently than half that cannot miss one that is gone (`log.rs`).

@@ -176,6 +176,7 @@ impl Store {
                         self.install_image(None);
                     }
                     *self.tail_checked.lock().unwrap_or_else(|p| p.into_inner()) = None;
+                    self.met_another_writer();
                     turns += 1;
                     let over = match (folder, folded_to) {
                         (Some(_), None) => None,
@@ -407,6 +408,7 @@ impl Store {
             );
             head = commit.head;
             folded.push(commit);
+            self.met_another_writer();
         }
         self.tail_ends_at(head.batch_count, started).await?;
         Ok(folded)

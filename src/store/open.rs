@@ -303,6 +303,7 @@ impl Store {
             pending: Default::default(),
             fold_stuck: Default::default(),
             tail_checked: Default::default(),
+            others_seen: Default::default(),
             tail_confirmed: Default::default(),
             fenced: Default::default(),
             metrics,

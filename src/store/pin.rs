@@ -4,6 +4,10 @@
 
 use super::*;
 
+/// How long after it last met another process's commit a read-write attach reads the lake's
+/// tail at every pin ([`Store::tail_due`]).
+const OTHERS_ABOUT_FOR: std::time::Duration = std::time::Duration::from_secs(10);
+
 impl Store {
     pub(crate) fn current_image(&self) -> Option<Arc<Image>> {
         self.image.lock().unwrap_or_else(|p| p.into_inner()).clone()
@@ -184,10 +188,34 @@ impl Store {
 
 impl Store {
     /// Whether an attach reads the lake's tail (the commit objects after its image) before its
-    /// next pin: once per poll interval.
+    /// next pin: once per poll interval; a read-write attach, at every pin while other writers
+    /// are about (it met another process's commit within [`OTHERS_ABOUT_FOR`]), so that its
+    /// transactions begin on the head and DuckLake's first try at a commit is not spent on a
+    /// view already passed (as DuckLake reads the head from a database server at each
+    /// transaction).
     fn tail_due(&self) -> bool {
         let checked = *self.tail_checked.lock().unwrap_or_else(|p| p.into_inner());
-        checked.is_none_or(|at| at.elapsed() >= self.access.reader_poll)
+        let Some(at) = checked else {
+            return true;
+        };
+        if !self.read_only && self.others_about() {
+            return true;
+        }
+        at.elapsed() >= self.access.reader_poll
+    }
+
+    /// Whether this attach met another process's commit within [`OTHERS_ABOUT_FOR`].
+    fn others_about(&self) -> bool {
+        self.others_seen
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .is_some_and(|at| at.elapsed() < OTHERS_ABOUT_FOR)
+    }
+
+    /// This attach met another process's commit just now.
+    pub(super) fn met_another_writer(&self) {
+        *self.others_seen.lock().unwrap_or_else(|p| p.into_inner()) =
+            Some(std::time::Instant::now());
     }
 
     /// A read-write attach whose image (at `head`) is far past the folded state `folded` takes the folder
@@ -310,6 +338,7 @@ impl Store {
                 "moraine: a commit read from the lake's tail"
             );
             image = Arc::new(image.advance_unfolded(&commit.writes, commit.head)?);
+            self.met_another_writer();
         }
         self.tail_ends_at(image.head().batch_count, started).await?;
         *self.tail_checked.lock().unwrap_or_else(|p| p.into_inner()) = Some(started);

@@ -280,3 +280,28 @@ fn a_commit_inserting_no_snapshot_goes_over_commits_that_touched_other_rows() {
     assert_eq!(gc_files(&again), vec![Int(10), Int(11), Int(20)]);
     assert_eq!(table_names(&again).len(), 3);
 }
+
+/// While other writers are about, a read-write attach begins each transaction on the lake's
+/// head (it reads the tail at every pin, as DuckLake reads a server's head), so that DuckLake's
+/// first try at a commit is not spent on a view already passed; alone, it reads the tail once
+/// per poll interval.
+#[test]
+fn a_writer_that_met_another_begins_each_transaction_on_the_head() {
+    let (_dir, _url, a, b) = a_plain_writer_beside_a_folder();
+    commit_table(&b, 2, 2, "b2");
+    std::thread::sleep(DEFAULT_READER_POLL);
+    assert_eq!(
+        table_names(&a).len(),
+        2,
+        "a read the tail and met b's commit"
+    );
+    for i in 3..6 {
+        commit_table(&b, i, i, &format!("b{i}"));
+        // at once: no poll interval between b's commit and a's next transaction
+        assert_eq!(
+            table_names(&a).len() as i64,
+            i,
+            "a's next transaction is on the head"
+        );
+    }
+}
