@@ -1137,11 +1137,13 @@ def writers_round(args, out, k):
         out.text(f"{label}: attach", "ok" if not failed else f"{len(failed)} of {len(procs)} failed: {failed[0]}")
         log(f"writers: {args.catalog}: K={k}: {sum(attached)} of {len(procs)} processes attached")
         until = time.time() + 0.5 + args.seconds
+        mark = s3_requests()
         for p, ok in zip(procs, attached):
             if ok:
                 p.stdin.write(json.dumps({"until": until}) + "\n")
                 p.stdin.flush()
         res = [ask(p) if ok else {} for p, ok in zip(procs, attached)]
+        counted = requests_since(mark, lake)
         wres, mres, rres = res[:k], res[k], res[k + 1:]
         acked = {t: [c[0] for c in r.get("commits", [])] for t, r in zip(tables, wres)}
         n_acked = sum(len(v) for v in acked.values())
@@ -1150,6 +1152,15 @@ def writers_round(args, out, k):
                   f"{args.seconds:g} s)", n_acked, "count")
         out.value(f"{label}: commits offered", offered, "count")
         out.value(f"{label}: throughput", n_acked / args.seconds, "commits/s")
+        if counted is not None:
+            # every process's: the writers', the maintenance process's and the readers'
+            catalog, data = counted
+            out.value(f"{label}: requests to the catalog, all processes, per second",
+                      catalog / args.seconds, "requests")
+            out.value(f"{label}: requests to the catalog, all processes, per acknowledged commit",
+                      catalog / max(1, n_acked), "requests")
+            out.value(f"{label}: requests to the data path, per acknowledged commit",
+                      data / max(1, n_acked), "requests")
         errors = sum(r.get("errors", 0) for r in wres)
         out.value(f"{label}: commit errors", errors, "count")
         if all(r.get("retries") is not None for r in wres):
