@@ -25,6 +25,9 @@ use crate::error::{Error, Result};
 /// What `moraine_log_level` is until it is set: moraine's and SlateDB's warnings.
 pub const DEFAULT_FILTER: &str = "warn,slatedb=warn";
 
+/// SlateDB's metrics registry, which warns of every handle a process opens after its first.
+const SLATEDB_METRICS: &str = "slatedb_common::metrics";
+
 /// The targets a directive may name (moraine's own, and the libraries it drives).
 const TARGETS: &[&str] = &["moraine", "slatedb", "object_store", "reqwest"];
 
@@ -79,10 +82,19 @@ impl Filter {
     /// so it is `off` and each target is named: `debug,slatedb=info` is
     /// `off,moraine=debug,slatedb=info`. (EnvFilter matches a target by prefix, so `moraine`
     /// covers the extension's `moraine_extension` and `slatedb` SlateDB's `slatedb_*` crates.)
+    ///
+    /// SlateDB warns each time a process opens another handle on a database ("duplicate metric
+    /// registration": its metrics registry is per process), which moraine does by design (a
+    /// re-ATTACH, a reader beside a writer, a demoted folder): that target logs errors only,
+    /// unless SlateDB is asked for less.
     pub fn directives(&self) -> String {
         let mut text = String::from("off");
         for (target, level) in &self.directives {
             text.push_str(&format!(",{target}={level}"));
+            if *target == "slatedb" {
+                let metrics = (*level).min(LevelFilter::ERROR);
+                text.push_str(&format!(",{SLATEDB_METRICS}={metrics}"));
+            }
         }
         text
     }
@@ -221,14 +233,24 @@ mod tests {
     #[test]
     fn a_spec_translates_to_envfilter_directives_naming_each_target() {
         let cases = [
-            ("debug,slatedb=info", "off,moraine=debug,slatedb=info"),
-            (DEFAULT_FILTER, "off,moraine=warn,slatedb=warn"),
-            ("slatedb=info", "off,moraine=warn,slatedb=info"),
+            (
+                "debug,slatedb=info",
+                "off,moraine=debug,slatedb=info,slatedb_common::metrics=error",
+            ),
+            (
+                DEFAULT_FILTER,
+                "off,moraine=warn,slatedb=warn,slatedb_common::metrics=error",
+            ),
+            (
+                "slatedb=info",
+                "off,moraine=warn,slatedb=info,slatedb_common::metrics=error",
+            ),
             ("OFF", "off,moraine=off"),
             (" trace , moraine=warn ", "off,moraine=warn"),
             (
                 "error,reqwest=Debug,object_store=warning,slatedb=none",
-                "off,moraine=error,reqwest=debug,object_store=warn,slatedb=off",
+                "off,moraine=error,reqwest=debug,object_store=warn,slatedb=off,\
+                 slatedb_common::metrics=off",
             ),
         ];
         for (spec, directives) in cases {

@@ -606,7 +606,8 @@ fn a_commit_checks_the_stores_own_head_not_only_the_image() {
         .stage_insert(M, "ducklake_snapshot", vec![snap(2)])
         .unwrap();
     let e = stale_txn.commit().unwrap_err();
-    assert!(e.is_conflict() && e.to_string().contains("conflict"), "{e}");
+    // (refused on the store's head before anything is created, not by the create)
+    assert!(e.is_conflict() && e.to_string().contains("advanced"), "{e}");
     // and a new transaction rereads the store instead of trusting the stale image
     let mut t = store.begin();
     assert_eq!(t.head_snapshot(M).unwrap(), Some(2));

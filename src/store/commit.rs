@@ -353,6 +353,11 @@ impl Store {
         since: &mut Vec<checkpoint::Commit>,
         upto: Option<u64>,
     ) -> Option<checkpoint::Commit> {
+        if !self.tail_is_confirmed() {
+            // a view confirmed longer ago than that (races lost one after another) could take
+            // the name of a commit folded and deleted since (`log.rs`)
+            return None;
+        }
         let from = base.batch_count + 1 + since.len() as u64;
         let held = since.len();
         let read = self.bounded(

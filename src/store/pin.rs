@@ -129,6 +129,14 @@ impl Store {
         // installed its image while this pin waited for the lock).
         let now = self.bounded("reading the head", self.read_head())?;
         let previous = self.current_image();
+        if let (Some(image), Backend::Reader(_), false) =
+            (&previous, &*self.backend(), self.read_only)
+        {
+            if now.batch_count > image.head().batch_count {
+                // the folded state passed this plain writer's image: another process committed
+                self.met_another_writer();
+            }
+        }
         if let Some(image) = previous
             .as_ref()
             .filter(|i| i.head().batch_count >= now.batch_count)

@@ -13,10 +13,19 @@ use crate::keys;
 /// `commit`, made on `base`, taken onto the head of `since` (every commit after `base`, in
 /// order): the same writes with the head they now make. `None` when it cannot be: a commit of
 /// `since` is retired (its writes are unknown) or out of order, one wrote a key `commit` writes
-/// (`sys/head` aside, which every commit writes), or both `commit` and one of `since` insert a
-/// snapshot of the default lake.
+/// (`sys/head` aside, which every commit writes), both `commit` and one of `since` insert a
+/// snapshot of the default lake, or one of them changes the catalog's structure (a metadata
+/// table or schema created or dropped, another lake's head: writes that follow from what the
+/// commit scanned, not only from the keys it wrote), or the lake has no snapshot any more.
 pub(crate) fn onto(commit: &Commit, base: Head, since: &[Commit]) -> Option<Commit> {
     let top = since.last()?.head;
+    if top.snapshot_id.is_none()
+        || std::iter::once(commit)
+            .chain(since)
+            .any(|c| c.writes.keys().any(|k| structural(k)))
+    {
+        return None;
+    }
     let consecutive = since
         .iter()
         .enumerate()
@@ -53,6 +62,19 @@ pub(crate) fn onto(commit: &Commit, base: Head, since: &[Commit]) -> Option<Comm
         writes,
         retired: false,
     })
+}
+
+/// Whether `key` changes the catalog's structure: a metadata table's or schema's definition
+/// (`sys/table/...`, `sys/schema/...`) or the head of a lake other than the default one
+/// (`lake/<name>/head`).
+fn structural(key: &[u8]) -> bool {
+    if key.starts_with(&keys::sys_table_prefix()) || key.starts_with(&keys::sys_schema_prefix()) {
+        return true;
+    }
+    matches!(
+        keys::raw_segments(key, 4).as_deref(),
+        Ok([lake, _, head]) if keys::segment_is_text(lake, "lake") && keys::segment_is_text(head, "head")
+    )
 }
 
 /// Whether `a` and `b` write a key in common other than `except`.
@@ -130,6 +152,34 @@ mod tests {
         let since = [commit(head(7, 11), &["snapshot/2"])];
         let got = onto(&insert, base, &since).expect("disjoint");
         assert_eq!(got.head, head(8, 12));
+    }
+
+    #[test]
+    fn structural_changes_are_not_gone_over() {
+        let base = head(7, 10);
+        let expiry = commit(head(7, 11), &["snapshot/3"]);
+        let mut dropped = commit(head(8, 11), &["snapshot/8"]);
+        dropped
+            .writes
+            .insert(keys::sys_table("main", "ducklake_inlined_data_1_1"), None);
+        assert!(onto(&expiry, base, &[dropped]).is_none());
+        let mut other_lake = commit(head(7, 11), &["x"]);
+        other_lake
+            .writes
+            .insert(keys::lake_head("metadata_s2"), Some(b"h".to_vec()));
+        assert!(onto(&other_lake, base, &[commit(head(8, 11), &["y"])]).is_none());
+        // a lake whose snapshot table was dropped meanwhile
+        let emptied = Commit::new(
+            Head {
+                snapshot_id: None,
+                batch_count: 11,
+            },
+            Writes::new(),
+        );
+        assert!(onto(&expiry, base, &[emptied]).is_none());
+        // (a lake's other keys are not structural)
+        assert!(!structural(&keys::snapshot("metadata_s2", 4)));
+        assert!(!structural(&keys::sys_head()));
     }
 
     #[test]

@@ -246,6 +246,12 @@ fn a_commit_inserting_no_snapshot_goes_over_commits_that_touched_other_rows() {
             Some(head + 1),
             "the head keeps the winner's snapshot"
         );
+        // the loser's image holds the commit it went over, with no poll between
+        assert!(
+            table_names(loser).contains(&Text(format!("won{n}"))),
+            "{:?}",
+            table_names(loser)
+        );
     }
     std::thread::sleep(DEFAULT_READER_POLL);
     assert_eq!(gc_files(&a), vec![Int(10), Int(11)]);
