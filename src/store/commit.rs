@@ -154,11 +154,11 @@ impl Store {
                 .instrument(tracing::debug_span!(target: "moraine::store", "moraine.create")),
             );
             match created {
-                Ok(Ok(log::Create::Ours)) => {
+                Ok(Ok(log::Answer::Ours)) => {
                     self.confirm_tail(std::time::Instant::now());
                     break;
                 }
-                Ok(Ok(log::Create::Taken)) => {
+                Ok(Ok(log::Answer::Taken)) => {
                     // another process committed this batch first: read (the folder: fold) what
                     // it wrote, and go over it or let DuckLake retry on the new head
                     let mut folded_to = None;
@@ -194,7 +194,6 @@ impl Store {
                         }
                     }
                 }
-                Ok(Ok(log::Create::Unanswered(_))) => unreachable!("answered"),
                 Ok(Err(e)) => return Err(e),
                 Err(_) => {
                     let prev = since.last().map_or(base_head, |c| c.head);

@@ -28,6 +28,15 @@ pub(crate) enum Create {
     Unanswered(String),
 }
 
+/// What the store answered a create of a commit object, once it answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Answer {
+    /// The object is ours: the commit is durable.
+    Ours,
+    /// Another commit holds the name: ours was not written.
+    Taken,
+}
+
 impl Objects {
     /// Create the commit object of batch `batch` holding `object` (an encoded [`Commit`]), only
     /// if absent.
@@ -59,7 +68,7 @@ impl Objects {
     /// [`Objects::create_commit`] until the store answers: an attempt without an answer is
     /// made again (after 50 ms, doubling up to 1 s), and a refusal after such an attempt reads
     /// the object, which may be this commit's own. Runs until answered: the caller bounds it.
-    pub(super) async fn create_commit_until_answered(&self, commit: &Commit) -> Result<Create> {
+    pub(super) async fn create_commit_until_answered(&self, commit: &Commit) -> Result<Answer> {
         let batch = commit.head.batch_count;
         let object = Bytes::from(commit.encode());
         let mut unanswered = false;
@@ -72,11 +81,11 @@ impl Objects {
                 Err(e) => return Err(e),
             };
             match created {
-                Create::Ours => return Ok(Create::Ours),
-                Create::Taken if !unanswered => return Ok(Create::Taken),
+                Create::Ours => return Ok(Answer::Ours),
+                Create::Taken if !unanswered => return Ok(Answer::Taken),
                 Create::Taken => match self.read_commit(batch).await {
-                    Ok(Some(found)) if found.id == commit.id => return Ok(Create::Ours),
-                    Ok(_) => return Ok(Create::Taken),
+                    Ok(Some(found)) if found.id == commit.id => return Ok(Answer::Ours),
+                    Ok(_) => return Ok(Answer::Taken),
                     Err(e) => tracing::debug!(
                         target: "moraine::store",
                         "moraine: reading commit object {batch} failed ({e}); trying again"
