@@ -71,8 +71,9 @@ const WORKLOADS: &[(&str, &str)] = &[
     ),
     (
         "writers",
-        "7. several writer processes (own tables), a maintenance process and a READ_ONLY \
-         reader together; every acknowledged commit checked afterwards",
+        "7. K = 1, 2 and 4 writer processes (own tables; K = 2 on S3), a maintenance process \
+         (flush, expiry, cleanup) and two READ_ONLY readers together; every acknowledged \
+         commit checked afterwards",
     ),
     (
         "turns",
@@ -177,23 +178,28 @@ const S3_WORKLOADS: &[&str] = &["commit", "history", "writers"];
 
 /// The sizes handed to bench.py for a workload: quick or full.
 fn sizes(workload: &str, quick: bool, s3: bool) -> Vec<String> {
-    if s3 && workload == "writers" {
-        let seconds = if quick { "10" } else { "60" };
+    if workload == "writers" {
+        // K writers (each 5 commits/s), two readers, maintenance every `period` seconds
+        let (seconds, writers, period) = match (quick, s3) {
+            (true, true) => ("10", "2", "5"),
+            (false, true) => ("60", "2", "10"),
+            (true, false) => ("10", "1,4", "5"),
+            (false, false) => ("60", "1,2,4", "10"),
+        };
         return [
             "--seconds",
             seconds,
             "--writers",
-            "2",
+            writers,
             "--rate",
             "5",
             "--readers",
             "2",
             "--period",
-            "10",
+            period,
         ]
-        .iter()
-        .map(|x| x.to_string())
-        .collect();
+        .map(String::from)
+        .to_vec();
     }
     if s3 && workload == "history" {
         let commits = if quick { "20,100" } else { "100,1000" };
@@ -255,30 +261,6 @@ fn sizes(workload: &str, quick: bool, s3: bool) -> Vec<String> {
         ],
         ("readers", true) => &["--seconds", "10", "--readers", "3", "--rate", "15"],
         ("readers", false) => &["--seconds", "60", "--readers", "3", "--rate", "15"],
-        ("writers", true) => &[
-            "--seconds",
-            "10",
-            "--writers",
-            "1,4",
-            "--rate",
-            "5",
-            "--readers",
-            "2",
-            "--period",
-            "5",
-        ],
-        ("writers", false) => &[
-            "--seconds",
-            "60",
-            "--writers",
-            "1,2,4",
-            "--rate",
-            "5",
-            "--readers",
-            "2",
-            "--period",
-            "10",
-        ],
         _ => &[],
     };
     s.iter().map(|x| x.to_string()).collect()
