@@ -60,8 +60,9 @@ impl Image {
                     match snap.get(key).await {
                         Ok(v) => return Ok(v),
                         // the snapshot's writer was fenced since (another attach took the
-                        // folder role): read the state the store has now
-                        Err(e) if handle_closed(&e) => {}
+                        // folder role): read the state the store has now, once it holds
+                        // every commit of this image
+                        Err(e) if handle_closed(&e) => self.state_holds_image(backend).await?,
                         Err(e) => return Err(e.into()),
                     }
                 }
@@ -96,7 +97,7 @@ impl Image {
                 match read.await {
                     Ok(records) => return Ok(records),
                     // (as in `get`: the state the store has now)
-                    Err(Error::Fenced(_)) => {}
+                    Err(Error::Fenced(_)) => self.state_holds_image(backend).await?,
                     Err(e) => return Err(e),
                 }
             }
@@ -183,6 +184,41 @@ pub(super) async fn scan_snapshot(snap: &DbSnapshot, prefix: &[u8]) -> Result<Ve
     }
     Ok(out)
 }
+
+impl Image {
+    /// Waits until `backend`'s state (a reader's, standing in for this image's snapshot, whose
+    /// writer was fenced) holds every commit of this image. A folder fenced before SlateDB made
+    /// its last folds durable leaves them to the next folder, which folds them again from their
+    /// commit objects: until the reader sees that, its state lacks their ended versions, and
+    /// reading history from it would miss rows. Gives up after
+    /// [`FENCED_CATCH_UP_LIMIT`] with an error rather than a wrong answer.
+    async fn state_holds_image(&self, backend: &Backend) -> Result<()> {
+        let started = std::time::Instant::now();
+        loop {
+            let held = match backend.get(&keys::sys_head()).await? {
+                Some(v) => crate::head::Head::decode(&v)?.batch_count,
+                None => 0,
+            };
+            if held >= self.head.batch_count {
+                return Ok(());
+            }
+            if started.elapsed() >= FENCED_CATCH_UP_LIMIT {
+                return Err(Error::Storage(format!(
+                    "this transaction's view of the lake (batch {}) was read through a folder \
+                     another attach has since replaced, and the lake's state still shows batch \
+                     {held} after {} s; run the statement again",
+                    self.head.batch_count,
+                    FENCED_CATCH_UP_LIMIT.as_secs()
+                )));
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    }
+}
+
+/// How long a history read of a fenced folder's image waits for the reader's state to hold
+/// the image ([`Image::state_holds_image`]).
+const FENCED_CATCH_UP_LIMIT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// An image read through the store's handle: the committed state a commit's write set lies
 /// over.

@@ -863,3 +863,40 @@ fn a_decoded_section_lives_only_as_long_as_an_image_holds_it() {
     });
     assert_eq!(rows_of(&store, "ducklake_table", false).len(), 3);
 }
+
+/// A history read through the snapshot of a folder whose writer was fenced (or closed) reads
+/// the reader's state instead, and waits until that state holds every commit of the image:
+/// before, it would miss the ended versions of commits the reader has not seen yet.
+#[test]
+fn a_history_read_through_a_closed_snapshot_waits_for_the_state_to_hold_the_image() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = dir.path().join("lake").display().to_string();
+    let writer = new_lake(&url);
+    commit_table(&writer, 1, 1, "t1");
+    // a reader that looks for new commits every 3 s: it stays behind the next commit a while
+    let reader = Store::open_with(&url, true, &[("reader_poll_ms".into(), "3000".into())]).unwrap();
+    assert_eq!(table_names(&reader).len(), 1);
+    // a hand edit: end t1's version at the head snapshot, writing its history record
+    let mut t = writer.begin();
+    let m = t.rows(M, "ducklake_table", false).unwrap();
+    t.stage_update(
+        M,
+        "ducklake_table",
+        vec![(rowid(m.id, 0), table_row(1, 1, Some(1), "t1"))],
+    )
+    .unwrap();
+    t.commit().unwrap();
+    let image = writer.current_image().unwrap();
+    assert!(
+        image.snapshot_seq().is_some(),
+        "read through the writer's snapshot"
+    );
+    // the writer goes away: its snapshot cannot be read any more
+    writer.close().unwrap();
+    let key = keys::history(M, "ducklake_table", &[Int(1)], &Int(1), &Int(1));
+    let got = block_on(image.get(&reader.backend(), &key)).unwrap();
+    assert!(
+        got.is_some(),
+        "the ended version, once the reader's state holds the edit"
+    );
+}
