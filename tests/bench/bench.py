@@ -861,12 +861,13 @@ def role_writer(args):
     db.execute("CALL enable_logging('DuckLakeMetadata')")
     commits, errors, first_error, latencies, kinds = [], 0, None, [], {}
     period = 1.0 / args.rate
-    # each writer keeps its own phase, as independent writers do (writers all committing at
-    # the same instants would race at every slot)
-    start = time.time() + random.uniform(0.0, period)
+    # each commit at a random moment of its slot, as independent writers commit: writers at
+    # one fixed period and fixed phases would race at every slot or never, by the luck of
+    # their phases, and a run would measure that luck
+    start = time.time()
     k = 0
     while True:
-        due = start + k * period
+        due = start + (k + random.random()) * period
         if due >= until or time.time() >= until:  # late slots after the deadline are dropped
             break
         now = time.time()
