@@ -634,10 +634,9 @@ fn a_conflict_drops_an_image_behind_the_stores_head() {
     assert_eq!(retry.head_snapshot(M).unwrap(), Some(2));
 }
 
-#[test]
-fn a_reader_never_serves_a_version_twice_when_the_writer_ends_it_after_the_pin() {
-    let (_dir, writer, reader, mut pinned) = writer_and_pinned_reader();
-    // a hand edit: end t1's version at the head snapshot, minting none
+/// A hand edit: end table t1's version (table 1, begun at snapshot 1) at snapshot 1, the head,
+/// minting none: it writes t1's history record.
+fn end_t1_at_its_snapshot(writer: &Arc<Store>) {
     let mut t = writer.begin();
     let m = t.rows(M, "ducklake_table", false).unwrap();
     t.stage_update(
@@ -647,6 +646,12 @@ fn a_reader_never_serves_a_version_twice_when_the_writer_ends_it_after_the_pin()
     )
     .unwrap();
     t.commit().unwrap();
+}
+
+#[test]
+fn a_reader_never_serves_a_version_twice_when_the_writer_ends_it_after_the_pin() {
+    let (_dir, writer, reader, mut pinned) = writer_and_pinned_reader();
+    end_t1_at_its_snapshot(&writer);
     // wait until the reader process state has the edit
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
     while reader.head().unwrap().batch_count < writer.head().unwrap().batch_count {
@@ -876,16 +881,7 @@ fn a_history_read_through_a_closed_snapshot_waits_for_the_state_to_hold_the_imag
     // a reader that looks for new commits every 3 s: it stays behind the next commit a while
     let reader = Store::open_with(&url, true, &[("reader_poll_ms".into(), "3000".into())]).unwrap();
     assert_eq!(table_names(&reader).len(), 1);
-    // a hand edit: end t1's version at the head snapshot, writing its history record
-    let mut t = writer.begin();
-    let m = t.rows(M, "ducklake_table", false).unwrap();
-    t.stage_update(
-        M,
-        "ducklake_table",
-        vec![(rowid(m.id, 0), table_row(1, 1, Some(1), "t1"))],
-    )
-    .unwrap();
-    t.commit().unwrap();
+    end_t1_at_its_snapshot(&writer);
     let image = writer.current_image().unwrap();
     assert!(
         image.snapshot_seq().is_some(),
