@@ -408,10 +408,21 @@ impl Transaction {
             // to run under (the runtime's timer costs more than serving them)
             return image.live_rows(def, kind);
         }
-        self.store.bounded(
-            "reading rows",
-            image.rows(&self.store.backend(), def, kind, need_history),
-        )
+        let read = || {
+            self.store.bounded(
+                "reading rows",
+                image.rows(&self.store.backend(), def, kind, need_history),
+            )
+        };
+        match read() {
+            // the folder role was taken while this transaction read through the writer: it
+            // reads its pinned view through a reader of the lake from here on
+            Err(Error::Fenced(_)) if !self.store.is_read_only() && self.store.is_folder() => {
+                self.store.go_on_without_the_role()?;
+                read()
+            }
+            read => read,
+        }
     }
 
     /// The table's rows as this transaction sees them (committed + staged, in stage order).

@@ -104,6 +104,15 @@ impl Store {
         };
         let (writes, head, out) = match translate() {
             Ok(t) => t,
+            Err(Error::Fenced(_)) => {
+                // the folder role was taken while this commit read through the writer
+                self.fenced.store(true, Ordering::SeqCst);
+                self.demote_locked()?;
+                return Err(Error::Conflict(format!(
+                    "write conflict: another attach of {} took the folder role; retry",
+                    self.url
+                )));
+            }
             // (translated on a view the lake has left: DuckLake's retry translates again)
             Err(_) if head_now != base_head => return Err(advanced(head_now)),
             Err(e) => return Err(e),

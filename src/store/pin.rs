@@ -55,11 +55,7 @@ impl Store {
             // the folder role was taken while this pin read through SlateDB's writer: go on
             // without it
             Err(Error::Fenced(_)) if !self.read_only && self.is_folder() => {
-                {
-                    let _commit = self.commit_lock.lock().unwrap_or_else(|p| p.into_inner());
-                    self.fenced.store(true, Ordering::SeqCst);
-                    self.demote_locked()?;
-                }
+                self.go_on_without_the_role()?;
                 self.pin_once()
             }
             pinned => pinned,
@@ -195,6 +191,14 @@ impl Store {
 }
 
 impl Store {
+    /// This attach learned that another took the folder role (a read through its writer met
+    /// the fence): it goes on with a reader of the lake. Not under the commit lock.
+    pub(crate) fn go_on_without_the_role(&self) -> Result<()> {
+        let _commit = self.commit_lock.lock().unwrap_or_else(|p| p.into_inner());
+        self.fenced.store(true, Ordering::SeqCst);
+        self.demote_locked()
+    }
+
     /// Whether an attach reads the lake's tail (the commit objects after its image) before its
     /// next pin: once per poll interval; a read-write attach, at every pin while other writers
     /// are about (it met another process's commit within [`OTHERS_ABOUT_FOR`]), so that its

@@ -16,10 +16,10 @@ use crate::keys;
 /// (`sys/head` aside, which every commit writes), both `commit` and one of `since` insert a
 /// snapshot of the default lake, or one of them changes the catalog's structure (a metadata
 /// table or schema created or dropped, another lake's head: writes that follow from what the
-/// commit scanned, not only from the keys it wrote), or the lake has no snapshot any more.
+/// commit scanned, not only from the keys it wrote), or the lake lost its snapshots since.
 pub(crate) fn onto(commit: &Commit, base: Head, since: &[Commit]) -> Option<Commit> {
     let top = since.last()?.head;
-    if top.snapshot_id.is_none()
+    if (base.snapshot_id.is_some() && top.snapshot_id.is_none())
         || std::iter::once(commit)
             .chain(since)
             .any(|c| c.writes.keys().any(|k| structural(k)))
@@ -177,6 +177,14 @@ mod tests {
             Writes::new(),
         );
         assert!(onto(&expiry, base, &[emptied]).is_none());
+        // a store with no DuckLake snapshot at all (raw tables) goes on as any other
+        let none = |batch| Head {
+            snapshot_id: None,
+            batch_count: batch,
+        };
+        let raw = commit(none(11), &["row/1"]);
+        let got = onto(&raw, none(10), &[commit(none(11), &["row/2"])]).expect("disjoint");
+        assert_eq!(got.head, none(12));
         // (a lake's other keys are not structural)
         assert!(!structural(&keys::snapshot("metadata_s2", 4)));
         assert!(!structural(&keys::sys_head()));

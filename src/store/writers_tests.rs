@@ -311,3 +311,36 @@ fn a_writer_that_met_another_begins_each_transaction_on_the_head() {
         );
     }
 }
+
+/// A transaction of a folder whose role another attach took meanwhile reads its pinned view to
+/// the end, history included: a read that meets the fence goes on through a reader of the lake.
+#[test]
+fn a_fenced_folder_s_open_transaction_reads_its_history_to_the_end() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = dir.path().display().to_string();
+    let a = new_lake(&url);
+    commit_table(&a, 1, 1, "t1");
+    let mut t = a.begin();
+    assert_eq!(t.head_snapshot(M).unwrap(), Some(1));
+    let b = second_writer(dir.path());
+    commit_table(&b, 2, 2, "t2");
+    // `a`'s writer learns of the fence at its next manifest poll, and closes
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while a.close_reason().is_none() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "a never learned of the fence"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert!(
+        a.is_folder(),
+        "not demoted yet: nothing of `a` has run since"
+    );
+    let rows = t.rows(M, "ducklake_table", true).unwrap();
+    assert_eq!(
+        col(&rows.rows, "ducklake_table", "table_name"),
+        vec![Text("t1".into())]
+    );
+    assert!(!a.is_folder(), "went on without the role");
+}
