@@ -417,7 +417,7 @@ impl Transaction {
         match read() {
             // the folder role was taken while this transaction read through the writer: it
             // reads its pinned view through a reader of the lake from here on
-            Err(Error::Fenced(_)) if !self.store.is_read_only() && self.store.is_folder() => {
+            Err(Error::Fenced(_)) if !self.store.is_read_only() => {
                 self.store.go_on_without_the_role()?;
                 read()
             }

@@ -54,7 +54,7 @@ impl Store {
         match self.pin_once() {
             // the folder role was taken while this pin read through SlateDB's writer: go on
             // without it
-            Err(Error::Fenced(_)) if !self.read_only && self.is_folder() => {
+            Err(Error::Fenced(_)) if !self.read_only => {
                 self.go_on_without_the_role()?;
                 self.pin_once()
             }
@@ -195,6 +195,10 @@ impl Store {
     /// the fence): it goes on with a reader of the lake. Not under the commit lock.
     pub(crate) fn go_on_without_the_role(&self) -> Result<()> {
         let _commit = self.commit_lock.lock().unwrap_or_else(|p| p.into_inner());
+        if !self.is_folder() {
+            // another thread of this attach went on without it first
+            return Ok(());
+        }
         self.fenced.store(true, Ordering::SeqCst);
         self.demote_locked()
     }

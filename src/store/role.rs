@@ -115,6 +115,8 @@ impl Store {
             &mut *self.handle.write().unwrap_or_else(|p| p.into_inner()),
             Arc::new(Backend::writer(db.clone())),
         );
+        // (a fence this attach met as a plain writer is not this writer's)
+        self.fenced.store(false, Ordering::SeqCst);
         let _ = block_on(within(
             self.access.io_timeout,
             &self.url,
