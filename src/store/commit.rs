@@ -79,15 +79,7 @@ impl Store {
         // unless the folded state is already past it. The commit object decides the rest.
         let folded = match self.bounded("reading the head", self.read_head()) {
             Ok(folded) => folded,
-            Err(Error::Fenced(_)) => {
-                // the folder role was taken meanwhile: DuckLake retries on a view read again
-                self.fenced.store(true, Ordering::SeqCst);
-                self.demote_locked()?;
-                return Err(Error::Conflict(format!(
-                    "write conflict: another attach of {} took the folder role; retry",
-                    self.url
-                )));
-            }
+            Err(Error::Fenced(_)) => return Err(self.role_taken_meanwhile()),
             Err(e) => return Err(e),
         };
         let head_now = match (folder, self.current_image()) {
@@ -104,15 +96,7 @@ impl Store {
         };
         let (writes, head, out) = match translate() {
             Ok(t) => t,
-            Err(Error::Fenced(_)) => {
-                // the folder role was taken while this commit read through the writer
-                self.fenced.store(true, Ordering::SeqCst);
-                self.demote_locked()?;
-                return Err(Error::Conflict(format!(
-                    "write conflict: another attach of {} took the folder role; retry",
-                    self.url
-                )));
-            }
+            Err(Error::Fenced(_)) => return Err(self.role_taken_meanwhile()),
             // (translated on a view the lake has left: DuckLake's retry translates again)
             Err(_) if head_now != base_head => return Err(advanced(head_now)),
             Err(e) => return Err(e),
@@ -173,10 +157,15 @@ impl Store {
                     let mut folded_to = None;
                     if let Some(db) = folder {
                         match self.bounded("folding the commits after the head", async {
-                            self.fold_tail(db).await?;
-                            self.read_head().await
+                            let folded = self.fold_tail(db).await?;
+                            Ok((folded, self.read_head().await?))
                         }) {
-                            Ok(h) => folded_to = Some(h.batch_count),
+                            Ok((folded, h)) => {
+                                // (read from their objects just now: the ones to go over,
+                                // right after `since`, as SlateDB's head was `since`'s end)
+                                since.extend(folded);
+                                folded_to = Some(h.batch_count)
+                            }
                             Err(e) => tracing::warn!(
                                 target: "moraine::store",
                                 "moraine: folding the lake's tail failed: {e}"
@@ -351,6 +340,19 @@ impl Store {
         Ok(out)
     }
 
+    /// The folder role was taken while this commit read through the writer (the caller holds
+    /// the commit lock): the attach goes on without it, and DuckLake retries on a view read
+    /// again.
+    fn role_taken_meanwhile(&self) -> Error {
+        match self.demote_fenced_locked() {
+            Ok(()) => Error::Conflict(format!(
+                "write conflict: another attach of {} took the folder role; retry",
+                self.url
+            )),
+            Err(e) => e,
+        }
+    }
+
     /// `made` (a commit on `base`) taken over every commit after `base` through batch `upto`
     /// (to the tail's end when `None`), reading from their objects those `since` does not hold
     /// yet; `None` when it cannot go over them (`rebase::onto`) or they cannot all be read.
@@ -361,7 +363,7 @@ impl Store {
         since: &mut Vec<checkpoint::Commit>,
         upto: Option<u64>,
     ) -> Option<checkpoint::Commit> {
-        if !self.tail_is_confirmed() {
+        if !self.tail_is_confirmed() || since.len() > MAX_GO_OVER {
             // a view confirmed longer ago than that (races lost one after another) could take
             // the name of a commit folded and deleted since (`log.rs`)
             return None;

@@ -319,11 +319,7 @@ impl Store {
                 Ok(_) => {}
                 // another read-write attach took the folder role meanwhile
                 Err(Error::Fenced(_)) => {
-                    {
-                        let _commit = store.commit_lock.lock().unwrap_or_else(|p| p.into_inner());
-                        store.fenced.store(true, Ordering::SeqCst);
-                        store.demote_locked()?;
-                    }
+                    store.go_on_without_the_role()?;
                     return Ok(store);
                 }
                 Err(e) => {

@@ -199,8 +199,7 @@ impl Store {
             // another thread of this attach went on without it first
             return Ok(());
         }
-        self.fenced.store(true, Ordering::SeqCst);
-        self.demote_locked()
+        self.demote_fenced_locked()
     }
 
     /// Whether an attach reads the lake's tail (the commit objects after its image) before its

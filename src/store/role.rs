@@ -16,6 +16,13 @@ impl Store {
         matches!(&*self.backend(), Backend::Writer(..))
     }
 
+    /// [`Store::demote_locked`] for an attach that learned of the fence from a read or write
+    /// through its writer: marked fenced first. The caller holds the commit lock.
+    pub(super) fn demote_fenced_locked(&self) -> Result<()> {
+        self.fenced.store(true, Ordering::SeqCst);
+        self.demote_locked()
+    }
+
     /// This attach's writer was fenced (another attach took the folder role): stop the folder's
     /// work and go on with a reader of the lake. The caller holds the commit lock. Open
     /// transactions keep their images; the next pin reads the lake afresh.
