@@ -27,12 +27,18 @@ fn goes_on_without_the_role(store: &Arc<Store>, tables: &[&str]) {
     }
 }
 
-/// A lake in a new directory (and its URL) with `a`, its first writer, going on without the
-/// folder role that `b`, a second writer, took and committed table `by_b` with.
-fn a_plain_writer_beside_a_folder() -> (tempfile::TempDir, String, Arc<Store>, Arc<Store>) {
+/// A new lake in a new directory: the directory, its URL and the lake's first writer.
+fn lake_in_a_new_dir() -> (tempfile::TempDir, String, Arc<Store>) {
     let dir = tempfile::tempdir().unwrap();
     let url = dir.path().display().to_string();
     let a = new_lake(&url);
+    (dir, url, a)
+}
+
+/// A lake in a new directory (and its URL) with `a`, its first writer, going on without the
+/// folder role that `b`, a second writer, took and committed table `by_b` with.
+fn a_plain_writer_beside_a_folder() -> (tempfile::TempDir, String, Arc<Store>, Arc<Store>) {
+    let (dir, url, a) = lake_in_a_new_dir();
     let b = second_writer(dir.path());
     commit_table(&b, 1, 1, "by_b");
     // `a` learns it was fenced, and goes on without the role
@@ -60,9 +66,7 @@ fn stage_table(t: &mut crate::txn::Transaction, id: i64, table_id: i64, name: &s
 
 #[test]
 fn two_writers_commit_in_turn_and_the_loser_of_a_race_gets_a_conflict() {
-    let dir = tempfile::tempdir().unwrap();
-    let url = dir.path().display().to_string();
-    let a = new_lake(&url);
+    let (dir, url, a) = lake_in_a_new_dir();
     let b = second_writer(dir.path());
     assert!(b.is_folder());
     // each commits in turn, seeing the other's commits
@@ -155,9 +159,7 @@ fn a_reclaim_on_a_plain_writer_takes_the_folder_role() {
 /// of a commit that was folded and deleted.
 #[test]
 fn a_view_the_tail_has_not_confirmed_lately_commits_nothing() {
-    let dir = tempfile::tempdir().unwrap();
-    let url = dir.path().display().to_string();
-    let a = new_lake(&url);
+    let (dir, _url, a) = lake_in_a_new_dir();
     commit_table(&a, 1, 1, "t1");
     // a long statement: its view is confirmed at commit, and it lands
     a.age_tail_confirmation_for_test(log::DELETE_AFTER);
@@ -316,9 +318,7 @@ fn a_writer_that_met_another_begins_each_transaction_on_the_head() {
 /// the end, history included: a read that meets the fence goes on through a reader of the lake.
 #[test]
 fn a_fenced_folder_s_open_transaction_reads_its_history_to_the_end() {
-    let dir = tempfile::tempdir().unwrap();
-    let url = dir.path().display().to_string();
-    let a = new_lake(&url);
+    let (dir, _url, a) = lake_in_a_new_dir();
     commit_table(&a, 1, 1, "t1");
     let mut t = a.begin();
     assert_eq!(t.head_snapshot(M).unwrap(), Some(1));

@@ -1449,7 +1449,9 @@ def main():
                      f"{args.workload}")
         S3_ENDPOINT = start_moto(args).endpoint
         if args.rtt > 0:
-            line = s3_helpers().DelayLine(MOTO.port, args.rtt / 1000.0)
+            line = s3_helpers().FaultProxy(MOTO.port)
+            line.RTT = args.rtt / 1000.0
+            line.set("rtt")
             S3_ENDPOINT = line.endpoint
             log(f"every request to the S3 server takes {args.rtt:g} ms more")
         log(f"lakes on S3: s3://{S3_BUCKET}/ on moto_server at {S3_ENDPOINT}")

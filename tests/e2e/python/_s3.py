@@ -268,10 +268,14 @@ class FaultProxy(_Server):
     "hang" accepts and never answers; "503" answers every request with 503 Slow Down; "cut"
     relays each request but only the first half of the first piece of its answer, then closes
     the connection (the server has done the request; the client never learns how it went);
-    "slow" relays every piece of every answer SLOW seconds late.
+    "slow" relays every piece of every answer SLOW seconds late; "rtt" adds RTT seconds to
+    every request, as a network round trip would (the first piece of each answer goes on RTT
+    seconds after the server sent it: a connection's answer follows its request, so each
+    request pays it once; connection set-up is not delayed).
     """
 
     SLOW = 0.05
+    RTT = 0.02
 
     def __init__(self, target_port):
         self.target = ("127.0.0.1", target_port)
@@ -311,6 +315,21 @@ class FaultProxy(_Server):
             return
         with self.lock:
             self.open += [client, upstream]
+        if mode == "rtt":
+            asked = threading.Event()
+
+            def request(data):
+                asked.set()
+                return data, False
+
+            def answer(data):
+                if asked.is_set():
+                    asked.clear()
+                    time.sleep(self.RTT)
+                return data, False
+
+            _join(client, upstream, answer=answer, request=request)
+            return
         _join(client, upstream, answer=self._answer)
 
     def _answer(self, data):
@@ -367,10 +386,10 @@ def _relay(src, dst, shape=None):
     _close(src, dst)
 
 
-def _join(client, server, answer=None):
+def _join(client, server, answer=None, request=None):
     """Relays client and server both ways, each direction in a thread of its own; `answer`
-    may shape the server's side (see `_relay`)."""
-    for src, dst, shape in ((client, server, None), (server, client, answer)):
+    may shape the server's side and `request` the client's (see `_relay`)."""
+    for src, dst, shape in ((client, server, request), (server, client, answer)):
         threading.Thread(target=_relay, args=(src, dst, shape), daemon=True).start()
 
 
@@ -481,45 +500,6 @@ class TlsFront(_Server):
         except (OSError, EOFError):
             pass
         _close(tls, upstream)
-
-
-class DelayLine(_Server):
-    """A loopback TCP relay in front of the S3 server that adds a fixed round trip to every
-    request: the first piece of each answer goes on `rtt` seconds after the server sent it (a
-    connection's answer follows its request, so each request and answer pays it once, as
-    over a network; connection set-up is not delayed)."""
-
-    def __init__(self, target_port, rtt):
-        self.target = ("127.0.0.1", target_port)
-        self.rtt = rtt
-        self._start()
-
-    @property
-    def endpoint(self):
-        return f"127.0.0.1:{self.port}"
-
-    def _serve(self, client):
-        import socket
-        try:
-            upstream = socket.create_connection(self.target, timeout=10)
-        except OSError:
-            client.close()
-            return
-        upstream.settimeout(None)
-        asked = threading.Event()
-
-        def request(data):
-            asked.set()
-            return data, False
-
-        def answer(data):
-            if asked.is_set():
-                asked.clear()
-                time.sleep(self.rtt)
-            return data, False
-
-        for src, dst, shape in ((client, upstream, request), (upstream, client, answer)):
-            threading.Thread(target=_relay, args=(src, dst, shape), daemon=True).start()
 
 
 class ForwardProxy(_Server):
