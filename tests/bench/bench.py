@@ -1407,7 +1407,8 @@ def main():
     ap.add_argument("--rate", type=float, default=15.0,
                     help="readers, writers: each writer's commits per second")
     ap.add_argument("--writers", default="4",
-                    help="writers: writer processes, one run per value (1,2,4)")
+                    help="writers: writer processes, a comma-separated list, one run per "
+                         "value (4; cargo xtask bench passes 1,2,4)")
     ap.add_argument("--period", type=float, default=10.0,
                     help="writers: seconds between the maintenance process's calls (10)")
     ap.add_argument("--rtt", type=float, default=0.0,
