@@ -1,17 +1,197 @@
-//! The SlateDB handle a store reads its committed state through: a writer's `Db` or a reader's
-//! `DbReader`. Below the image: an image is handed one to read a reader's latest state.
+//! The SlateDB handle a store reads its committed state through: a writer's `Db` or a
+//! [`Reader`] of the state the writer made durable. Below the image: an image is handed one to
+//! read a reader's latest state.
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::keys;
 use bytes::Bytes;
-use slatedb::{Db, DbReader};
+use object_store::ObjectStore;
+use slatedb::config::DbReaderOptions;
+use slatedb::{Db, DbReader, DbReaderMode};
+use std::sync::{Arc, RwLock};
+use std::time::{Duration, Instant};
 use tracing::Instrument;
 
 /// A handle of the committed state: a writer's, or a reader's.
 pub(crate) enum Backend {
     /// A writer, and its status (open, or why it closed), which a pin reads without I/O.
     Writer(Db, tokio::sync::watch::Receiver<slatedb::DbStatus>),
-    Reader(Box<DbReader>),
+    Reader(Box<Reader>),
+}
+
+/// Where a lake's SlateDB handles are opened from.
+#[derive(Clone)]
+pub(crate) struct Source {
+    pub(crate) object_store: Arc<dyn ObjectStore>,
+    /// The store as the user named it (for errors).
+    pub(crate) location: String,
+    /// The store's scope in the process's SST cache.
+    pub(crate) cache_scope: u64,
+    pub(crate) metrics: Arc<slatedb_common::metrics::DefaultMetricsRecorder>,
+}
+
+/// How long SlateDB's own poller waits between reads of the latest manifest: a reader's state
+/// moves when the store reads it afresh ([`Reader::refresh`]), so this is only a backstop.
+const SLATEDB_POLL: Duration = Duration::from_secs(3600);
+
+/// A reader of the lake's SlateDB state (RFC 0009, "Readers"): a `DbReader` of the manifest
+/// that was latest when it was opened. It does not follow the manifest on its own (an idle
+/// attach makes no request): the store follows the lake through its commit objects and reads
+/// the state afresh when it needs to ([`Reader::refresh`]); a read that finds an object of the
+/// state it holds collected (compacted away since) reads the state afresh and tries once more.
+pub(crate) struct Reader {
+    source: Source,
+    current: RwLock<Arc<Opened>>,
+    /// One refresh at a time.
+    refreshing: tokio::sync::Mutex<()>,
+}
+
+/// One opened `DbReader`, closed once its last holder drops it (a refresh replaces it while
+/// reads may still hold it).
+pub(crate) struct Opened {
+    /// `None` once dropped.
+    reader: Option<DbReader>,
+    at: Instant,
+    closed: std::sync::atomic::AtomicBool,
+}
+
+impl std::ops::Deref for Opened {
+    type Target = DbReader;
+    fn deref(&self) -> &DbReader {
+        self.reader
+            .as_ref()
+            .expect("a reader is open until dropped")
+    }
+}
+
+impl Drop for Opened {
+    fn drop(&mut self) {
+        let Some(reader) = self.reader.take() else {
+            return;
+        };
+        if self.closed.load(std::sync::atomic::Ordering::SeqCst) {
+            return;
+        }
+        // its poller task would hold it otherwise; closing does no I/O
+        crate::runtime::runtime().spawn(async move {
+            let _ = reader.close().await;
+        });
+    }
+}
+
+/// Whether `e` is a read that found an object of the state gone (SlateDB's `NotFound`).
+fn object_gone(e: &slatedb::Error) -> bool {
+    if e.kind() != slatedb::ErrorKind::Data {
+        return false;
+    }
+    let mut source = std::error::Error::source(e);
+    while let Some(s) = source {
+        let found = s
+            .downcast_ref::<Arc<object_store::Error>>()
+            .map(|e| e.as_ref())
+            .or_else(|| s.downcast_ref::<object_store::Error>());
+        if matches!(found, Some(object_store::Error::NotFound { .. })) {
+            return true;
+        }
+        source = s.source();
+    }
+    false
+}
+
+impl Reader {
+    /// A reader of the lake's state as its latest manifest has it now.
+    pub(crate) async fn open(source: Source) -> std::result::Result<Reader, slatedb::Error> {
+        let opened = Self::open_one(&source).await?;
+        Ok(Reader {
+            source,
+            current: RwLock::new(Arc::new(opened)),
+            refreshing: tokio::sync::Mutex::new(()),
+        })
+    }
+
+    async fn open_one(source: &Source) -> std::result::Result<Opened, slatedb::Error> {
+        let options = DbReaderOptions {
+            manifest_poll_interval: SLATEDB_POLL,
+            checkpoint_lifetime: 2 * SLATEDB_POLL,
+            ..DbReaderOptions::default()
+        };
+        let reader = DbReader::builder("", source.object_store.clone())
+            .with_reader_mode(DbReaderMode::FollowLatest)
+            .with_options(options)
+            .with_db_cache(crate::sst_cache::shared(), source.cache_scope)
+            .with_metrics_recorder(source.metrics.clone())
+            .build()
+            .await?;
+        Ok(Opened {
+            reader: Some(reader),
+            at: Instant::now(),
+            closed: Default::default(),
+        })
+    }
+
+    /// The `DbReader` reads go through now, held open while the caller holds it.
+    pub(crate) fn held(&self) -> Arc<Opened> {
+        self.current
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// When the state this reader reads was read (its manifest opened).
+    pub(crate) fn read_at(&self) -> Instant {
+        self.held().at
+    }
+
+    /// Read the lake's state afresh: a reader of the manifest that is latest now replaces this
+    /// one (reads under way finish on the one they hold). A refresh that began after `since`
+    /// (another caller's, meanwhile) serves this one.
+    pub(crate) async fn refresh(&self, since: Instant) -> Result<()> {
+        let _one = self.refreshing.lock().await;
+        if self.read_at() > since {
+            return Ok(());
+        }
+        let span = tracing::debug_span!("moraine.reader.refresh", store = %self.source.location);
+        let opened = Self::open_one(&self.source).instrument(span).await?;
+        *self.current.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(opened);
+        Ok(())
+    }
+
+    /// `read` through the current reader; once more through a fresh one when it found an object
+    /// of the state gone (collected after compaction since this reader's manifest).
+    async fn read_retrying<T, F, Fut>(&self, read: F) -> Result<T>
+    where
+        F: Fn(Arc<Opened>) -> Fut,
+        Fut: std::future::Future<Output = std::result::Result<T, slatedb::Error>>,
+    {
+        let held = self.held();
+        let at = held.at;
+        match read(held).await {
+            Err(e) if object_gone(&e) => {
+                tracing::debug!(
+                    target: "moraine::store",
+                    "moraine: a read of {} found an object gone ({e}); reading the state afresh",
+                    self.source.location
+                );
+                self.refresh(at).await?;
+                Ok(read(self.held()).await?)
+            }
+            read => Ok(read?),
+        }
+    }
+
+    pub(crate) fn status(&self) -> slatedb::DbStatus {
+        self.held().status()
+    }
+
+    pub(crate) fn manifest(&self) -> slatedb::VersionedManifest {
+        self.held().manifest()
+    }
+
+    async fn close(&self) -> Result<()> {
+        let held = self.held();
+        held.closed.store(true, std::sync::atomic::Ordering::SeqCst);
+        held.close().await.map_err(Error::from)
+    }
 }
 
 impl Backend {
@@ -26,7 +206,7 @@ impl Backend {
         async {
             Ok(match self {
                 Backend::Writer(db, _) => db.get(key).await?,
-                Backend::Reader(r) => r.get(key).await?,
+                Backend::Reader(r) => r.read_retrying(|h| async move { h.get(key).await }).await?,
             })
         }
         .instrument(span)
@@ -41,15 +221,21 @@ impl Backend {
             records = tracing::field::Empty
         );
         async {
-            let options = bulk_scan();
-            let mut it = match self {
-                Backend::Writer(db, _) => db.scan_prefix_with_options(prefix, .., &options).await?,
-                Backend::Reader(r) => r.scan_prefix_with_options(prefix, .., &options).await?,
+            let out = match self {
+                Backend::Writer(db, _) => {
+                    let it = db
+                        .scan_prefix_with_options(prefix, .., &bulk_scan())
+                        .await?;
+                    collect(it).await?
+                }
+                Backend::Reader(r) => {
+                    r.read_retrying(|h| async move {
+                        let it = h.scan_prefix_with_options(prefix, .., &bulk_scan()).await?;
+                        collect(it).await
+                    })
+                    .await?
+                }
             };
-            let mut out = Vec::new();
-            while let Some(kv) = it.next().await? {
-                out.push((kv.key, kv.value));
-            }
             tracing::Span::current().record("records", out.len());
             Ok(out)
         }
@@ -64,6 +250,16 @@ impl Backend {
         }
         Ok(())
     }
+}
+
+async fn collect(
+    mut it: slatedb::DbIterator,
+) -> std::result::Result<Vec<(Bytes, Bytes)>, slatedb::Error> {
+    let mut out = Vec::new();
+    while let Some(kv) = it.next().await? {
+        out.push((kv.key, kv.value));
+    }
+    Ok(out)
 }
 
 /// How a whole-keyspace read fetches: large reads, several at once (the defaults fetch one block

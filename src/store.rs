@@ -5,7 +5,7 @@
 //! SlateDB calls are async; the FFI calls in from DuckDB's own threads, so the core drives them
 //! on one process-wide tokio runtime with [`block_on`].
 
-pub(crate) use crate::backend::{bulk_scan, Backend};
+pub(crate) use crate::backend::{bulk_scan, Backend, Reader, Source};
 use crate::cell::Cell;
 use crate::checkpoint;
 use crate::error::{Error, Result};
@@ -39,6 +39,8 @@ mod objects;
 mod open;
 mod options;
 mod pin;
+#[cfg(test)]
+mod readers_tests;
 mod rebase;
 mod reclaim;
 mod role;
@@ -133,6 +135,10 @@ pub struct Store {
     /// Set when a fold's write into SlateDB did not return within the time limit: SlateDB may
     /// still apply it, so nothing is folded again until a flush shows it applied.
     fold_stuck: std::sync::atomic::AtomicBool,
+    /// The batch of the image a reader last read its SlateDB state afresh for, because the image
+    /// was far past that state (`pin.rs`, `follow_tail`): once nobody folds, it is read afresh
+    /// again only when the image has moved as far again.
+    state_read_for: std::sync::atomic::AtomicU64,
     /// When a reader last read the lake's tail (the commit objects after its image).
     tail_checked: Mutex<Option<std::time::Instant>>,
     /// When this attach last met another process's commit (in the tail, or as the winner of
@@ -161,6 +167,16 @@ pub struct Store {
 impl Store {
     /// The handle the committed state is read through (what an image is given to read a
     /// reader's latest state).
+    /// Where this lake's SlateDB handles are opened from.
+    fn source(&self) -> Source {
+        Source {
+            object_store: self.objects.store.clone(),
+            location: self.url.clone(),
+            cache_scope: self.cache_scope,
+            metrics: self.metrics.clone(),
+        }
+    }
+
     pub(crate) fn backend(&self) -> Arc<Backend> {
         self.handle
             .read()

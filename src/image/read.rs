@@ -202,6 +202,14 @@ impl Image {
             if held >= self.head.batch_count {
                 return Ok(());
             }
+            if let Backend::Reader(reader) = backend {
+                // a reader's state moves when it is read afresh
+                let at = reader.read_at();
+                if at.elapsed() >= std::time::Duration::from_millis(200) {
+                    reader.refresh(at).await?;
+                    continue;
+                }
+            }
             if started.elapsed() >= FENCED_CATCH_UP_LIMIT {
                 return Err(Error::Storage(format!(
                     "this transaction's view of the lake (batch {}) was read through a folder \

@@ -15,9 +15,14 @@ async fn read_log(
     from: u64,
 ) -> Result<Vec<(Head, Writes)>> {
     let range = keys::image_log(from)..keys::image_log(i64::MAX as u64);
+    // (a reader's state held open while its iterator reads)
+    let held;
     let mut it = match (snap, &*store.backend()) {
         (Some(s), _) => s.scan_with_options(range, &bulk_scan()).await?,
-        (None, Backend::Reader(r)) => r.scan_with_options(range, &bulk_scan()).await?,
+        (None, Backend::Reader(r)) => {
+            held = r.held();
+            held.scan_with_options(range, &bulk_scan()).await?
+        }
         (None, Backend::Writer(db, _)) => db.scan_with_options(range, &bulk_scan()).await?,
     };
     let mut out = Vec::new();
@@ -117,9 +122,13 @@ pub(crate) async fn image_from_records(
         (None, Backend::Writer(db, _)) => Some(store.take_snapshot(db)?),
         (None, Backend::Reader(_)) => None,
     };
+    let held;
     let it = match (&snap, &*store.backend()) {
         (Some(s), _) => s.scan_with_options(.., &bulk_scan()).await?,
-        (None, Backend::Reader(r)) => r.scan_with_options(.., &bulk_scan()).await?,
+        (None, Backend::Reader(r)) => {
+            held = r.held();
+            held.scan_with_options(.., &bulk_scan()).await?
+        }
         (None, Backend::Writer(..)) => unreachable!("a writer reads through a snapshot"),
     };
     let records = read_live(it).await?;

@@ -4,8 +4,7 @@
 
 use super::*;
 use crate::url::{self, StoreUrl};
-use slatedb::config::{DbReaderOptions, Settings};
-use slatedb::{DbReader, DbReaderMode};
+use slatedb::config::Settings;
 use std::collections::HashMap;
 use std::sync::OnceLock;
 
@@ -35,13 +34,6 @@ pub(super) fn writer_settings() -> Settings {
         // and the compactor (`compactor.rs`)
         compactor_options: None,
         ..Settings::default()
-    }
-}
-
-fn reader_options(poll: Duration) -> DbReaderOptions {
-    DbReaderOptions {
-        manifest_poll_interval: poll,
-        ..DbReaderOptions::default()
     }
 }
 
@@ -256,19 +248,17 @@ impl Store {
         let metrics = Arc::new(slatedb_common::metrics::DefaultMetricsRecorder::new());
         // the attach's image load needs the newest checkpoint: read it while SlateDB opens
         let prefetched = runtime().spawn(prefetch_checkpoint(objects.clone()));
-        let object_store = objects.store.clone();
+        let source = Source {
+            object_store: objects.store.clone(),
+            location: location.clone(),
+            cache_scope,
+            metrics: metrics.clone(),
+        };
         let backend = block_on(within(
             access.io_timeout,
             &location,
             "opening SlateDB",
-            open_backend(
-                object_store.clone(),
-                read_only,
-                location.clone(),
-                cache_scope,
-                metrics.clone(),
-                access.reader_poll,
-            ),
+            open_backend(&source, read_only),
         ))
         .inspect_err(|_| {
             prefetched.abort();
@@ -302,6 +292,7 @@ impl Store {
             broken: Default::default(),
             pending: Default::default(),
             fold_stuck: Default::default(),
+            state_read_for: Default::default(),
             tail_checked: Default::default(),
             others_seen: Default::default(),
             tail_confirmed: Default::default(),
@@ -343,26 +334,16 @@ impl Store {
     }
 }
 
-async fn open_backend(
-    object_store: Arc<dyn ObjectStore>,
-    read_only: bool,
-    location: String,
-    cache_scope: u64,
-    metrics: Arc<slatedb_common::metrics::DefaultMetricsRecorder>,
-    reader_poll: Duration,
-) -> Result<Backend> {
+async fn open_backend(source: &Source, read_only: bool) -> Result<Backend> {
     if read_only {
-        return open_checked_reader(object_store, location, cache_scope, metrics, reader_poll)
-            .await;
+        return open_checked_reader(source).await;
     }
-    let db = match open_writer(object_store.clone(), cache_scope, metrics.clone()).await {
+    let location = source.location.clone();
+    let db = match open_writer(source).await {
         Ok(db) => db,
         // another read-write attach opened the lake while this one did: it holds the folder
         // role, and this attach commits without it (RFC 0004 v3)
-        Err(Error::Fenced(_)) => {
-            return open_checked_reader(object_store, location, cache_scope, metrics, reader_poll)
-                .await
-        }
+        Err(Error::Fenced(_)) => return open_checked_reader(source).await,
         Err(e) => return Err(e),
     };
     match db.get(keys::sys_format()).await? {
@@ -401,21 +382,9 @@ async fn open_backend(
 }
 
 /// [`open_reader`] on a store that must hold moraine's format marker.
-async fn open_checked_reader(
-    object_store: Arc<dyn ObjectStore>,
-    location: String,
-    cache_scope: u64,
-    metrics: Arc<slatedb_common::metrics::DefaultMetricsRecorder>,
-    reader_poll: Duration,
-) -> Result<Backend> {
-    let backend = open_reader(
-        object_store,
-        location.clone(),
-        cache_scope,
-        metrics,
-        reader_poll,
-    )
-    .await?;
+async fn open_checked_reader(source: &Source) -> Result<Backend> {
+    let backend = open_reader(source).await?;
+    let location = source.location.clone();
     let checked = match backend.get(&keys::sys_format()).await? {
         Some(v) => check_format(&location, &backend, &v).await,
         None => Err(not_a_store(
@@ -430,25 +399,15 @@ async fn open_checked_reader(
     Ok(backend)
 }
 
-/// A reader of the lake's SlateDB database, following its latest state.
-pub(super) async fn open_reader(
-    object_store: Arc<dyn ObjectStore>,
-    location: String,
-    cache_scope: u64,
-    metrics: Arc<slatedb_common::metrics::DefaultMetricsRecorder>,
-    reader_poll: Duration,
-) -> Result<Backend> {
-    let reader = DbReader::builder("", object_store)
-        .with_reader_mode(DbReaderMode::FollowLatest)
-        .with_options(reader_options(reader_poll))
-        .with_db_cache(crate::sst_cache::shared(), cache_scope)
-        .with_metrics_recorder(metrics)
-        .build()
+/// A reader of the lake's SlateDB database (RFC 0009, "Readers").
+pub(super) async fn open_reader(source: &Source) -> Result<Backend> {
+    let reader = Reader::open(source.clone())
         .await
         .map_err(|e| match e.kind() {
-            slatedb::ErrorKind::Invalid | slatedb::ErrorKind::Data => {
-                not_a_store(location.clone(), format!("SlateDB cannot open it ({e})"))
-            }
+            slatedb::ErrorKind::Invalid | slatedb::ErrorKind::Data => not_a_store(
+                source.location.clone(),
+                format!("SlateDB cannot open it ({e})"),
+            ),
             _ => Error::from(e),
         })?;
     Ok(Backend::Reader(Box::new(reader)))
@@ -456,15 +415,11 @@ pub(super) async fn open_reader(
 
 /// SlateDB's writer of the lake's database: opening it fences the one before (RFC 0004 v3: the
 /// folder role moves).
-pub(super) async fn open_writer(
-    object_store: Arc<dyn ObjectStore>,
-    cache_scope: u64,
-    metrics: Arc<slatedb_common::metrics::DefaultMetricsRecorder>,
-) -> Result<Db> {
-    Ok(Db::builder("", object_store)
+pub(super) async fn open_writer(source: &Source) -> Result<Db> {
+    Ok(Db::builder("", source.object_store.clone())
         .with_settings(writer_settings())
-        .with_db_cache(crate::sst_cache::shared(), cache_scope)
-        .with_metrics_recorder(metrics)
+        .with_db_cache(crate::sst_cache::shared(), source.cache_scope)
+        .with_metrics_recorder(source.metrics.clone())
         .build()
         .await?)
 }

@@ -142,7 +142,7 @@ impl Store {
             if !self.tail_due() || self.is_folder() {
                 return Ok(image.clone());
             }
-            let image = self.read_tail_or_keep(image.clone(), now);
+            let (image, now) = self.follow_tail(image.clone(), now)?;
             self.install_image(Some(image.clone()));
             self.take_over_if_unfolded(image.head(), now);
             return Ok(image);
@@ -173,10 +173,10 @@ impl Store {
             records = image.footprint().0,
             "moraine: image read from the store"
         );
-        let image = if let Backend::Reader(_) = &*self.backend() {
-            self.read_tail_or_keep(image, now)
+        let (image, now) = if let Backend::Reader(_) = &*self.backend() {
+            self.follow_tail(image, now)?
         } else {
-            image
+            (image, now)
         };
         self.install_image(Some(image.clone()));
         self.image_unsure.store(false, Ordering::SeqCst);
@@ -314,8 +314,56 @@ impl Store {
             Some(std::time::Instant::now());
     }
 
-    /// [`Store::read_tail`] within [`Store::tail_timeout`], else `image` as it is.
-    fn read_tail_or_keep(&self, image: Arc<Image>, folded: Head) -> Arc<Image> {
+    /// A reader's pin when the tail is due (RFC 0009, "Readers"): `image`, which holds at least
+    /// the folded head `folded`, advanced by the commit objects after it, and the folded head
+    /// it then stands on. The reader's state is read afresh only when the tail cannot be
+    /// followed (a commit in it was retired, or folded and deleted) or the image is more than
+    /// [`role::TAKE_OVER_AFTER`] commits past it; the image is then read from that state if it
+    /// passed the image.
+    fn follow_tail(&self, image: Arc<Image>, folded: Head) -> Result<(Arc<Image>, Head)> {
+        let (image, blocked) = self.read_tail_or_keep(image, folded);
+        let batch = image.head().batch_count;
+        let past = |base: u64| batch.saturating_sub(base) > role::TAKE_OVER_AFTER;
+        // (when nobody folds, once per that many commits)
+        let far = past(folded.batch_count) && past(self.state_read_for.load(Ordering::SeqCst));
+        let backend = self.backend();
+        let Backend::Reader(reader) = &*backend else {
+            return Ok((image, folded));
+        };
+        if !blocked && !far {
+            return Ok((image, folded));
+        }
+        let since = reader.read_at();
+        if let Err(e) = self.bounded("reading the lake's state afresh", reader.refresh(since)) {
+            tracing::warn!(
+                target: "moraine::store",
+                "moraine: reading the state of {} afresh failed ({e}); reading what this attach has",
+                self.url
+            );
+            return Ok((image, folded));
+        }
+        if far {
+            self.state_read_for.store(batch, Ordering::SeqCst);
+        }
+        let now = self.bounded("reading the head", self.read_head())?;
+        if now.batch_count <= image.head().batch_count {
+            let image = if image.has_tail() && image.head().batch_count <= now.batch_count {
+                Arc::new(image.without_tail()?)
+            } else {
+                image
+            };
+            return Ok((image, now));
+        }
+        let loaded = Arc::new(self.bounded(
+            "reading the image",
+            load::load_image(self, Some(&image), now),
+        )?);
+        Ok((self.read_tail_or_keep(loaded, now).0, now))
+    }
+
+    /// [`Store::read_tail`] within [`Store::tail_timeout`], else `image` as it is (and not
+    /// blocked).
+    fn read_tail_or_keep(&self, image: Arc<Image>, folded: Head) -> (Arc<Image>, bool) {
         let read = block_on(within(
             self.tail_timeout(),
             &self.url,
@@ -324,14 +372,16 @@ impl Store {
         ));
         read.unwrap_or_else(|e| {
             self.tail_unread(&e);
-            image
+            (image, false)
         })
     }
 
     /// `image`, which holds at least the folded head `folded`, advanced by every commit
     /// object after it (RFC 0004 v3): one read when nothing was committed since. An image
     /// whose commits the folded state now holds reads its history from that state alone.
-    async fn read_tail(&self, image: Arc<Image>, folded: Head) -> Result<Arc<Image>> {
+    /// Also whether the tail stopped short: a commit after the image was retired, or folded and
+    /// deleted (only the folded state holds it).
+    async fn read_tail(&self, image: Arc<Image>, folded: Head) -> Result<(Arc<Image>, bool)> {
         let started = std::time::Instant::now();
         let mut image = image;
         if image.has_tail() && image.head().batch_count <= folded.batch_count {
@@ -343,9 +393,8 @@ impl Store {
             .await?
         {
             if commit.retired {
-                // a reclaim retired it: its writes are in SlateDB, which this attach's reader
-                // reaches at its next poll
-                break;
+                // a reclaim retired it: its writes are in SlateDB's state
+                return Ok((image, true));
             }
             tracing::debug!(
                 target: "moraine::store",
@@ -355,9 +404,9 @@ impl Store {
             image = Arc::new(image.advance_unfolded(&commit.writes, commit.head)?);
             self.met_another_writer();
         }
-        self.tail_ends_at(image.head().batch_count, started).await?;
+        let reached = self.tail_ends_at(image.head().batch_count, started).await?;
         *self.tail_checked.lock().unwrap_or_else(|p| p.into_inner()) = Some(started);
-        Ok(image)
+        Ok((image, !reached))
     }
 
     /// The tail read from `started` found no commit object after `batch`. That confirms this
@@ -365,8 +414,12 @@ impl Store {
     /// [`log::DELETE_AFTER`]: then the object after `batch` may have been written, folded and
     /// deleted meanwhile, and a listing says whether any later one exists (the newest are never
     /// deleted). A view a later commit passed stays unconfirmed: this attach commits nothing
-    /// until its reader of the folded state has caught up.
-    pub(super) async fn tail_ends_at(&self, batch: u64, started: std::time::Instant) -> Result<()> {
+    /// until its reader of the folded state has caught up. Whether the view was confirmed.
+    pub(super) async fn tail_ends_at(
+        &self,
+        batch: u64,
+        started: std::time::Instant,
+    ) -> Result<bool> {
         if !self.tail_is_confirmed() {
             if let Some(later) = self.objects.first_commit_after(batch).await? {
                 tracing::warn!(
@@ -375,11 +428,11 @@ impl Store {
                      and the commits between are folded: reading the folded state again",
                     self.url
                 );
-                return Ok(());
+                return Ok(false);
             }
         }
         self.confirm_tail(started);
-        Ok(())
+        Ok(true)
     }
 
     /// Test hook: as if this attach's view of the tail was last confirmed `ago`.

@@ -57,13 +57,7 @@ impl Store {
         }
         let reader = self.bounded(
             "opening a reader of the lake",
-            open::open_reader(
-                self.objects.store.clone(),
-                self.url.clone(),
-                self.cache_scope,
-                self.metrics.clone(),
-                self.access.reader_poll,
-            ),
+            open::open_reader(&self.source()),
         )?;
         *self.handle.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(reader);
         // (a fenced writer's close fails: nothing of it is needed)
@@ -112,11 +106,7 @@ impl Store {
         let _enter = span.enter();
         let db = self.bounded(
             "opening the lake's writer",
-            open::open_writer(
-                self.objects.store.clone(),
-                self.cache_scope,
-                self.metrics.clone(),
-            ),
+            open::open_writer(&self.source()),
         )?;
         let old = std::mem::replace(
             &mut *self.handle.write().unwrap_or_else(|p| p.into_inner()),

@@ -33,6 +33,9 @@ pub struct FaultyStore {
     /// Writes under this prefix fail (retryable), whatever `failing` says.
     failing_under: std::sync::Mutex<Option<String>>,
     pub injected: AtomicUsize,
+    /// Every request made, as "<op> <path>", while `recording`.
+    requests: std::sync::Mutex<Vec<String>>,
+    recording: AtomicBool,
 }
 
 impl FaultyStore {
@@ -45,7 +48,29 @@ impl FaultyStore {
             unreadable_commits: AtomicBool::new(false),
             failing_under: Default::default(),
             injected: AtomicUsize::new(0),
+            requests: Default::default(),
+            recording: AtomicBool::new(false),
         })
+    }
+
+    /// Record every request from now on (dropping those recorded so far).
+    pub fn record_requests(&self) {
+        self.requests.lock().unwrap().clear();
+        self.recording.store(true, Ordering::SeqCst);
+    }
+
+    /// The requests recorded since [`FaultyStore::record_requests`], which go on recording.
+    pub fn recorded(&self) -> Vec<String> {
+        std::mem::take(&mut *self.requests.lock().unwrap())
+    }
+
+    fn note(&self, op: &str, location: impl std::fmt::Display) {
+        if self.recording.load(Ordering::SeqCst) {
+            self.requests
+                .lock()
+                .unwrap()
+                .push(format!("{op} {location}"));
+        }
     }
 
     pub fn fail_writes(&self, on: bool, retryable: bool) {
@@ -116,6 +141,7 @@ impl ObjectStore for FaultyStore {
         payload: PutPayload,
         opts: PutOptions,
     ) -> object_store::Result<PutResult> {
+        self.note("put", location);
         self.check("put", location)?;
         let put = self.inner.put_opts(location, payload, opts).await;
         if put.is_ok() && Self::is_commit(location) && self.lose_answers.load(Ordering::SeqCst) {
@@ -129,6 +155,7 @@ impl ObjectStore for FaultyStore {
         location: &Path,
         opts: PutMultipartOptions,
     ) -> object_store::Result<Box<dyn MultipartUpload>> {
+        self.note("put_multipart", location);
         self.check("put_multipart", location)?;
         self.inner.put_multipart_opts(location, opts).await
     }
@@ -138,6 +165,7 @@ impl ObjectStore for FaultyStore {
         location: &Path,
         options: GetOptions,
     ) -> object_store::Result<GetResult> {
+        self.note(if options.head { "head" } else { "get" }, location);
         let got = self.inner.get_opts(location, options).await;
         // (an absent one still answers "not found": only what exists cannot be read)
         if got.is_ok()
@@ -154,6 +182,7 @@ impl ObjectStore for FaultyStore {
         location: &Path,
         ranges: &[std::ops::Range<u64>],
     ) -> object_store::Result<Vec<bytes::Bytes>> {
+        self.note("get_ranges", location);
         self.inner.get_ranges(location, ranges).await
     }
 
@@ -161,10 +190,12 @@ impl ObjectStore for FaultyStore {
         &self,
         locations: BoxStream<'static, object_store::Result<Path>>,
     ) -> BoxStream<'static, object_store::Result<Path>> {
+        self.note("delete", "(stream)");
         self.inner.delete_stream(locations)
     }
 
     fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
+        self.note("list", prefix.map(|p| p.to_string()).unwrap_or_default());
         self.inner.list(prefix)
     }
 
@@ -173,10 +204,12 @@ impl ObjectStore for FaultyStore {
         prefix: Option<&Path>,
         offset: &Path,
     ) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
+        self.note("list", prefix.map(|p| p.to_string()).unwrap_or_default());
         self.inner.list_with_offset(prefix, offset)
     }
 
     async fn list_with_delimiter(&self, prefix: Option<&Path>) -> object_store::Result<ListResult> {
+        self.note("list", prefix.map(|p| p.to_string()).unwrap_or_default());
         self.inner.list_with_delimiter(prefix).await
     }
 
@@ -186,6 +219,7 @@ impl ObjectStore for FaultyStore {
         to: &Path,
         options: CopyOptions,
     ) -> object_store::Result<()> {
+        self.note("copy", to);
         self.check("copy", to)?;
         self.inner.copy_opts(from, to, options).await
     }
