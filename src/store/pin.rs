@@ -383,6 +383,7 @@ impl Store {
     /// deleted (only the folded state holds it).
     async fn read_tail(&self, image: Arc<Image>, folded: Head) -> Result<(Arc<Image>, bool)> {
         let started = std::time::Instant::now();
+        let from = image.head().batch_count;
         let mut image = image;
         if image.has_tail() && image.head().batch_count <= folded.batch_count {
             image = Arc::new(image.without_tail()?);
@@ -403,6 +404,14 @@ impl Store {
             );
             image = Arc::new(image.advance_unfolded(&commit.writes, commit.head)?);
             self.met_another_writer();
+        }
+        if image.head().batch_count > from {
+            tracing::debug!(
+                target: "moraine::store",
+                store = %self.url,
+                "moraine: followed the lake's tail from batch {from} to {}",
+                image.head().batch_count
+            );
         }
         let reached = self.tail_ends_at(image.head().batch_count, started).await?;
         *self.tail_checked.lock().unwrap_or_else(|p| p.into_inner()) = Some(started);

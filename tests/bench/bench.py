@@ -244,16 +244,25 @@ def probe_request_figures(out, label, res, lake):
 
 
 def idle_reader_figures(args, out, label, lake, query, seconds=5.0):
-    """Figures: the requests a READ_ONLY reader makes per second while nothing happens (it
-    polls for the writer's commits: its freshness costs requests)."""
+    """Figures: the requests a READ_ONLY reader makes per second while the lake is idle, when
+    it runs nothing, and when it runs `query` every 100 ms (each transaction looks for the
+    writer's commits at most once per poll interval: its freshness costs requests)."""
     reader = connect(args.catalog, os.path.join(args.dir, "ext"))
     try:
         reader.execute(lake.attach_sql(read_only=True))
         reader.execute(query).fetchall()
+        time.sleep(1.0)  # what the attach started settles
         mark = s3_requests()
         time.sleep(seconds)
         request_figures(out, f"{label}: an idle READ_ONLY reader, per second", mark, lake,
                         seconds)
+        mark = s3_requests()
+        started = time.perf_counter()
+        while time.perf_counter() - started < seconds:
+            reader.execute(query).fetchall()
+            time.sleep(0.1)
+        request_figures(out, f"{label}: a READ_ONLY reader querying every 100 ms, per second",
+                        mark, lake, time.perf_counter() - started)
     except Exception as e:
         out.error(f"{label}: an idle READ_ONLY reader, per second: requests to the catalog", e)
     finally:

@@ -164,8 +164,8 @@ reader.stdin.flush()
 after = int(readline_within(reader, 60))
 _, err = reader.communicate(timeout=60)
 check("the reader in another process sees the writer's commit", after == before + 1, (before, after))
-check("... and logs the refresh from the image it had to the new head",
-      len(lines(err, r"moraine\.refresh\{store=\S+ from=\d+ to=\d+\}" + closed("moraine::store"))) >= 1,
+check("... and logs how it followed the lake from the image it had to the new head",
+      len(lines(err, r"moraine: followed the lake's tail from batch \d+ to \d+")) >= 1,
       err[-3000:])
 
 # ---- moraine_status / moraine_metrics --------------------------------------------------------
