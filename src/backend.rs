@@ -80,7 +80,7 @@ impl Drop for Opened {
 }
 
 /// Whether `e` is a read that found an object of the state gone (SlateDB's `NotFound`).
-fn object_gone(e: &slatedb::Error) -> bool {
+pub(crate) fn object_gone(e: &slatedb::Error) -> bool {
     if e.kind() != slatedb::ErrorKind::Data {
         return false;
     }

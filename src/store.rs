@@ -48,6 +48,7 @@ mod snapshots;
 mod status;
 #[cfg(test)]
 mod tests;
+mod verify;
 #[cfg(test)]
 mod writers_tests;
 
@@ -61,6 +62,7 @@ pub(crate) use load::{image_from_records, load_image};
 pub use options::{DEFAULT_IO_TIMEOUT, DEFAULT_READER_POLL};
 pub use reclaim::DEFAULT_RECLAIM_INTERVAL;
 pub use reclaim::{Caller, Reclaimed};
+pub use verify::Holding;
 
 // what the submodules share (each reads this module's names with `use super::*`)
 use checkpointer::delete_log_upto;

@@ -2,7 +2,9 @@
 //! rows of an open store. `moraine_keyspace` (keys per keyspace and kind), `moraine_status`
 //! (one row: [`crate::status::Status`]), `moraine_metrics` (SlateDB's metrics) and
 //! `moraine_reclaim` (one row: [`crate::store::Reclaimed`], made at its scan with the caller's
-//! facts, [`crate::store::Store::reclaim_for`]).
+//! facts, [`crate::store::Store::reclaim_for`]) and `moraine_objects_holding` (the objects of the
+//! store that hold its second argument's bytes, as stored or decoded:
+//! [`crate::store::Store::objects_holding`]).
 
 use std::sync::Arc;
 
@@ -20,6 +22,7 @@ pub enum View {
     Status,
     Metrics,
     Reclaim,
+    ObjectsHolding,
 }
 
 impl View {
@@ -30,6 +33,7 @@ impl View {
             "moraine_status" => Ok(View::Status),
             "moraine_metrics" => Ok(View::Metrics),
             "moraine_reclaim" => Ok(View::Reclaim),
+            "moraine_objects_holding" => Ok(View::ObjectsHolding),
             other => Err(Error::InvalidInput(format!(
                 "moraine: no operator view is named \"{other}\""
             ))),
@@ -45,12 +49,23 @@ impl View {
             View::Metrics => vec![("name", text()), ("labels", text()), ("value", int())],
             View::Status => crate::status::Status::default().fields(),
             View::Reclaim => Reclaimed::default().fields(),
+            View::ObjectsHolding => vec![("object", text()), ("found", text())],
         }
     }
 
-    /// The view's rows of `store` now; `None` for `moraine_reclaim`, which has none to read: it
-    /// acts, at its scan, each time it runs.
-    pub fn rows(self, store: &Arc<Store>) -> Result<Option<Vec<Row>>> {
+    /// The view's arguments after the lake's name (`moraine_objects_holding`: the text to look
+    /// for).
+    pub fn extra_arguments(self) -> usize {
+        match self {
+            View::ObjectsHolding => 1,
+            _ => 0,
+        }
+    }
+
+    /// The view's rows of `store` now (`argument`: its argument after the lake's name, if it
+    /// takes one); `None` for `moraine_reclaim`, which has none to read: it acts, at its scan,
+    /// each time it runs.
+    pub fn rows(self, store: &Arc<Store>, argument: &str) -> Result<Option<Vec<Row>>> {
         let text = |s: String| Field::Text(Some(s));
         let three = |rows: Vec<(String, String, i64)>, names: [&'static str; 3]| {
             rows.into_iter()
@@ -73,6 +88,13 @@ impl View {
             View::Metrics => Ok(Some(three(store.metrics(), ["name", "labels", "value"]))),
             View::Status => Ok(Some(vec![store.status()?.fields()])),
             View::Reclaim => Ok(None),
+            View::ObjectsHolding => Ok(Some(
+                store
+                    .objects_holding(argument.as_bytes())?
+                    .into_iter()
+                    .map(|h| vec![("object", text(h.object)), ("found", text(h.found.into()))])
+                    .collect(),
+            )),
         }
     }
 }
@@ -96,22 +118,27 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let url = dir.path().join("lake").to_str().unwrap().to_string();
         let store = Store::open_with(&url, false, &[]).unwrap();
-        for view in [View::Keyspace, View::Status, View::Metrics] {
+        for (view, argument) in [
+            (View::Keyspace, ""),
+            (View::Status, ""),
+            (View::Metrics, ""),
+            (View::ObjectsHolding, "sys"),
+        ] {
             let columns = view.columns();
-            let rows = view.rows(&store).unwrap().unwrap();
+            let rows = view.rows(&store, argument).unwrap().unwrap();
             assert!(!rows.is_empty(), "{view:?} has rows on a new lake");
             for row in &rows {
                 assert_eq!(names(row), names(&columns), "{view:?}");
                 assert_eq!(kinds(row), kinds(&columns), "{view:?}");
             }
         }
-        assert_eq!(View::Status.rows(&store).unwrap().unwrap().len(), 1);
+        assert_eq!(View::Status.rows(&store, "").unwrap().unwrap().len(), 1);
         assert_eq!(
             names(&View::Keyspace.columns()),
             ["keyspace", "kind", "keys"]
         );
         assert_eq!(names(&View::Reclaim.columns())[0], "head_batch");
-        assert!(View::Reclaim.rows(&store).unwrap().is_none());
+        assert!(View::Reclaim.rows(&store, "").unwrap().is_none());
     }
 
     #[test]
@@ -121,6 +148,7 @@ mod tests {
             ("moraine_status", View::Status),
             ("moraine_metrics", View::Metrics),
             ("moraine_reclaim", View::Reclaim),
+            ("moraine_objects_holding", View::ObjectsHolding),
         ] {
             assert_eq!(View::named(name).unwrap(), view);
         }

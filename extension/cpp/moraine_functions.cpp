@@ -1,5 +1,5 @@
 // moraine's own SQL functions: the operator views of a lake's store (src/views.rs says each
-// one's columns and rows) and moraine_version().
+// one's arguments, columns and rows) and moraine_version().
 #include "moraine_functions.hpp"
 
 #include "moraine_catalog.hpp"
@@ -70,7 +70,9 @@ static unique_ptr<FunctionData> ViewBind(ClientContext &context, TableFunctionBi
 	result->store = lake.store;
 	result->named_db = catalog.GetAttached().GetName();
 	result->moraine_db = lake.GetAttached().GetName();
-	auto rc = moraine_view_rows(lake.store->store, function.c_str(), function.size(), result.get(), OnField, &err);
+	auto argument = input.inputs.size() > 1 && !input.inputs[1].IsNull() ? input.inputs[1].ToString() : string();
+	auto rc = moraine_view_rows(lake.store->store, function.c_str(), function.size(), argument.c_str(),
+	                            argument.size(), result.get(), OnField, &err);
 	if (rc == 1) {
 		MoraineThrow(err);
 	}
@@ -134,8 +136,12 @@ static void VersionFunction(DataChunk &args, ExpressionState &state, Vector &res
 
 void MoraineRegisterFunctions(ExtensionLoader &loader) {
 	loader.RegisterFunction(ScalarFunction("moraine_version", {}, LogicalType::VARCHAR, VersionFunction));
-	for (auto name : {"moraine_keyspace", "moraine_status", "moraine_metrics", "moraine_reclaim"}) {
-		loader.RegisterFunction(TableFunction(name, {LogicalType::VARCHAR}, ViewScan, ViewBind, ViewInit));
+	for (string name :
+	     {"moraine_keyspace", "moraine_status", "moraine_metrics", "moraine_reclaim", "moraine_objects_holding"}) {
+		// the lake's name, then the view's own arguments (Rust says how many)
+		vector<LogicalType> arguments(1 + MaxValue(0, moraine_view_arguments(name.c_str(), name.size())),
+		                              LogicalType::VARCHAR);
+		loader.RegisterFunction(TableFunction(name, arguments, ViewScan, ViewBind, ViewInit));
 	}
 }
 

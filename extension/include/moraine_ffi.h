@@ -285,12 +285,19 @@ int32_t moraine_view_columns(const char *view,
                              moraine_field_cb cb,
                              MoraineError *err);
 
-// The rows of the operator view `view` of `store` now ([`moraine::views::View::rows`]): 0,
-// 1 with `err` set when they cannot be read, or 2 for a view that makes its rows at its scan
+// How many text arguments the operator view `view` takes after the lake's name
+// ([`moraine::views::View::extra_arguments`]); -1 for a name that is not a view's.
+int32_t moraine_view_arguments(const char *view, size_t view_len);
+
+// The rows of the operator view `view` of `store` now ([`moraine::views::View::rows`];
+// `argument`: its text argument after the lake's name, empty when it takes none): 0, 1 with
+// `err` set when they cannot be read, or 2 for a view that makes its rows at its scan
 // (`moraine_reclaim`: [`moraine_store_reclaim`]).
 int32_t moraine_view_rows(MoraineStore *store,
                           const char *view,
                           size_t view_len,
+                          const char *argument,
+                          size_t argument_len,
                           void *ud,
                           moraine_field_cb cb,
                           MoraineError *err);

@@ -643,21 +643,35 @@ pub unsafe extern "C" fn moraine_view_columns(
     0
 }
 
-/// The rows of the operator view `view` of `store` now ([`moraine::views::View::rows`]): 0,
-/// 1 with `err` set when they cannot be read, or 2 for a view that makes its rows at its scan
+/// How many text arguments the operator view `view` takes after the lake's name
+/// ([`moraine::views::View::extra_arguments`]); -1 for a name that is not a view's.
+#[no_mangle]
+pub unsafe extern "C" fn moraine_view_arguments(view: *const c_char, view_len: usize) -> i32 {
+    match text(view, view_len).and_then(moraine::views::View::named) {
+        Ok(view) => view.extra_arguments() as i32,
+        Err(_) => -1,
+    }
+}
+
+/// The rows of the operator view `view` of `store` now ([`moraine::views::View::rows`];
+/// `argument`: its text argument after the lake's name, empty when it takes none): 0, 1 with
+/// `err` set when they cannot be read, or 2 for a view that makes its rows at its scan
 /// (`moraine_reclaim`: [`moraine_store_reclaim`]).
 #[no_mangle]
 pub unsafe extern "C" fn moraine_view_rows(
     store: *mut MoraineStore,
     view: *const c_char,
     view_len: usize,
+    argument: *const c_char,
+    argument_len: usize,
     ud: *mut c_void,
     cb: FieldCb,
     err: *mut MoraineError,
 ) -> i32 {
     let store = &*store;
     let rows = guard(err, || {
-        moraine::views::View::named(text(view, view_len)?)?.rows(&store.0)
+        moraine::views::View::named(text(view, view_len)?)?
+            .rows(&store.0, text(argument, argument_len)?)
     });
     match rows {
         None => 1,

@@ -189,6 +189,17 @@ class Lake:
     def holding(self, where, needle=NEEDLE):
         return [name for name, body in self.objects(where) if needle in body]
 
+    def decoded_holding(self, needle=NEEDLE):
+        """moraine's verifier: the metadata store's objects that hold `needle` as stored or
+        once decoded (SlateDB's SSTs and WAL entry by entry, image checkpoints, commit
+        objects), read through a READ_ONLY attach (which writes nothing)."""
+        db = self.connect("READ_ONLY")
+        try:
+            return rows(db, f"SELECT object, found FROM moraine_objects_holding('lake', "
+                            f"'{needle.decode()}')")
+        finally:
+            db.close()
+
     def local_data(self):
         """The data path when it is a local directory, else None."""
         return None if self.moto else self.data
@@ -403,6 +414,9 @@ def withdraw_and_check(lake, kill=False, with_reader=False):
     start_head = max(before)
     check(f"{tag} before: the data path holds the value's bytes", lake.holding("data") != [])
     check(f"{tag} before: the metadata holds them", lake.holding("meta") != [])
+    if lake.moraine:
+        found = lake.decoded_holding()
+        check(f"{tag} before: moraine's verifier finds them", found != [], found)
     check(f"{tag} before: a path name holds the value (the partition's)",
           lake.names_holding() != [])
     check(f"{tag} before: the table statistics hold the value",
@@ -480,6 +494,10 @@ def withdraw_and_check(lake, kill=False, with_reader=False):
     if lake.moraine:
         check(f"{tag} no object of the metadata store holds the value's bytes", meta_left == [],
               meta_left)
+        found = lake.decoded_holding()
+        check(f"{tag} nor, says moraine's verifier, once decoded", found == [], found)
+        kept = lake.decoded_holding(b"orders")
+        check(f"{tag} the verifier finds the other table's name", kept != [], kept)
     if reader:
         answers = [ask(reader), ask(reader)]
         print(f"info [{lake.name}] the reader's first query after the withdrawal: "
