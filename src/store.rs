@@ -141,6 +141,8 @@ pub struct Store {
     /// was far past that state (`pin.rs`, `follow_tail`): once nobody folds, it is read afresh
     /// again only when the image has moved as far again.
     state_read_for: std::sync::atomic::AtomicU64,
+    /// When that read afresh was started (in the background).
+    far_refresh: Mutex<Option<std::time::Instant>>,
     /// When a reader last read the lake's tail (the commit objects after its image).
     tail_checked: Mutex<Option<std::time::Instant>>,
     /// When this attach last met another process's commit (in the tail, or as the winner of

@@ -293,6 +293,7 @@ impl Store {
             pending: Default::default(),
             fold_stuck: Default::default(),
             state_read_for: Default::default(),
+            far_refresh: Default::default(),
             tail_checked: Default::default(),
             others_seen: Default::default(),
             tail_confirmed: Default::default(),

@@ -241,6 +241,14 @@ impl Store {
         if self.read_only || self.is_folder() || behind <= role::TAKE_OVER_AFTER {
             return;
         }
+        // `folded` must come from a state read afresh since the image was this far past it
+        // (`follow_tail` starts that read): a folder may be folding all along
+        if let Backend::Reader(reader) = &*self.backend() {
+            let asked = *self.far_refresh.lock().unwrap_or_else(|p| p.into_inner());
+            if !asked.is_some_and(|at| reader.read_at() > at) {
+                return;
+            }
+        }
         tracing::debug!(
             target: "moraine::store",
             behind,
@@ -330,7 +338,12 @@ impl Store {
         let Backend::Reader(reader) = &*backend else {
             return Ok((image, folded));
         };
-        if !blocked && !far {
+        if !blocked {
+            if far {
+                // in the background: this pin goes on with the image it followed
+                self.state_read_for.store(batch, Ordering::SeqCst);
+                self.refresh_in_background(backend.clone());
+            }
             return Ok((image, folded));
         }
         let since = reader.read_at();
@@ -341,9 +354,6 @@ impl Store {
                 self.url
             );
             return Ok((image, folded));
-        }
-        if far {
-            self.state_read_for.store(batch, Ordering::SeqCst);
         }
         let now = self.bounded("reading the head", self.read_head())?;
         if now.batch_count <= image.head().batch_count {
@@ -359,6 +369,34 @@ impl Store {
             load::load_image(self, Some(&image), now),
         )?);
         Ok((self.read_tail_or_keep(loaded, now).0, now))
+    }
+
+    /// Read the state of `backend` (a reader) afresh in the background, within the time
+    /// limit; a take-over of the folder role waits for it ([`Store::take_over_if_unfolded`]).
+    fn refresh_in_background(&self, backend: Arc<Backend>) {
+        *self.far_refresh.lock().unwrap_or_else(|p| p.into_inner()) =
+            Some(std::time::Instant::now());
+        let (limit, url) = (self.access.io_timeout, self.url.clone());
+        let span = tracing::debug_span!(target: "moraine::store", parent: None, "moraine.reader.catch_up", store = %url);
+        runtime().spawn(
+            async move {
+                let Backend::Reader(reader) = &*backend else {
+                    return;
+                };
+                let since = reader.read_at();
+                let refresh = within(limit, &url, "reading the lake's state afresh", async {
+                    reader.refresh(since).await
+                });
+                if let Err(e) = refresh.await {
+                    tracing::warn!(
+                        target: "moraine::store",
+                        "moraine: reading the state of {url} afresh failed ({e}); the next pins \
+                         follow the tail as before"
+                    );
+                }
+            }
+            .instrument(span),
+        );
     }
 
     /// [`Store::read_tail`] within [`Store::tail_timeout`], else `image` as it is (and not

@@ -106,11 +106,16 @@ fn a_reader_far_past_its_state_reads_the_state_afresh_once() {
     let want: Vec<_> = want.iter().map(|n| Text(n.clone())).collect();
     assert_eq!(table_names(&reader), want);
     assert_eq!(reader.head().unwrap(), writer.head().unwrap());
-    // it followed the commit objects, and read its state afresh once it was far behind
-    assert!(
-        reader_state_read_at(&reader) > opened,
-        "the state was read afresh"
-    );
+    // it followed the commit objects, and read its state afresh (in the background) once it
+    // was far behind
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while reader_state_read_at(&reader) <= opened {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the state was never read afresh"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
     let now = block_on(reader.read_head()).unwrap();
     assert!(
         now.batch_count > folded.batch_count,
