@@ -137,12 +137,9 @@ pub struct Store {
     /// Set when a fold's write into SlateDB did not return within the time limit: SlateDB may
     /// still apply it, so nothing is folded again until a flush shows it applied.
     fold_stuck: std::sync::atomic::AtomicBool,
-    /// The batch of the image a reader last read its SlateDB state afresh for, because the image
-    /// was far past that state (`pin.rs`, `follow_tail`): once nobody folds, it is read afresh
-    /// again only when the image has moved as far again.
-    state_read_for: std::sync::atomic::AtomicU64,
-    /// When that read afresh was started (in the background).
-    far_refresh: Mutex<Option<std::time::Instant>>,
+    /// The last time an attach without the folder role found its image far past its SlateDB
+    /// state and read that state afresh in the background (`pin.rs`, `follow_tail`).
+    catch_up: Mutex<Option<pin::CatchUp>>,
     /// When a reader last read the lake's tail (the commit objects after its image).
     tail_checked: Mutex<Option<std::time::Instant>>,
     /// When this attach last met another process's commit (in the tail, or as the winner of
@@ -169,8 +166,6 @@ pub struct Store {
 }
 
 impl Store {
-    /// The handle the committed state is read through (what an image is given to read a
-    /// reader's latest state).
     /// Where this lake's SlateDB handles are opened from.
     fn source(&self) -> Source {
         Source {
@@ -181,6 +176,8 @@ impl Store {
         }
     }
 
+    /// The handle the committed state is read through (what an image is given to read a
+    /// reader's latest state).
     pub(crate) fn backend(&self) -> Arc<Backend> {
         self.handle
             .read()

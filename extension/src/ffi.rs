@@ -278,7 +278,7 @@ unsafe fn text<'a>(ptr: *const c_char, len: usize) -> Result<&'a str> {
         return Ok("");
     }
     std::str::from_utf8(std::slice::from_raw_parts(ptr as *const u8, len))
-        .map_err(|_| Error::InvalidInput("name is not valid UTF-8".into()))
+        .map_err(|_| Error::InvalidInput("a name or argument is not valid UTF-8".into()))
 }
 
 /// `len` elements at `ptr` (which may be null when `len` is 0).

@@ -42,8 +42,8 @@ async fn read_log(
 /// Read the image of `store` afresh, of one committed state.
 ///
 /// A writer reads through one SlateDB snapshot. A reader has none: SlateDB 0.18's `DbReader`
-/// scans each see the reader's state of the moment they start, and a background poll may
-/// install a newer state between two scans. One iterator is one state, so a reader reads
+/// scans each see the reader's state of the moment they start, and a state read afresh may
+/// replace it between two scans. One iterator is one state, so a reader reads
 /// the whole keyspace with one iterator, seeking past each history range instead of
 /// reading it.
 ///

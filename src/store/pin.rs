@@ -4,6 +4,15 @@
 
 use super::*;
 
+/// An attach without the folder role found its image far past its SlateDB state (its folded
+/// head `folded`, with the image at `image`) and began reading that state afresh at `at`.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct CatchUp {
+    at: std::time::Instant,
+    folded: u64,
+    image: u64,
+}
+
 /// How long after it last met another process's commit a read-write attach reads the lake's
 /// tail at every pin ([`Store::tail_due`]).
 const OTHERS_ABOUT_FOR: std::time::Duration = std::time::Duration::from_secs(10);
@@ -155,10 +164,8 @@ impl Store {
             to = now.batch_count
         )
         .entered();
-        let image = Arc::new(self.bounded(
-            "reading the image",
-            load::load_image(self, previous.as_deref(), now),
-        )?);
+        let (image, now) = self.load_image_at(previous.as_deref(), now)?;
+        let image = Arc::new(image);
         if let (Some(batch), Backend::Writer(..)) = (image.checkpoint_batch(), &*self.backend()) {
             // the newest checkpoint is known: the next one is due 64 commits after it
             let _ = self
@@ -241,11 +248,21 @@ impl Store {
         if self.read_only || self.is_folder() || behind <= role::TAKE_OVER_AFTER {
             return;
         }
-        // `folded` must come from a state read afresh since the image was this far past it
-        // (`follow_tail` starts that read): a folder may be folding all along
+        // only on a state read afresh after the image was found this far past that same
+        // folded head (`follow_tail` starts that read), which shows no fold since: a stale
+        // state alone would have it fence a folder that folds all along
         if let Backend::Reader(reader) = &*self.backend() {
-            let asked = *self.far_refresh.lock().unwrap_or_else(|p| p.into_inner());
-            if !asked.is_some_and(|at| reader.read_at() > at) {
+            let asked = *self.catch_up.lock().unwrap_or_else(|p| p.into_inner());
+            let Some(asked) = asked.filter(|c| reader.read_at() > c.at) else {
+                return;
+            };
+            // (the head of the state read since, not the one the caller read before it)
+            let Ok(now) = self.bounded("reading the head", self.read_head()) else {
+                return;
+            };
+            if now.batch_count != asked.folded
+                || head.batch_count.saturating_sub(now.batch_count) <= role::TAKE_OVER_AFTER
+            {
                 return;
             }
         }
@@ -324,38 +341,38 @@ impl Store {
 
     /// A reader's pin when the tail is due (RFC 0009, "Readers"): `image`, which holds at least
     /// the folded head `folded`, advanced by the commit objects after it, and the folded head
-    /// it then stands on. The reader's state is read afresh only when the tail cannot be
-    /// followed (a commit in it was retired, or folded and deleted) or the image is more than
-    /// [`role::TAKE_OVER_AFTER`] commits past it; the image is then read from that state if it
-    /// passed the image.
+    /// it then stands on. When the tail cannot be followed (a commit in it was retired, or folded
+    /// and deleted) the reader's state is read afresh at once, and the image from it if it passed
+    /// the image; when the image is more than [`role::TAKE_OVER_AFTER`] commits past that state,
+    /// in the background ([`Store::catch_up_in_background`]). A store that does not answer
+    /// leaves the attach reading what it has.
     fn follow_tail(&self, image: Arc<Image>, folded: Head) -> Result<(Arc<Image>, Head)> {
         let (image, blocked) = self.read_tail_or_keep(image, folded);
-        let batch = image.head().batch_count;
-        let past = |base: u64| batch.saturating_sub(base) > role::TAKE_OVER_AFTER;
-        // (when nobody folds, once per that many commits)
-        let far = past(folded.batch_count) && past(self.state_read_for.load(Ordering::SeqCst));
         let backend = self.backend();
         let Backend::Reader(reader) = &*backend else {
             return Ok((image, folded));
         };
         if !blocked {
-            if far {
-                // in the background: this pin goes on with the image it followed
-                self.state_read_for.store(batch, Ordering::SeqCst);
-                self.refresh_in_background(backend.clone());
-            }
+            self.catch_up_if_far(&backend, image.head(), folded);
             return Ok((image, folded));
         }
         let since = reader.read_at();
-        if let Err(e) = self.bounded("reading the lake's state afresh", reader.refresh(since)) {
-            tracing::warn!(
-                target: "moraine::store",
-                "moraine: reading the state of {} afresh failed ({e}); reading what this attach has",
-                self.url
-            );
-            return Ok((image, folded));
-        }
-        let now = self.bounded("reading the head", self.read_head())?;
+        let fresh = block_on(within(
+            self.tail_timeout(),
+            &self.url,
+            "reading the lake's state afresh",
+            async {
+                reader.refresh(since).await?;
+                self.read_head().await
+            },
+        ));
+        let now = match fresh {
+            Ok(now) => now,
+            Err(e) => {
+                self.tail_unread(&e);
+                return Ok((image, folded));
+            }
+        };
         if now.batch_count <= image.head().batch_count {
             let image = if image.has_tail() && image.head().batch_count <= now.batch_count {
                 Arc::new(image.without_tail()?)
@@ -364,18 +381,70 @@ impl Store {
             };
             return Ok((image, now));
         }
-        let loaded = Arc::new(self.bounded(
-            "reading the image",
-            load::load_image(self, Some(&image), now),
-        )?);
+        let (loaded, now) = match self.load_image_at(Some(&image), now) {
+            Ok((loaded, now)) => (Arc::new(loaded), now),
+            Err(e) => {
+                self.tail_unread(&e);
+                return Ok((image, folded));
+            }
+        };
         Ok((self.read_tail_or_keep(loaded, now).0, now))
+    }
+
+    /// The image read afresh at the folded head `now`, and that head. A reader's state may name
+    /// objects collected since it was read (compacted away): when the read fails, the state is
+    /// read afresh and the image read again from it, at its head.
+    fn load_image_at(&self, previous: Option<&Image>, now: Head) -> Result<(Image, Head)> {
+        let failed = match self.bounded("reading the image", load::load_image(self, previous, now))
+        {
+            Ok(image) => return Ok((image, now)),
+            Err(e) => e,
+        };
+        let backend = self.backend();
+        let Backend::Reader(reader) = &*backend else {
+            return Err(failed);
+        };
+        tracing::debug!(
+            target: "moraine::store",
+            "moraine: reading the image of {} failed ({failed}); reading its state afresh",
+            self.url
+        );
+        let since = reader.read_at();
+        let now = self.bounded("reading the lake's state afresh", async {
+            reader.refresh(since).await?;
+            self.read_head().await
+        })?;
+        let image = self.bounded("reading the image", load::load_image(self, previous, now))?;
+        Ok((image, now))
+    }
+
+    /// Reads the state of `backend` (a reader, whose folded head is `folded`) afresh in the
+    /// background when the image (at `head`) is more than [`role::TAKE_OVER_AFTER`] commits past
+    /// it: once per folded head, and again each time the image moves that far more (a folder
+    /// may come back).
+    fn catch_up_if_far(&self, backend: &Arc<Backend>, head: Head, folded: Head) {
+        let (image, folded) = (head.batch_count, folded.batch_count);
+        if image.saturating_sub(folded) <= role::TAKE_OVER_AFTER {
+            return;
+        }
+        let mut last = self.catch_up.lock().unwrap_or_else(|p| p.into_inner());
+        if last.is_some_and(|c| {
+            c.folded == folded && image.saturating_sub(c.image) <= role::TAKE_OVER_AFTER
+        }) {
+            return;
+        }
+        *last = Some(CatchUp {
+            at: std::time::Instant::now(),
+            folded,
+            image,
+        });
+        drop(last);
+        self.catch_up_in_background(backend.clone());
     }
 
     /// Read the state of `backend` (a reader) afresh in the background, within the time
     /// limit; a take-over of the folder role waits for it ([`Store::take_over_if_unfolded`]).
-    fn refresh_in_background(&self, backend: Arc<Backend>) {
-        *self.far_refresh.lock().unwrap_or_else(|p| p.into_inner()) =
-            Some(std::time::Instant::now());
+    fn catch_up_in_background(&self, backend: Arc<Backend>) {
         let (limit, url) = (self.access.io_timeout, self.url.clone());
         let span = tracing::debug_span!(target: "moraine::store", parent: None, "moraine.reader.catch_up", store = %url);
         runtime().spawn(
@@ -433,6 +502,7 @@ impl Store {
         {
             if commit.retired {
                 // a reclaim retired it: its writes are in SlateDB's state
+                *self.tail_checked.lock().unwrap_or_else(|p| p.into_inner()) = Some(started);
                 return Ok((image, true));
             }
             tracing::debug!(

@@ -119,6 +119,57 @@ fn two_writers_commit_in_turn_and_the_loser_of_a_race_gets_a_conflict() {
     assert_eq!(table_names(&again), all);
 }
 
+/// A plain writer committing beside a folder that folds (at its own pins, once per poll
+/// interval) reads its SlateDB state afresh each time its image is far past it, and never
+/// takes the role: a state that lags because it was read long ago is not a folder that
+/// stopped.
+#[test]
+fn a_plain_writer_never_takes_the_role_from_a_folder_that_folds() {
+    let (dir, _url, a, b) = a_plain_writer_beside_a_folder();
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let folding = {
+        let (b, stop) = (b.clone(), stop.clone());
+        std::thread::spawn(move || {
+            while !stop.load(Ordering::SeqCst) {
+                let _ = table_names(&b);
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+        })
+    };
+    for i in 0..3 * role::TAKE_OVER_AFTER as i64 {
+        commit_table(&a, 2 + i, 2 + i, &format!("t{i}"));
+        assert!(
+            !a.is_folder(),
+            "took the role from a folder that folds, at commit {i}"
+        );
+        // the folder keeps up: its durable state (what a reader opened now reads) is never
+        // more than 16 commits behind
+        if i % 8 == 7 {
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+            let head = a.head().unwrap().batch_count;
+            let fs = object_store::local::LocalFileSystem::new_with_prefix(dir.path()).unwrap();
+            let durable = Store::open_on(Arc::new(fs), true, "local://durable").unwrap();
+            while block_on(durable.read_head()).unwrap().batch_count + 16 < head {
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "the folder stopped folding"
+                );
+                std::thread::sleep(std::time::Duration::from_millis(20));
+                let fresh = block_on(async {
+                    match &*durable.backend() {
+                        Backend::Reader(r) => r.refresh(r.read_at()).await,
+                        Backend::Writer(..) => unreachable!("a reader"),
+                    }
+                });
+                fresh.unwrap();
+            }
+        }
+    }
+    stop.store(true, Ordering::SeqCst);
+    folding.join().unwrap();
+    assert!(b.is_folder());
+}
+
 #[test]
 fn a_writer_takes_the_folder_role_when_nobody_folds() {
     let (_dir, url, a, b) = a_plain_writer_beside_a_folder();
