@@ -115,6 +115,8 @@ impl Reader {
             checkpoint_lifetime: 2 * SLATEDB_POLL,
             ..DbReaderOptions::default()
         };
+        // (the state is the manifest's as of this moment or later)
+        let at = Instant::now();
         let reader = DbReader::builder("", source.object_store.clone())
             .with_reader_mode(DbReaderMode::FollowLatest)
             .with_options(options)
@@ -124,7 +126,7 @@ impl Reader {
             .await?;
         Ok(Opened {
             reader: Some(reader),
-            at: Instant::now(),
+            at,
             closed: Default::default(),
         })
     }
@@ -137,7 +139,7 @@ impl Reader {
             .clone()
     }
 
-    /// When the state this reader reads was read (its manifest opened).
+    /// When the state this reader reads was read (just before its manifest was opened).
     pub(crate) fn read_at(&self) -> Instant {
         self.held().at
     }

@@ -13,6 +13,10 @@ pub(super) struct CatchUp {
     image: u64,
 }
 
+/// How long a read afresh of a reader's state ([`CatchUp`]) tells whether anybody folds: a
+/// take-over of the folder role on an older one asks again.
+const CATCH_UP_HOLDS_FOR: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// How long after it last met another process's commit a read-write attach reads the lake's
 /// tail at every pin ([`Store::tail_due`]).
 const OTHERS_ABOUT_FOR: std::time::Duration = std::time::Duration::from_secs(10);
@@ -249,12 +253,35 @@ impl Store {
             return;
         }
         // only on a state read afresh after the image was found this far past that same
-        // folded head (`follow_tail` starts that read), which shows no fold since: a stale
-        // state alone would have it fence a folder that folds all along
-        if let Backend::Reader(reader) = &*self.backend() {
+        // folded head, lately, which shows no fold since: a stale state alone would have it
+        // fence a folder that folds all along
+        let backend = self.backend();
+        if let Backend::Reader(reader) = &*backend {
             let asked = *self.catch_up.lock().unwrap_or_else(|p| p.into_inner());
-            let Some(asked) = asked.filter(|c| reader.read_at() > c.at) else {
-                return;
+            let read_since =
+                |c: &CatchUp| c.at.elapsed() < CATCH_UP_HOLDS_FOR && reader.read_at() > c.at;
+            let asked = match asked.filter(read_since) {
+                Some(asked) => asked,
+                None => {
+                    // none lately (or it failed): one now, within the tail's limit
+                    let asked = CatchUp {
+                        at: std::time::Instant::now(),
+                        folded: folded.batch_count,
+                        image: head.batch_count,
+                    };
+                    *self.catch_up.lock().unwrap_or_else(|p| p.into_inner()) = Some(asked);
+                    let since = reader.read_at();
+                    let read = block_on(within(
+                        self.tail_timeout(),
+                        &self.url,
+                        "reading the lake's state afresh",
+                        reader.refresh(since),
+                    ));
+                    if read.is_err() {
+                        return;
+                    }
+                    asked
+                }
             };
             // (the head of the state read since, not the one the caller read before it)
             let Ok(now) = self.bounded("reading the head", self.read_head()) else {
@@ -356,12 +383,17 @@ impl Store {
             self.catch_up_if_far(&backend, image.head(), folded);
             return Ok((image, folded));
         }
+        // the state may have moved already (a read afresh in the background)
         let since = reader.read_at();
         let fresh = block_on(within(
             self.tail_timeout(),
             &self.url,
             "reading the lake's state afresh",
             async {
+                let now = self.read_head().await?;
+                if now.batch_count > image.head().batch_count {
+                    return Ok(now);
+                }
                 reader.refresh(since).await?;
                 self.read_head().await
             },
@@ -369,7 +401,10 @@ impl Store {
         let now = match fresh {
             Ok(now) => now,
             Err(e) => {
+                // longer than a pin waits (a long WAL to replay): in the background, and the
+                // next due pin reads the state it leaves
                 self.tail_unread(&e);
+                self.ask_catch_up(&backend, image.head().batch_count, folded.batch_count);
                 return Ok((image, folded));
             }
         };
@@ -398,7 +433,9 @@ impl Store {
         let failed = match self.bounded("reading the image", load::load_image(self, previous, now))
         {
             Ok(image) => return Ok((image, now)),
-            Err(e) => e,
+            // (a store's error: an object gone among them; not a corrupt record)
+            Err(e @ Error::Storage(_)) => e,
+            Err(e) => return Err(e),
         };
         let backend = self.backend();
         let Backend::Reader(reader) = &*backend else {
@@ -410,9 +447,18 @@ impl Store {
             self.url
         );
         let since = reader.read_at();
-        let now = self.bounded("reading the lake's state afresh", async {
-            reader.refresh(since).await?;
-            self.read_head().await
+        let now = block_on(within(
+            self.tail_timeout(),
+            &self.url,
+            "reading the lake's state afresh",
+            async {
+                reader.refresh(since).await?;
+                self.read_head().await
+            },
+        ))
+        .map_err(|e| {
+            tracing::warn!(target: "moraine::store", "moraine: {e}");
+            failed
         })?;
         let image = self.bounded("reading the image", load::load_image(self, previous, now))?;
         Ok((image, now))
@@ -427,18 +473,23 @@ impl Store {
         if image.saturating_sub(folded) <= role::TAKE_OVER_AFTER {
             return;
         }
-        let mut last = self.catch_up.lock().unwrap_or_else(|p| p.into_inner());
+        let last = *self.catch_up.lock().unwrap_or_else(|p| p.into_inner());
         if last.is_some_and(|c| {
             c.folded == folded && image.saturating_sub(c.image) <= role::TAKE_OVER_AFTER
         }) {
             return;
         }
-        *last = Some(CatchUp {
+        self.ask_catch_up(backend, image, folded);
+    }
+
+    /// Records a read afresh of `backend`'s state (a reader's, at folded head `folded`, with
+    /// the image at `image`) and starts it in the background.
+    fn ask_catch_up(&self, backend: &Arc<Backend>, image: u64, folded: u64) {
+        *self.catch_up.lock().unwrap_or_else(|p| p.into_inner()) = Some(CatchUp {
             at: std::time::Instant::now(),
             folded,
             image,
         });
-        drop(last);
         self.catch_up_in_background(backend.clone());
     }
 

@@ -187,14 +187,17 @@ S3_BUCKET = "moraine-bench"
 S3_ENDPOINT = None
 # the moto_server this process started (a workload's process, not its children)
 MOTO = None
+# with --rtt, the delay line in front of it, which also counts each request's bytes
+LINE = None
 
 
 def s3_requests():
-    """How many requests the server has answered so far, and which: the marker for `since`."""
+    """How many requests the server has answered so far (and the delay line relayed): the
+    marker for `since`."""
     if MOTO is None:
         return None
     time.sleep(0.05)  # the server logs a request as it answers it; let the log reader catch up
-    return len(MOTO.requests())
+    return len(MOTO.requests()), (len(LINE.traffic) if LINE is not None else None)
 
 
 def requests_since(mark, lake):
@@ -204,31 +207,53 @@ def requests_since(mark, lake):
     return requests_between(mark, s3_requests(), lake)
 
 
+def where(path, lake):
+    """Which of `lake`'s prefixes a request's target (path and query) is for: "catalog",
+    "data" or None."""
+    key = path.split("?", 1)[0]
+    if key.startswith(f"/{S3_BUCKET}/{lake.name}/meta") or \
+            f"prefix={lake.name}%2Fmeta" in path or f"prefix={lake.name}/meta" in path:
+        return "catalog"
+    if key.startswith(f"/{S3_BUCKET}/{lake.name}/data") or f"prefix={lake.name}" in path:
+        return "data"
+    if key == f"/{S3_BUCKET}" and "prefix=" not in path:
+        # a multi-object delete names its keys in the body; in these workloads only
+        # SlateDB's garbage collector sends one (nothing runs DuckLake's cleanup on S3)
+        return "catalog"
+    return None
+
+
 def requests_between(start, end, lake):
     """(catalog, data) requests among the server's requests start..end, for `lake`'s prefixes."""
-    catalog = data = 0
-    for _method, path, _status in MOTO.requests()[start:end]:
-        key = path.split("?", 1)[0]
-        if key.startswith(f"/{S3_BUCKET}/{lake.name}/meta") or \
-                f"prefix={lake.name}%2Fmeta" in path or f"prefix={lake.name}/meta" in path:
-            catalog += 1
-        elif key.startswith(f"/{S3_BUCKET}/{lake.name}/data") or f"prefix={lake.name}" in path:
-            data += 1
-        elif key == f"/{S3_BUCKET}" and "prefix=" not in path:
-            # a multi-object delete names its keys in the body; in these workloads only
-            # SlateDB's garbage collector sends one (nothing runs DuckLake's cleanup on S3)
-            catalog += 1
-    return catalog, data
+    counts = {"catalog": 0, "data": 0, None: 0}
+    for _method, path, _status in MOTO.requests()[start[0]:end[0]]:
+        counts[where(path, lake)] += 1
+    return counts["catalog"], counts["data"]
+
+
+def bytes_between(start, end, lake):
+    """(catalog, data) bytes, both ways, of the requests the delay line relayed start..end for
+    `lake`'s prefixes; None without the delay line."""
+    if start[1] is None or end[1] is None:
+        return None
+    counts = {"catalog": 0, "data": 0, None: 0}
+    for path, up, down in LINE.traffic[start[1]:end[1]]:
+        counts[where(path, lake)] += up + down
+    return counts["catalog"], counts["data"]
 
 
 def request_figures(out, label, mark, lake, per):
-    """Figures: requests to the catalog's prefix and to the data path per `per` steps."""
-    counted = requests_since(mark, lake)
-    if counted is None:
+    """Figures: requests (and with --rtt bytes) to the catalog's prefix and to the data path
+    per `per` steps."""
+    if mark is None:
         return
-    catalog, data = counted
+    end = s3_requests()
+    catalog, data = requests_between(mark, end, lake)
     out.value(f"{label}: requests to the catalog", catalog / per, "requests")
     out.value(f"{label}: requests to the data path", data / per, "requests")
+    moved = bytes_between(mark, end, lake)
+    if moved is not None:
+        out.value(f"{label}: KiB to and from the catalog", moved[0] / per / 1024, "KiB")
 
 
 def probe_request_figures(out, label, res, lake):
@@ -238,9 +263,13 @@ def probe_request_figures(out, label, res, lake):
         return
     for part, (a, b) in (("attach + first query", (0, 1)), ("close (DETACH)", (1, 2))):
         counts = [requests_between(r["requests"][a], r["requests"][b], lake) for r in res]
-        for i, where in ((0, "catalog"), (1, "data path")):
-            out.value(f"{label}: {part}, per fresh process: requests to the {where}",
+        for i, to in ((0, "catalog"), (1, "data path")):
+            out.value(f"{label}: {part}, per fresh process: requests to the {to}",
                       median([c[i] for c in counts]), "requests")
+        moved = [bytes_between(r["requests"][a], r["requests"][b], lake) for r in res]
+        if all(m is not None for m in moved):
+            out.value(f"{label}: {part}, per fresh process: KiB to and from the catalog",
+                      median([m[0] for m in moved]) / 1024, "KiB")
 
 
 def idle_reader_figures(args, out, label, lake, query, seconds=5.0):
@@ -1445,7 +1474,7 @@ def main():
             setattr(args, k, v)
     if args.catalog == "postgres" and not args.postgres:
         ap.error("--catalog postgres needs --postgres CONNSTR")
-    global S3_ENDPOINT
+    global S3_ENDPOINT, LINE
     if args.role:
         S3_ENDPOINT = args.s3_endpoint
         ROLES[args.role](args)
@@ -1459,10 +1488,10 @@ def main():
                      f"{args.workload}")
         S3_ENDPOINT = start_moto(args).endpoint
         if args.rtt > 0:
-            line = s3_helpers().FaultProxy(MOTO.port)
-            line.RTT = args.rtt / 1000.0
-            line.set("rtt")
-            S3_ENDPOINT = line.endpoint
+            LINE = s3_helpers().FaultProxy(MOTO.port)
+            LINE.RTT = args.rtt / 1000.0
+            LINE.set("rtt")
+            S3_ENDPOINT = LINE.endpoint
             log(f"every request to the S3 server takes {args.rtt:g} ms more")
         log(f"lakes on S3: s3://{S3_BUCKET}/ on moto_server at {S3_ENDPOINT}")
     if args.keep:

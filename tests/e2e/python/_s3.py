@@ -282,6 +282,8 @@ class FaultProxy(_Server):
         self.mode = "pass"
         self.open = []
         self.lock = threading.Lock()
+        # in "rtt" mode, every request relayed: [target (path and query), bytes up, bytes down]
+        self.traffic = []
         self._start()
 
     @property
@@ -317,15 +319,25 @@ class FaultProxy(_Server):
             self.open += [client, upstream]
         if mode == "rtt":
             asked = threading.Event()
+            current = [None]  # this connection's request in flight, as an entry of `traffic`
 
             def request(data):
                 asked.set()
+                line = data.split(b"\r\n", 1)[0].split(b" ")
+                if len(line) == 3 and line[2].startswith(b"HTTP/1."):
+                    current[0] = [line[1].decode("latin-1"), 0, 0]
+                    with self.lock:
+                        self.traffic.append(current[0])
+                if current[0] is not None:
+                    current[0][1] += len(data)
                 return data, False
 
             def answer(data):
                 if asked.is_set():
                     asked.clear()
                     time.sleep(self.RTT)
+                if current[0] is not None:
+                    current[0][2] += len(data)
                 return data, False
 
             _join(client, upstream, answer=answer, request=request)
