@@ -194,6 +194,7 @@ impl Image {
     /// [`FENCED_CATCH_UP_LIMIT`] with an error rather than a wrong answer.
     async fn state_holds_image(&self, backend: &Backend) -> Result<()> {
         let started = std::time::Instant::now();
+        let mut read_afresh = started;
         loop {
             let held = match backend.get(&keys::sys_head()).await? {
                 Some(v) => crate::head::Head::decode(&v)?.batch_count,
@@ -202,12 +203,15 @@ impl Image {
             if held >= self.head.batch_count {
                 return Ok(());
             }
-            if let Backend::Reader(reader) = backend {
-                // a reader's state moves when it is read afresh
-                let at = reader.read_at();
-                if at.elapsed() >= std::time::Duration::from_millis(200) {
-                    reader.refresh(at).await?;
-                    continue;
+            if started.elapsed() < FENCED_CATCH_UP_LIMIT {
+                if let Backend::Reader(reader) = backend {
+                    // a reader's state moves when it is read afresh: every 200 ms after the
+                    // last read ended
+                    if read_afresh.elapsed() >= std::time::Duration::from_millis(200) {
+                        reader.refresh(reader.read_at()).await?;
+                        read_afresh = std::time::Instant::now();
+                        continue;
+                    }
                 }
             }
             if started.elapsed() >= FENCED_CATCH_UP_LIMIT {

@@ -4,18 +4,15 @@
 
 use super::*;
 
-/// An attach without the folder role found its image far past its SlateDB state (its folded
-/// head `folded`, with the image at `image`) and began reading that state afresh at `at`.
+/// An attach without the folder role found its image (at batch `image`) far past its SlateDB
+/// state (at folded head `folded`) and asked for that state to be read afresh in the
+/// background; `running` until that read ends.
 #[derive(Clone, Copy, Debug)]
 pub(super) struct CatchUp {
-    at: std::time::Instant,
     folded: u64,
     image: u64,
+    running: bool,
 }
-
-/// How long a read afresh of a reader's state ([`CatchUp`]) tells whether anybody folds: a
-/// take-over of the folder role on an older one asks again.
-const CATCH_UP_HOLDS_FOR: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// How long after it last met another process's commit a read-write attach reads the lake's
 /// tail at every pin ([`Store::tail_due`]).
@@ -244,54 +241,36 @@ impl Store {
             Some(std::time::Instant::now());
     }
 
-    /// A read-write attach whose image (at `head`) is far past the folded state `folded` takes the folder
-    /// role (nobody folds); one that cannot goes on without it. The caller holds the commit
-    /// lock.
+    /// A read-write attach whose image (at `head`) is far past the folded state `folded` (nobody
+    /// folds: the folder detached or died) takes the folder role. The state it has may only be
+    /// old (read before a folder that folds all along folded the rest), so it first reads the
+    /// state afresh, in the background: the role is taken when that read shows the same folded
+    /// head ([`Store::take_over_after_catch_up`]). The caller holds the commit lock.
     pub(super) fn take_over_if_unfolded(&self, head: Head, folded: Head) {
         let behind = head.batch_count.saturating_sub(folded.batch_count);
         if self.read_only || self.is_folder() || behind <= role::TAKE_OVER_AFTER {
             return;
         }
-        // only on a state read afresh after the image was found this far past that same
-        // folded head, lately, which shows no fold since: a stale state alone would have it
-        // fence a folder that folds all along
-        let backend = self.backend();
-        if let Backend::Reader(reader) = &*backend {
-            let asked = *self.catch_up.lock().unwrap_or_else(|p| p.into_inner());
-            let read_since =
-                |c: &CatchUp| c.at.elapsed() < CATCH_UP_HOLDS_FOR && reader.read_at() > c.at;
-            let asked = match asked.filter(read_since) {
-                Some(asked) => asked,
-                None => {
-                    // none lately (or it failed): one now, within the tail's limit
-                    let asked = CatchUp {
-                        at: std::time::Instant::now(),
-                        folded: folded.batch_count,
-                        image: head.batch_count,
-                    };
-                    *self.catch_up.lock().unwrap_or_else(|p| p.into_inner()) = Some(asked);
-                    let since = reader.read_at();
-                    let read = block_on(within(
-                        self.tail_timeout(),
-                        &self.url,
-                        "reading the lake's state afresh",
-                        reader.refresh(since),
-                    ));
-                    if read.is_err() {
-                        return;
-                    }
-                    asked
-                }
-            };
-            // (the head of the state read since, not the one the caller read before it)
-            let Ok(now) = self.bounded("reading the head", self.read_head()) else {
-                return;
-            };
-            if now.batch_count != asked.folded
-                || head.batch_count.saturating_sub(now.batch_count) <= role::TAKE_OVER_AFTER
-            {
-                return;
-            }
+        self.catch_up_if_far(&self.backend(), head, folded);
+    }
+
+    /// A read afresh of this attach's state, asked when its image was at `asked.image` and the
+    /// state at `asked.folded`, has ended: when the state still shows that folded head and the
+    /// image is far past it, nobody folds, and this attach takes the folder role.
+    fn take_over_after_catch_up(&self, asked: CatchUp) {
+        let _commit = self.commit_lock.lock().unwrap_or_else(|p| p.into_inner());
+        if self.read_only || self.is_folder() || self.closed.load(Ordering::SeqCst) {
+            return;
+        }
+        let Some(image) = self.current_image() else {
+            return;
+        };
+        let Ok(now) = self.bounded("reading the head", self.read_head()) else {
+            return;
+        };
+        let behind = image.head().batch_count.saturating_sub(now.batch_count);
+        if now.batch_count != asked.folded || behind <= role::TAKE_OVER_AFTER {
+            return;
         }
         tracing::debug!(
             target: "moraine::store",
@@ -371,7 +350,7 @@ impl Store {
     /// it then stands on. When the tail cannot be followed (a commit in it was retired, or folded
     /// and deleted) the reader's state is read afresh at once, and the image from it if it passed
     /// the image; when the image is more than [`role::TAKE_OVER_AFTER`] commits past that state,
-    /// in the background ([`Store::catch_up_in_background`]). A store that does not answer
+    /// in the background ([`Store::ask_catch_up`]). A store that does not answer
     /// leaves the attach reading what it has.
     fn follow_tail(&self, image: Arc<Image>, folded: Head) -> Result<(Arc<Image>, Head)> {
         let (image, blocked) = self.read_tail_or_keep(image, folded);
@@ -447,19 +426,15 @@ impl Store {
             self.url
         );
         let since = reader.read_at();
-        let now = block_on(within(
-            self.tail_timeout(),
-            &self.url,
-            "reading the lake's state afresh",
-            async {
+        let now = self
+            .bounded("reading the lake's state afresh", async {
                 reader.refresh(since).await?;
                 self.read_head().await
-            },
-        ))
-        .map_err(|e| {
-            tracing::warn!(target: "moraine::store", "moraine: {e}");
-            failed
-        })?;
+            })
+            .map_err(|e| {
+                tracing::warn!(target: "moraine::store", "moraine: {e}");
+                failed
+            })?;
         let image = self.bounded("reading the image", load::load_image(self, previous, now))?;
         Ok((image, now))
     }
@@ -482,20 +457,27 @@ impl Store {
         self.ask_catch_up(backend, image, folded);
     }
 
-    /// Records a read afresh of `backend`'s state (a reader's, at folded head `folded`, with
-    /// the image at `image`) and starts it in the background.
+    /// Reads `backend`'s state (a reader's, at folded head `folded`, with the image at `image`)
+    /// afresh in the background, within the time limit, unless such a read is running; then
+    /// decides whether to take the folder role ([`Store::take_over_after_catch_up`]).
     fn ask_catch_up(&self, backend: &Arc<Backend>, image: u64, folded: u64) {
-        *self.catch_up.lock().unwrap_or_else(|p| p.into_inner()) = Some(CatchUp {
-            at: std::time::Instant::now(),
+        {
+            let mut last = self.catch_up.lock().unwrap_or_else(|p| p.into_inner());
+            if last.is_some_and(|c| c.running) {
+                return;
+            }
+            *last = Some(CatchUp {
+                folded,
+                image,
+                running: true,
+            });
+        }
+        let asked = CatchUp {
             folded,
             image,
-        });
-        self.catch_up_in_background(backend.clone());
-    }
-
-    /// Read the state of `backend` (a reader) afresh in the background, within the time
-    /// limit; a take-over of the folder role waits for it ([`Store::take_over_if_unfolded`]).
-    fn catch_up_in_background(&self, backend: Arc<Backend>) {
+            running: false,
+        };
+        let (backend, me) = (backend.clone(), self.me.clone());
         let (limit, url) = (self.access.io_timeout, self.url.clone());
         let span = tracing::debug_span!(target: "moraine::store", parent: None, "moraine.reader.catch_up", store = %url);
         runtime().spawn(
@@ -504,15 +486,27 @@ impl Store {
                     return;
                 };
                 let since = reader.read_at();
-                let refresh = within(limit, &url, "reading the lake's state afresh", async {
+                let read = within(limit, &url, "reading the lake's state afresh", async {
                     reader.refresh(since).await
-                });
-                if let Err(e) = refresh.await {
-                    tracing::warn!(
+                })
+                .await;
+                let Some(store) = me.upgrade() else {
+                    return;
+                };
+                if let Some(c) = &mut *store.catch_up.lock().unwrap_or_else(|p| p.into_inner()) {
+                    c.running = false;
+                }
+                match read {
+                    Err(e) => tracing::warn!(
                         target: "moraine::store",
                         "moraine: reading the state of {url} afresh failed ({e}); the next pins \
                          follow the tail as before"
-                    );
+                    ),
+                    Ok(()) => {
+                        let _ = runtime()
+                            .spawn_blocking(move || store.take_over_after_catch_up(asked))
+                            .await;
+                    }
                 }
             }
             .instrument(span),
