@@ -139,7 +139,9 @@ pub struct Store {
     fold_stuck: std::sync::atomic::AtomicBool,
     /// The last time an attach without the folder role found its image far past its SlateDB
     /// state and read that state afresh in the background (`pin.rs`, `follow_tail`).
-    catch_up: Mutex<Option<pin::CatchUp>>,
+    catch_up: Arc<Mutex<Option<pin::CatchUp>>>,
+    /// Set while that read runs: one at a time.
+    catching_up: Arc<std::sync::atomic::AtomicBool>,
     /// When a reader last read the lake's tail (the commit objects after its image).
     tail_checked: Mutex<Option<std::time::Instant>>,
     /// When this attach last met another process's commit (in the tail, or as the winner of

@@ -293,6 +293,7 @@ impl Store {
             pending: Default::default(),
             fold_stuck: Default::default(),
             catch_up: Default::default(),
+            catching_up: Default::default(),
             tail_checked: Default::default(),
             others_seen: Default::default(),
             tail_confirmed: Default::default(),

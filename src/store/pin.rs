@@ -6,12 +6,20 @@ use super::*;
 
 /// An attach without the folder role found its image (at batch `image`) far past its SlateDB
 /// state (at folded head `folded`) and asked for that state to be read afresh in the
-/// background; `running` until that read ends.
+/// background.
 #[derive(Clone, Copy, Debug)]
 pub(super) struct CatchUp {
     folded: u64,
     image: u64,
-    running: bool,
+}
+
+/// Clears the flag of a running catch-up however its task ends.
+struct Running(Arc<std::sync::atomic::AtomicBool>);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::SeqCst);
+    }
 }
 
 /// How long after it last met another process's commit a read-write attach reads the lake's
@@ -461,27 +469,18 @@ impl Store {
     /// afresh in the background, within the time limit, unless such a read is running; then
     /// decides whether to take the folder role ([`Store::take_over_after_catch_up`]).
     fn ask_catch_up(&self, backend: &Arc<Backend>, image: u64, folded: u64) {
-        {
-            let mut last = self.catch_up.lock().unwrap_or_else(|p| p.into_inner());
-            if last.is_some_and(|c| c.running) {
-                return;
-            }
-            *last = Some(CatchUp {
-                folded,
-                image,
-                running: true,
-            });
+        if self.catching_up.swap(true, Ordering::SeqCst) {
+            return;
         }
-        let asked = CatchUp {
-            folded,
-            image,
-            running: false,
-        };
-        let (backend, me) = (backend.clone(), self.me.clone());
+        let running = Running(self.catching_up.clone());
+        let asked = CatchUp { folded, image };
+        *self.catch_up.lock().unwrap_or_else(|p| p.into_inner()) = Some(asked);
+        let (backend, me, record) = (backend.clone(), self.me.clone(), self.catch_up.clone());
         let (limit, url) = (self.access.io_timeout, self.url.clone());
         let span = tracing::debug_span!(target: "moraine::store", parent: None, "moraine.reader.catch_up", store = %url);
         runtime().spawn(
             async move {
+                let _running = running;
                 let Backend::Reader(reader) = &*backend else {
                     return;
                 };
@@ -490,23 +489,21 @@ impl Store {
                     reader.refresh(since).await
                 })
                 .await;
-                let Some(store) = me.upgrade() else {
-                    return;
-                };
-                if let Some(c) = &mut *store.catch_up.lock().unwrap_or_else(|p| p.into_inner()) {
-                    c.running = false;
-                }
-                match read {
-                    Err(e) => tracing::warn!(
+                if let Err(e) = read {
+                    tracing::warn!(
                         target: "moraine::store",
                         "moraine: reading the state of {url} afresh failed ({e}); the next pins \
                          follow the tail as before"
-                    ),
-                    Ok(()) => {
-                        let _ = runtime()
-                            .spawn_blocking(move || store.take_over_after_catch_up(asked))
-                            .await;
-                    }
+                    );
+                    // asked again at the next pin that finds the image far
+                    *record.lock().unwrap_or_else(|p| p.into_inner()) = None;
+                    return;
+                }
+                if let Some(store) = me.upgrade() {
+                    // (the store is let go on the blocking thread, never on a runtime thread)
+                    let _ = runtime()
+                        .spawn_blocking(move || store.take_over_after_catch_up(asked))
+                        .await;
                 }
             }
             .instrument(span),
