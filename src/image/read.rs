@@ -203,17 +203,6 @@ impl Image {
             if held >= self.head.batch_count {
                 return Ok(());
             }
-            if started.elapsed() < FENCED_CATCH_UP_LIMIT {
-                if let Backend::Reader(reader) = backend {
-                    // a reader's state moves when it is read afresh: every 200 ms after the
-                    // last read ended
-                    if read_afresh.elapsed() >= std::time::Duration::from_millis(200) {
-                        reader.refresh(reader.read_at()).await?;
-                        read_afresh = std::time::Instant::now();
-                        continue;
-                    }
-                }
-            }
             if started.elapsed() >= FENCED_CATCH_UP_LIMIT {
                 return Err(Error::Storage(format!(
                     "this transaction's view of the lake (batch {}) was read through a folder \
@@ -222,6 +211,15 @@ impl Image {
                     self.head.batch_count,
                     FENCED_CATCH_UP_LIMIT.as_secs()
                 )));
+            }
+            if let Backend::Reader(reader) = backend {
+                // a reader's state moves when it is read afresh: every 200 ms after the last
+                // read ended
+                if read_afresh.elapsed() >= std::time::Duration::from_millis(200) {
+                    reader.refresh(reader.read_at()).await?;
+                    read_afresh = std::time::Instant::now();
+                    continue;
+                }
             }
             tokio::time::sleep(std::time::Duration::from_millis(20)).await;
         }

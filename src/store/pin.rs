@@ -396,12 +396,7 @@ impl Store {
             }
         };
         if now.batch_count <= image.head().batch_count {
-            let image = if image.has_tail() && image.head().batch_count <= now.batch_count {
-                Arc::new(image.without_tail()?)
-            } else {
-                image
-            };
-            return Ok((image, now));
+            return Ok((without_folded_tail(image, now)?, now));
         }
         let (loaded, now) = match self.load_image_at(Some(&image), now) {
             Ok((loaded, now)) => (Arc::new(loaded), now),
@@ -533,10 +528,7 @@ impl Store {
     async fn read_tail(&self, image: Arc<Image>, folded: Head) -> Result<(Arc<Image>, bool)> {
         let started = std::time::Instant::now();
         let from = image.head().batch_count;
-        let mut image = image;
-        if image.has_tail() && image.head().batch_count <= folded.batch_count {
-            image = Arc::new(image.without_tail()?);
-        }
+        let mut image = without_folded_tail(image, folded)?;
         while let Some(commit) = self
             .objects
             .read_commit(image.head().batch_count + 1)
@@ -620,6 +612,15 @@ impl Store {
             .unwrap_or_else(|p| p.into_inner());
         confirmed.is_some_and(|at| at.elapsed() < log::DELETE_AFTER / 2)
     }
+}
+
+/// `image` reading its history from the state at the folded head `folded` alone once that
+/// state holds every commit of it (the commits it took from the lake's tail are folded).
+fn without_folded_tail(image: Arc<Image>, folded: Head) -> Result<Arc<Image>> {
+    if image.has_tail() && image.head().batch_count <= folded.batch_count {
+        return Ok(Arc::new(image.without_tail()?));
+    }
+    Ok(image)
 }
 
 /// Serve the live rows an attach's first queries read ([`Image::warm`]) on a blocking thread of

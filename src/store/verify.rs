@@ -104,67 +104,71 @@ impl Store {
         if holds(&bytes, needle) {
             return Ok(Some("stored"));
         }
-        Ok(self
-            .decoded_holds(path, bytes, needle)
-            .await?
-            .then_some("decoded"))
+        let decoded = decoded_holds(path, bytes, needle)
+            .await
+            .map_err(|e| match e {
+                // (which object could not be decoded)
+                Error::Storage(why) => Error::Storage(format!("decoding {path}: {why}")),
+                other => other,
+            })?;
+        Ok(decoded.then_some("decoded"))
     }
+}
 
-    /// Whether `path`, whose bytes are `bytes`, holds `needle` once decoded (`false` for an
-    /// object moraine does not decode).
-    async fn decoded_holds(&self, path: &str, bytes: Bytes, needle: &[u8]) -> Result<bool> {
-        Ok(match kind_of(path) {
-            Kind::Sst(id) => {
-                let reader = SstReader::new("", only(path, bytes).await?, None, None);
-                let sst = reader.open(id).await?;
-                let blocks = sst.index().await?.len();
-                let mut found = false;
-                for block in 0..blocks {
-                    found = sst
-                        .read_block(block)
-                        .await?
-                        .iter()
-                        .any(|e| entry_holds(&e.key, &e.value, needle));
-                    if found {
-                        break;
-                    }
+/// Whether `path`, whose bytes are `bytes`, holds `needle` once decoded (`false` for an
+/// object moraine does not decode).
+async fn decoded_holds(path: &str, bytes: Bytes, needle: &[u8]) -> Result<bool> {
+    Ok(match kind_of(path) {
+        Kind::Sst(id) => {
+            let reader = SstReader::new("", only(path, bytes).await?, None, None);
+            let sst = reader.open(id).await?;
+            let blocks = sst.index().await?.len();
+            let mut found = false;
+            for block in 0..blocks {
+                found = sst
+                    .read_block(block)
+                    .await?
+                    .iter()
+                    .any(|e| entry_holds(&e.key, &e.value, needle));
+                if found {
+                    break;
                 }
-                found
             }
-            Kind::Wal(id) => {
-                let mut it = WalReader::new("", only(path, bytes).await?)
-                    .get(id)
-                    .iterator()
-                    .await?;
-                let mut found = false;
-                while let Some(e) = it.next().await? {
-                    if entry_holds(&e.key, &e.value, needle) {
-                        found = true;
-                        break;
-                    }
+            found
+        }
+        Kind::Wal(id) => {
+            let mut it = WalReader::new("", only(path, bytes).await?)
+                .get(id)
+                .iterator()
+                .await?;
+            let mut found = false;
+            while let Some(e) = it.next().await? {
+                if entry_holds(&e.key, &e.value, needle) {
+                    found = true;
+                    break;
                 }
-                found
             }
-            Kind::Checkpoint => {
-                let cp = checkpoint::decode_checkpoint(bytes, path)?;
-                let mut found = false;
-                for section in cp.sections.values() {
-                    found = checkpoint::decode_section(section)?
-                        .iter()
-                        .any(|(k, v)| holds(k, needle) || holds(v, needle));
-                    if found {
-                        break;
-                    }
+            found
+        }
+        Kind::Checkpoint => {
+            let cp = checkpoint::decode_checkpoint(bytes, path)?;
+            let mut found = false;
+            for section in cp.sections.values() {
+                found = checkpoint::decode_section(section)?
+                    .iter()
+                    .any(|(k, v)| holds(k, needle) || holds(v, needle));
+                if found {
+                    break;
                 }
-                found
             }
-            Kind::Commit(batch) => checkpoint::Commit::decode(&bytes, batch)?
-                .writes
-                .iter()
-                .any(|(k, v)| holds(k, needle) || v.as_ref().is_some_and(|v| holds(v, needle))),
-            Kind::Other => false,
-        })
-    }
+            found
+        }
+        Kind::Commit(batch) => checkpoint::Commit::decode(&bytes, batch)?
+            .writes
+            .iter()
+            .any(|(k, v)| holds(k, needle) || v.as_ref().is_some_and(|v| holds(v, needle))),
+        Kind::Other => false,
+    })
 }
 
 fn entry_holds(key: &[u8], value: &ValueDeletable, needle: &[u8]) -> bool {
@@ -207,7 +211,7 @@ mod tests {
             let path = meta.location.to_string();
             let bytes = block_on(async { os.get(&meta.location).await?.bytes().await }).unwrap();
             for needle in [&b"a_table_named_07"[..], b"no such bytes anywhere"] {
-                if block_on(store.decoded_holds(&path, bytes.clone(), needle)).unwrap() {
+                if block_on(decoded_holds(&path, bytes.clone(), needle)).unwrap() {
                     assert_eq!(needle, b"a_table_named_07", "{path}");
                     decoded.push(path.clone());
                 }
