@@ -28,6 +28,8 @@ pub(crate) struct Source {
     /// The store's scope in the process's SST cache.
     pub(crate) cache_scope: u64,
     pub(crate) metrics: Arc<slatedb_common::metrics::DefaultMetricsRecorder>,
+    /// What a writer opened from it compresses SlateDB's blocks with.
+    pub(crate) compression: crate::compression::Codec,
 }
 
 /// How long SlateDB's own poller waits between reads of the latest manifest: a reader's state

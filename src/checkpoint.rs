@@ -16,6 +16,7 @@
 //! it, so a damaged object is refused (and the image read from the records instead).
 
 use crate::cell::{decode_row, encode_row, Cell};
+use crate::compression::Codec;
 use crate::error::{Error, Result};
 use crate::head::Head;
 use bytes::Bytes;
@@ -32,7 +33,10 @@ pub(crate) const CHECKPOINT_AGE: Duration = Duration::from_secs(15 * 60);
 /// closes) leaves an attach to read the records.
 pub(crate) const LOG_TTL: Duration = Duration::from_secs(24 * 3600);
 
-const MAGIC: &[u8] = b"moraine-image-1\n";
+/// The checkpoint format this build writes (sections compressed, an index at the end), and the
+/// one before, which it reads.
+const MAGIC: &[u8] = b"moraine-image-2\n";
+const MAGIC_1: &[u8] = b"moraine-image-1\n";
 
 /// The object a checkpoint of batch `batch` is written to.
 pub(crate) fn object_path(batch: u64) -> String {
@@ -150,30 +154,98 @@ pub(crate) fn decode_section(section: &Bytes) -> Result<Vec<(Vec<u8>, Bytes)>> {
     Ok(out)
 }
 
-/// How many records a section holds.
-pub(crate) fn section_len(section: &Bytes) -> usize {
+/// How many records a raw section holds.
+fn section_len(section: &Bytes) -> usize {
     section.get(..4).map_or(0, |b| {
         u32::from_le_bytes(b.try_into().expect("4 bytes")) as usize
     })
 }
 
+/// A section as a checkpoint stores it: compressed with `codec` into `bytes`, `raw_len` bytes
+/// once decompressed (RFC 0013). Sections written before compression are stored raw.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct StoredSection {
+    pub codec: Codec,
+    pub raw_len: usize,
+    /// How many records it holds.
+    pub records: usize,
+    pub bytes: Bytes,
+}
+
+impl StoredSection {
+    /// A section stored as it is.
+    pub(crate) fn raw(bytes: Bytes) -> StoredSection {
+        StoredSection {
+            codec: Codec::None,
+            raw_len: bytes.len(),
+            records: section_len(&bytes),
+            bytes,
+        }
+    }
+
+    /// This section compressed with `codec`, unless it is compressed already (a section of an
+    /// earlier checkpoint that no commit changed is copied as it is stored).
+    pub(crate) fn compressed(self, codec: Codec) -> StoredSection {
+        if self.codec != Codec::None || codec == Codec::None {
+            return self;
+        }
+        StoredSection {
+            codec,
+            bytes: Bytes::from(codec.compress(&self.bytes)),
+            ..self
+        }
+    }
+
+    /// The section's records as [`encode_section`] wrote them (a raw section's own bytes).
+    pub(crate) fn decompressed(&self) -> Result<Bytes> {
+        match self.codec {
+            Codec::None => Ok(self.bytes.clone()),
+            codec => Ok(Bytes::from(codec.decompress(
+                &self.bytes,
+                self.raw_len,
+                "an image checkpoint section",
+            )?)),
+        }
+    }
+}
+
 /// A checkpoint read back: the head it was taken at and its spaces' sections.
 pub(crate) struct Checkpoint {
     pub head: Head,
-    pub sections: BTreeMap<Vec<u8>, Bytes>,
+    pub sections: BTreeMap<Vec<u8>, StoredSection>,
 }
 
-/// A checkpoint object: magic, head, the sections by space prefix, CRC-32.
-pub(crate) fn encode_checkpoint(head: Head, sections: &[(Vec<u8>, Bytes)]) -> Vec<u8> {
+/// A checkpoint object (`moraine-image-2`): magic; each section's stored bytes; an index (the
+/// head, then per section its space prefix, codec, offset, stored and raw length, record count
+/// and the CRC-32 of its stored bytes); the index's length and CRC-32. The index at the end lets a
+/// reader fetch it and then one section by a ranged read. Sections stored raw are compressed
+/// with `codec`; sections stored compressed are written as they are.
+pub(crate) fn encode_checkpoint(
+    head: Head,
+    sections: Vec<(Vec<u8>, StoredSection)>,
+    codec: Codec,
+) -> Vec<u8> {
+    let sections: Vec<(Vec<u8>, StoredSection)> = sections
+        .into_iter()
+        .map(|(p, s)| (p, s.compressed(codec)))
+        .collect();
     let mut out = Vec::from(MAGIC);
-    put_bytes(&mut out, &head.encode());
-    out.extend_from_slice(&(sections.len() as u32).to_le_bytes());
-    for (prefix, section) in sections {
-        put_bytes(&mut out, prefix);
-        out.extend_from_slice(&(section.len() as u64).to_le_bytes());
-        out.extend_from_slice(section);
+    let mut index = Vec::new();
+    put_bytes(&mut index, &head.encode());
+    index.extend_from_slice(&(sections.len() as u32).to_le_bytes());
+    for (prefix, section) in &sections {
+        put_bytes(&mut index, prefix);
+        index.push(section.codec.tag());
+        index.extend_from_slice(&(out.len() as u64).to_le_bytes());
+        index.extend_from_slice(&(section.bytes.len() as u64).to_le_bytes());
+        index.extend_from_slice(&(section.raw_len as u64).to_le_bytes());
+        index.extend_from_slice(&(section.records as u64).to_le_bytes());
+        index.extend_from_slice(&crc32fast::hash(&section.bytes).to_le_bytes());
+        out.extend_from_slice(&section.bytes);
     }
-    let crc = crc32fast::hash(&out);
+    let crc = crc32fast::hash(&index);
+    out.extend_from_slice(&index);
+    out.extend_from_slice(&(index.len() as u32).to_le_bytes());
     out.extend_from_slice(&crc.to_le_bytes());
     out
 }
@@ -181,7 +253,78 @@ pub(crate) fn encode_checkpoint(head: Head, sections: &[(Vec<u8>, Bytes)]) -> Ve
 pub(crate) fn decode_checkpoint(object: Bytes, path: &str) -> Result<Checkpoint> {
     let what = format!("image checkpoint {path}");
     let corrupt = |why: &str| Error::Corrupt(format!("{what}: {why}"));
-    if object.len() < MAGIC.len() + 4 || !object.starts_with(MAGIC) {
+    if object.starts_with(MAGIC_1) {
+        return decode_checkpoint_1(object, &what);
+    }
+    if object.len() < MAGIC.len() + 8 || !object.starts_with(MAGIC) {
+        return Err(corrupt("not a moraine image checkpoint"));
+    }
+    let n = object.len();
+    let index_len = u32::from_le_bytes(object[n - 8..n - 4].try_into().expect("4 bytes")) as usize;
+    let crc = u32::from_le_bytes(object[n - 4..].try_into().expect("4 bytes"));
+    let Some(index_at) = (n - 8)
+        .checked_sub(index_len)
+        .filter(|at| *at >= MAGIC.len())
+    else {
+        return Err(corrupt("its index length is past its bytes"));
+    };
+    let index = object.slice(index_at..n - 8);
+    if crc32fast::hash(&index) != crc {
+        return Err(corrupt("its index's checksum does not match its bytes"));
+    }
+    let mut r = Reader::new(&index, &what);
+    let head = Head::decode(&r.bytes()?)?;
+    let count = r.u32()?;
+    let mut sections = BTreeMap::new();
+    // the sections lie end to end from the magic to the index
+    let mut next = MAGIC.len();
+    for _ in 0..count {
+        let prefix = r.bytes()?.to_vec();
+        let tag = r.take(1)?[0];
+        let codec = Codec::from_tag(tag)
+            .ok_or_else(|| corrupt(&format!("a section's codec {tag} is unknown")))?;
+        let (offset, stored, raw, records) = (r.u64()?, r.u64()?, r.u64()?, r.u64()?);
+        let section_crc = r.u32()?;
+        if offset != next as u64 || stored > (index_at - next) as u64 {
+            return Err(corrupt(
+                "its sections do not lie end to end before its index",
+            ));
+        }
+        let bytes = object.slice(next..next + stored as usize);
+        next += stored as usize;
+        if crc32fast::hash(&bytes) != section_crc {
+            return Err(corrupt("a section's checksum does not match its bytes"));
+        }
+        if codec == Codec::None && raw != stored {
+            return Err(corrupt("a raw section's lengths differ"));
+        }
+        let too_large = |_| corrupt("a section is too large");
+        let (raw_len, records) = (
+            usize::try_from(raw).map_err(too_large)?,
+            usize::try_from(records).map_err(too_large)?,
+        );
+        if codec == Codec::None && records != section_len(&bytes) {
+            return Err(corrupt("a raw section's record count differs"));
+        }
+        let section = StoredSection {
+            codec,
+            raw_len,
+            records,
+            bytes,
+        };
+        sections.insert(prefix, section);
+    }
+    if !r.done() || next != index_at {
+        return Err(corrupt("bytes outside its sections and index"));
+    }
+    Ok(Checkpoint { head, sections })
+}
+
+/// A checkpoint of the first format (`moraine-image-1`, before compression): magic, head, the
+/// sections by space prefix, a CRC-32 of everything before it. Read, never written.
+fn decode_checkpoint_1(object: Bytes, what: &str) -> Result<Checkpoint> {
+    let corrupt = |why: &str| Error::Corrupt(format!("{what}: {why}"));
+    if object.len() < MAGIC_1.len() + 4 {
         return Err(corrupt("not a moraine image checkpoint"));
     }
     let body = object.slice(..object.len() - 4);
@@ -189,15 +332,15 @@ pub(crate) fn decode_checkpoint(object: Bytes, path: &str) -> Result<Checkpoint>
     if crc32fast::hash(&body) != crc {
         return Err(corrupt("its checksum does not match its bytes"));
     }
-    let mut r = Reader::new(&body, &what);
-    r.take(MAGIC.len())?;
+    let mut r = Reader::new(&body, what);
+    r.take(MAGIC_1.len())?;
     let head = Head::decode(&r.bytes()?)?;
     let n = r.u32()?;
     let mut sections = BTreeMap::new();
     for _ in 0..n {
         let prefix = r.bytes()?.to_vec();
         let len = r.u64()? as usize;
-        sections.insert(prefix, r.take(len)?);
+        sections.insert(prefix, StoredSection::raw(r.take(len)?));
     }
     if !r.done() {
         return Err(corrupt("bytes after its last section"));
@@ -386,26 +529,62 @@ mod tests {
             [(&b"k1"[..], &b"v1"[..]), (&b"k2"[..], &b""[..])].into_iter(),
         );
         let b = encode_section(0, std::iter::empty());
-        let obj = encode_checkpoint(head, &[(b"a".to_vec(), a.clone()), (b"b".to_vec(), b)]);
-        let back = decode_checkpoint(Bytes::from(obj.clone()), "x").unwrap();
+        let sections = vec![
+            (b"a".to_vec(), StoredSection::raw(a.clone())),
+            (b"b".to_vec(), StoredSection::raw(b.clone())),
+        ];
+        for codec in [Codec::None, Codec::Lz4, Codec::Zstd] {
+            let obj = encode_checkpoint(head, sections.clone(), codec);
+            let back = decode_checkpoint(Bytes::from(obj.clone()), "x").unwrap();
+            assert_eq!(back.head, head);
+            assert_eq!(back.sections.len(), 2);
+            let stored = &back.sections[&b"a".to_vec()];
+            assert_eq!(stored.codec, codec);
+            let recs = decode_section(&stored.decompressed().unwrap()).unwrap();
+            assert_eq!(recs[0], (b"k1".to_vec(), Bytes::from_static(b"v1")));
+            assert_eq!(recs[1].1.len(), 0);
+            assert!(
+                decode_section(&back.sections[&b"b".to_vec()].decompressed().unwrap())
+                    .unwrap()
+                    .is_empty()
+            );
+            // a section read back is written again as it is stored, whatever the codec now
+            let again = encode_checkpoint(
+                head,
+                back.sections.clone().into_iter().collect(),
+                Codec::None,
+            );
+            assert_eq!(again, obj);
+            // every flipped byte and every truncation is refused
+            for i in 0..obj.len() {
+                let mut bad = obj.clone();
+                bad[i] ^= 0x40;
+                assert!(
+                    decode_checkpoint(Bytes::from(bad), "x").is_err(),
+                    "{codec:?}: byte {i}"
+                );
+                assert!(decode_checkpoint(Bytes::from(obj[..i].to_vec()), "x").is_err());
+            }
+        }
+        // a checkpoint of the format before compression is read, its sections raw
+        let mut v1 = Vec::from(MAGIC_1);
+        put_bytes(&mut v1, &head.encode());
+        v1.extend_from_slice(&1u32.to_le_bytes());
+        put_bytes(&mut v1, b"a");
+        v1.extend_from_slice(&(a.len() as u64).to_le_bytes());
+        v1.extend_from_slice(&a);
+        let crc = crc32fast::hash(&v1);
+        v1.extend_from_slice(&crc.to_le_bytes());
+        let back = decode_checkpoint(Bytes::from(v1.clone()), "x").unwrap();
         assert_eq!(back.head, head);
-        assert_eq!(back.sections.len(), 2);
-        assert_eq!(section_len(&back.sections[&b"a".to_vec()]), 2);
-        let recs = decode_section(&back.sections[&b"a".to_vec()]).unwrap();
-        assert_eq!(recs[0], (b"k1".to_vec(), Bytes::from_static(b"v1")));
-        assert_eq!(recs[1].1.len(), 0);
-        assert!(decode_section(&back.sections[&b"b".to_vec()])
-            .unwrap()
-            .is_empty());
-        // every flipped byte and every truncation is refused
-        for i in 0..obj.len() {
-            let mut bad = obj.clone();
+        assert_eq!(back.sections[&b"a".to_vec()], StoredSection::raw(a.clone()));
+        for i in 0..v1.len() {
+            let mut bad = v1.clone();
             bad[i] ^= 0x40;
             assert!(
                 decode_checkpoint(Bytes::from(bad), "x").is_err(),
-                "byte {i}"
+                "v1 byte {i}"
             );
-            assert!(decode_checkpoint(Bytes::from(obj[..i].to_vec()), "x").is_err());
         }
 
         let mut writes = Writes::new();

@@ -19,6 +19,7 @@ use crate::catalog::{ColumnDef, SnapshotRecord, TableDef};
 use crate::cell::{self, Cell, Row};
 use crate::checkpoint;
 use crate::chunk;
+use crate::compression::Codec;
 use crate::head::Head;
 use crate::keys;
 
@@ -396,7 +397,7 @@ fn image_checkpoints_and_logs_decode_or_refuse() {
                 snapshot_id: Some(rng.int()),
                 batch_count: rng.below(1000) as u64,
             };
-            let sections: Vec<(Vec<u8>, Bytes)> = (0..rng.below(3))
+            let sections: Vec<(Vec<u8>, checkpoint::StoredSection)> = (0..rng.below(3))
                 .map(|i| {
                     let records: Vec<(Vec<u8>, Vec<u8>)> = (0..rng.below(4))
                         .map(|_| (rng.bytes(6), rng.bytes(8)))
@@ -405,10 +406,14 @@ fn image_checkpoints_and_logs_decode_or_refuse() {
                         records.len(),
                         records.iter().map(|(k, v)| (&k[..], &v[..])),
                     );
-                    (vec![b'a' + i as u8], section)
+                    (
+                        vec![b'a' + i as u8],
+                        checkpoint::StoredSection::raw(section),
+                    )
                 })
                 .collect();
-            let encoded = checkpoint::encode_checkpoint(head, &sections);
+            let codec = [Codec::None, Codec::Lz4, Codec::Zstd][rng.below(3)];
+            let encoded = checkpoint::encode_checkpoint(head, sections.clone(), codec);
             (sections, encoded)
         },
         |sections, input, valid| {
@@ -419,7 +424,9 @@ fn image_checkpoints_and_logs_decode_or_refuse() {
             }
             if let Ok(d) = decoded {
                 for section in d.sections.values() {
-                    let _ = checkpoint::decode_section(section);
+                    if let Ok(raw) = section.decompressed() {
+                        let _ = checkpoint::decode_section(&raw);
+                    }
                 }
             }
             let _ = checkpoint::decode_section(&Bytes::copy_from_slice(input));

@@ -94,8 +94,8 @@ impl Image {
         let spaces = self.loaded();
         for (prefix, section) in self.sections.iter() {
             if !spaces.contains_key(prefix) {
-                records += crate::checkpoint::section_len(&section.bytes);
-                bytes += section.bytes.len();
+                records += section.stored.records;
+                bytes += section.stored.raw_len;
             }
         }
         for s in spaces.values() {

@@ -21,7 +21,10 @@ pub(crate) const LAYERS: &[(&str, &[&str])] = &[
         "values and the runtime",
         &["cell", "duckdb_types", "runtime", "serialized", "telemetry"],
     ),
-    ("encodings", &["keys", "head", "rowset", "url"]),
+    (
+        "encodings",
+        &["compression", "keys", "head", "rowset", "url"],
+    ),
     (
         "storage: SlateDB's handle, checkpoint codec, catalog records, limits, S3",
         &["backend", "checkpoint", "catalog", "limits", "s3"],

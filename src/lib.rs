@@ -8,6 +8,7 @@ pub mod catalog;
 pub mod cell;
 pub(crate) mod checkpoint;
 pub mod chunk;
+pub mod compression;
 pub mod duckdb_types;
 pub mod error;
 pub mod floor;

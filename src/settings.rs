@@ -84,6 +84,16 @@ pub fn all() -> Vec<Setting> {
             on_set: OnSet::CheckMaxCommitSize,
         },
         Setting {
+            name: "moraine_compression",
+            description: "What a moraine writer compresses the store's tables and image \
+                          checkpoints with: 'zstd', 'lz4' or 'none' (what it wrote before stays \
+                          readable); read at ATTACH",
+            ty: Type::Text,
+            default: crate::compression::DEFAULT.name().into(),
+            store_option: Some("compression"),
+            on_set: OnSet::Nothing,
+        },
+        Setting {
             name: "moraine_log_level",
             description: "What moraine writes to stderr: a level (off, error, warn, info, debug, \
                           trace) for moraine, then optionally target=level for slatedb, \
@@ -186,6 +196,7 @@ mod tests {
                 "moraine_reader_poll_interval",
                 "moraine_reclaim_interval",
                 "moraine_max_commit_size",
+                "moraine_compression",
                 "moraine_log_level"
             ]
         );
@@ -203,7 +214,7 @@ mod tests {
                 Some((s.store_option?.to_string(), value))
             })
             .collect();
-        assert_eq!(options.len(), 4);
+        assert_eq!(options.len(), 5);
         let dir = tempfile::tempdir().unwrap();
         let url = dir.path().join("lake").to_str().unwrap().to_string();
         let store = crate::store::Store::open_with(&url, false, &options).unwrap();
@@ -229,11 +240,12 @@ mod tests {
                 "moraine_io_timeout",
                 "moraine_reader_poll_interval",
                 "moraine_reclaim_interval",
-                "moraine_max_commit_size"
+                "moraine_max_commit_size",
+                "moraine_compression"
             ]
         );
         assert_eq!(
-            &read_at_attach(true)[4..],
+            &read_at_attach(true)[5..],
             ["http_proxy", "http_proxy_username", "http_proxy_password"]
         );
         let given = |pairs: &[(&str, &str)]| {

@@ -52,6 +52,8 @@ pub struct Status {
     pub max_commit_bytes: u64,
     pub reader_poll_ms: u64,
     pub reclaim_interval_ms: u64,
+    /// What a writer of this attach compresses with (`moraine_compression`).
+    pub compression: &'static str,
 }
 
 fn int<T: TryInto<i64>>(v: T) -> Field {
@@ -96,6 +98,10 @@ impl Status {
             ("max_commit_bytes", int(self.max_commit_bytes)),
             ("reader_poll_ms", int(self.reader_poll_ms)),
             ("reclaim_interval_ms", int(self.reclaim_interval_ms)),
+            (
+                "compression",
+                Field::Text(Some(self.compression.to_string())),
+            ),
         ]
     }
 }

@@ -8,6 +8,7 @@
 pub(crate) use crate::backend::{bulk_scan, Backend, Reader, Source};
 use crate::cell::Cell;
 use crate::checkpoint;
+use crate::compression::Codec;
 use crate::error::{Error, Result};
 pub use crate::head::Head;
 use crate::image::Image;
@@ -70,7 +71,7 @@ use format::check_format;
 use gc::{gc_at_close, start_collector};
 use objects::{prefetch_checkpoint, Objects, Prefetch};
 use open::{not_a_store, writer_settings};
-use options::{io_timeout_option, millis_option, reader_poll_option, Access};
+use options::{compression_option, io_timeout_option, millis_option, reader_poll_option, Access};
 use snapshots::OpenSnapshots;
 
 // ---- the store -------------------------------------------------------------------------------
@@ -175,6 +176,7 @@ impl Store {
             location: self.url.clone(),
             cache_scope: self.cache_scope,
             metrics: self.metrics.clone(),
+            compression: self.access.compression,
         }
     }
 

@@ -8,7 +8,7 @@ use super::spaces::{
 };
 use super::Image;
 use crate::cell::Cell;
-use crate::checkpoint;
+use crate::checkpoint::{self, StoredSection};
 use crate::error::{Error, Result};
 use crate::head::Head;
 use crate::keys;
@@ -56,7 +56,7 @@ impl Image {
     /// reading ended versions through `snap` (a writer's) or the reader's state.
     pub(crate) fn from_sections(
         head: Head,
-        sections: impl IntoIterator<Item = (Vec<u8>, Bytes)>,
+        sections: impl IntoIterator<Item = (Vec<u8>, StoredSection)>,
         checkpoint: u64,
         snap: Option<Arc<DbSnapshot>>,
     ) -> Image {
@@ -68,9 +68,9 @@ impl Image {
             sections: Arc::new(
                 sections
                     .into_iter()
-                    .map(|(p, bytes)| {
+                    .map(|(p, stored)| {
                         let section = Section {
-                            bytes,
+                            stored,
                             decoded: Mutex::new(std::sync::Weak::new()),
                         };
                         (p, section)
@@ -169,19 +169,19 @@ impl Image {
     }
 
     /// Every space of this image as checkpoint sections, by space prefix: a section it has not
-    /// decoded as it is, a decoded space encoded again.
-    pub(crate) fn checkpoint_sections(&self) -> Vec<(Vec<u8>, Bytes)> {
+    /// decoded as it is stored, a decoded space encoded again (raw: the checkpoint compresses it).
+    pub(crate) fn checkpoint_sections(&self) -> Vec<(Vec<u8>, StoredSection)> {
         let encode = |entries: &Records<Entry>| {
-            checkpoint::encode_section(
+            StoredSection::raw(checkpoint::encode_section(
                 entries.len(),
                 entries.iter().map(|(k, e)| (&k[..], &e.value[..])),
-            )
+            ))
         };
         let spaces = self.loaded().clone();
-        let mut out: BTreeMap<Vec<u8>, Bytes> = BTreeMap::new();
+        let mut out: BTreeMap<Vec<u8>, StoredSection> = BTreeMap::new();
         for (p, section) in self.sections.iter() {
             if !spaces.contains_key(p) {
-                out.insert(p.clone(), section.bytes.clone());
+                out.insert(p.clone(), section.stored.clone());
             }
         }
         for (p, space) in spaces {

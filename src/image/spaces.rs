@@ -18,7 +18,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 /// the images that share the checkpoint while one of them holds the decoded space (a space a
 /// commit replaced is freed with the last image that holds it, not kept by its section).
 pub(super) struct Section {
-    pub(super) bytes: Bytes,
+    pub(super) stored: crate::checkpoint::StoredSection,
     pub(super) decoded: Mutex<std::sync::Weak<Space>>,
 }
 
@@ -225,10 +225,10 @@ impl Image {
                     let _span = tracing::trace_span!(
                         target: "moraine::image",
                         "moraine.image.section",
-                        records = crate::checkpoint::section_len(&section.bytes)
+                        records = section.stored.records
                     )
                     .entered();
-                    let space = Arc::new(Space::from_section(&section.bytes)?);
+                    let space = Arc::new(Space::from_section(&section.stored.decompressed()?)?);
                     *decoded = Arc::downgrade(&space);
                     space
                 }

@@ -68,6 +68,7 @@ impl Store {
                 object_store: self.objects.store.clone(),
                 checkpointed: self.checkpointed.clone(),
                 url: self.url.clone(),
+                codec: self.access.compression,
             }),
             Backend::Reader(_) => None,
         }
@@ -100,6 +101,8 @@ pub(super) struct Checkpointer {
     object_store: Arc<dyn ObjectStore>,
     checkpointed: Arc<std::sync::atomic::AtomicU64>,
     url: String,
+    /// What it compresses the sections it encodes with (`moraine_compression`).
+    codec: Codec,
 }
 
 impl Checkpointer {
@@ -130,8 +133,15 @@ impl Checkpointer {
         if batch <= previous {
             return Ok(());
         }
-        let sections = image.checkpoint_sections();
-        let object = checkpoint::encode_checkpoint(image.head(), &sections);
+        let (head, sections, codec) = (image.head(), image.checkpoint_sections(), self.codec);
+        // compressing a large lake's sections takes a while: off the runtime's threads
+        let object = tokio::task::spawn_blocking(move || {
+            let _span = tracing::trace_span!(target: "moraine::store", "moraine.checkpoint.encode")
+                .entered();
+            checkpoint::encode_checkpoint(head, sections, codec)
+        })
+        .await
+        .map_err(|e| Error::Storage(format!("encoding a checkpoint failed: {e}")))?;
         let path = checkpoint::object_path(batch);
         self.object_store
             .put(

@@ -71,6 +71,8 @@ struct Inner {
     slot: Slot,
     /// The pace the compactor runs at from its next start: the latest [`WriterCompactor::set_pace`].
     pace: Pace,
+    /// What the SSTs it writes are compressed with: the writer's codec.
+    codec: Codec,
 }
 
 #[derive(Default)]
@@ -121,8 +123,19 @@ pub(crate) enum Pace {
 }
 
 impl Pace {
-    fn options(self) -> CompactorOptions {
-        let routine = CompactorOptions::default();
+    /// SlateDB's compactor options at this pace, its SSTs compressed with `codec`.
+    fn options(self, codec: Codec) -> CompactorOptions {
+        let defaults = CompactorOptions::default();
+        let routine = CompactorOptions {
+            worker: defaults
+                .worker
+                .clone()
+                .map(|w| slatedb::config::CompactionWorkerOptions {
+                    compression_codec: codec.slatedb(),
+                    ..w
+                }),
+            ..defaults
+        };
         match self {
             Pace::Routine => routine,
             Pace::Reclaim => {
@@ -146,6 +159,13 @@ impl Pace {
 }
 
 impl WriterCompactor {
+    /// A compactor not started yet, whose SSTs will be compressed with `codec`.
+    pub(crate) fn new(codec: Codec) -> WriterCompactor {
+        let compactor = WriterCompactor::default();
+        compactor.lock().codec = codec;
+        compactor
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -164,8 +184,8 @@ impl WriterCompactor {
             Slot::Timer(timer) => timer.abort(),
             Slot::Running { .. } | Slot::Stopping(_) | Slot::Waiting => {}
         }
-        let pace = inner.pace;
-        inner.slot = spawn(object_store, metrics, pace, &self.live);
+        let (pace, codec) = (inner.pace, inner.codec);
+        inner.slot = spawn(object_store, metrics, pace, codec, &self.live);
     }
 
     /// Runs the compactor at `pace` from now: the one that runs at another pace is stopped
@@ -217,11 +237,11 @@ impl WriterCompactor {
                         }
                         Slot::Timer(timer) => {
                             timer.abort();
-                            inner.slot = spawn(&object_store, &metrics, pace, &live);
+                            inner.slot = spawn(&object_store, &metrics, pace, inner.codec, &live);
                             return true;
                         }
                         Slot::Running { .. } | Slot::Stopping(_) | Slot::Waiting => {
-                            inner.slot = spawn(&object_store, &metrics, pace, &live);
+                            inner.slot = spawn(&object_store, &metrics, pace, inner.codec, &live);
                             return true;
                         }
                     }
@@ -287,11 +307,12 @@ fn spawn(
     object_store: &Arc<dyn ObjectStore>,
     metrics: &Arc<slatedb_common::metrics::DefaultMetricsRecorder>,
     pace: Pace,
+    codec: Codec,
     live: &Arc<Live>,
 ) -> Slot {
     let _enter = runtime().enter();
     let compactor = CompactorBuilder::new("", object_store.clone())
-        .with_options(pace.options())
+        .with_options(pace.options(codec))
         .with_metrics_recorder(metrics.clone())
         .build();
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
@@ -333,7 +354,7 @@ fn spawn(
 /// allows (its check counts flushes under way too; a close flushes once, and a writer that
 /// commits runs its compactor anyway).
 pub(crate) fn l0_is_full(db: &Db) -> bool {
-    db.manifest().l0().len() >= writer_settings().l0_max_ssts
+    db.manifest().l0().len() >= writer_settings(Codec::None).l0_max_ssts
 }
 
 impl Store {

@@ -4,7 +4,12 @@
 use super::*;
 
 /// Value of `sys/format`: the moraine store format this build writes and reads.
-pub const STORE_FORMAT: &str = "moraine-store-3";
+pub const STORE_FORMAT: &str = "moraine-store-4";
+
+/// The format before compression (RFC 0013): this layout, every object uncompressed. Read as it
+/// is and upgraded by a writer: a build of that format would fail on a compressed block or
+/// checkpoint, and refuses the store by its marker instead.
+const FORMAT_UNCOMPRESSED: &str = "moraine-store-3";
 
 /// The format before the image's own records (`image/`: checkpoint pointer and commit log,
 /// RFC 0009): the same layout without them, read as it is and upgraded by a writer. A build
@@ -21,17 +26,20 @@ pub(super) async fn check_format(location: &str, backend: &Backend, value: &[u8]
     if value == STORE_FORMAT.as_bytes() {
         return Ok(());
     }
-    if value != PREVIOUS_FORMAT.as_bytes() && value != FORMAT_WITHOUT_IMAGE.as_bytes() {
+    if ![PREVIOUS_FORMAT, FORMAT_WITHOUT_IMAGE, FORMAT_UNCOMPRESSED]
+        .iter()
+        .any(|f| value == f.as_bytes())
+    {
         return Err(not_a_store(
             location,
             format!(
                 "its sys/format is {:?}; this build reads {STORE_FORMAT:?} (and \
-                 {FORMAT_WITHOUT_IMAGE:?}, {PREVIOUS_FORMAT:?})",
+                 {FORMAT_UNCOMPRESSED:?}, {FORMAT_WITHOUT_IMAGE:?}, {PREVIOUS_FORMAT:?})",
                 String::from_utf8_lossy(value)
             ),
         ));
     }
-    let keyed_apart = value == FORMAT_WITHOUT_IMAGE.as_bytes();
+    let keyed_apart = value != PREVIOUS_FORMAT.as_bytes();
     for (key, _) in backend.scan(&keys::sys_table_prefix()).await? {
         if keyed_apart {
             break;

@@ -25,8 +25,9 @@ pub(super) fn not_a_store(location: impl Into<String>, reason: impl Into<String>
 /// Writer settings: commits flush the WAL themselves (see `Store::commit_writes`), so the
 /// background flush interval only bounds stray writes; the manifest is polled often enough to
 /// notice a fencing writer promptly.
-pub(super) fn writer_settings() -> Settings {
+pub(super) fn writer_settings(codec: Codec) -> Settings {
     Settings {
+        compression_codec: codec.slatedb(),
         flush_interval: Some(Duration::from_millis(50)),
         manifest_poll_interval: Duration::from_millis(500),
         // moraine runs the collector itself (`start_collector`)
@@ -108,6 +109,7 @@ impl Store {
             max_commit_bytes: crate::limits::max_commit_option(options)?,
             reader_poll: reader_poll_option(options)?,
             reclaim_interval: reclaim::reclaim_interval_option(options)?,
+            compression: compression_option(options)?,
         };
         let canonical = parsed.canonical();
         let mut reg = open_stores().lock().unwrap_or_else(|p| p.into_inner());
@@ -121,7 +123,8 @@ impl Store {
                     "{canonical} is already attached in this process with {}; DETACH it \
                      first, or attach it with the same secret, the same http_proxy settings \
                      and the same moraine_io_timeout, moraine_max_commit_size, \
-                     moraine_reader_poll_interval and moraine_reclaim_interval",
+                     moraine_reader_poll_interval, moraine_reclaim_interval and \
+                     moraine_compression",
                     match &existing.access.secret {
                         Some(s) => format!("secret '{}'", s.name),
                         None => "no secret".to_string(),
@@ -229,6 +232,7 @@ impl Store {
                 max_commit_bytes: crate::limits::MAX_COMMIT_BYTES,
                 reader_poll: DEFAULT_READER_POLL,
                 reclaim_interval: reclaim::DEFAULT_RECLAIM_INTERVAL,
+                compression: crate::compression::DEFAULT,
             },
         )
     }
@@ -253,6 +257,7 @@ impl Store {
             location: location.clone(),
             cache_scope,
             metrics: metrics.clone(),
+            compression: access.compression,
         };
         let backend = block_on(within(
             access.io_timeout,
@@ -279,7 +284,7 @@ impl Store {
             prefetched: Mutex::new(Some(prefetched)),
             uncheckpointed_since: Mutex::new(None),
             collector: Mutex::new(None),
-            compactor: Default::default(),
+            compactor: compactor::WriterCompactor::new(access.compression),
             image: Mutex::new(None),
             commit_lock: Mutex::new(()),
             reclaiming: Mutex::new(()),
@@ -418,7 +423,7 @@ pub(super) async fn open_reader(source: &Source) -> Result<Backend> {
 /// folder role moves).
 pub(super) async fn open_writer(source: &Source) -> Result<Db> {
     Ok(Db::builder("", source.object_store.clone())
-        .with_settings(writer_settings())
+        .with_settings(writer_settings(source.compression))
         .with_db_cache(crate::sst_cache::shared(), source.cache_scope)
         .with_metrics_recorder(source.metrics.clone())
         .build()

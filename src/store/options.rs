@@ -21,6 +21,17 @@ pub(crate) struct Access {
     pub(super) reader_poll: Duration,
     /// The longest a writer leaves an SST unrewritten (`moraine_reclaim_interval`).
     pub(super) reclaim_interval: Duration,
+    /// What a writer compresses SlateDB's blocks and its checkpoints with
+    /// (`moraine_compression`, RFC 0013).
+    pub(super) compression: Codec,
+}
+
+/// The `compression` option (from `moraine_compression`), else [`crate::compression::DEFAULT`].
+pub(super) fn compression_option(options: &[(String, String)]) -> Result<Codec> {
+    match options.iter().find(|(k, _)| k == "compression") {
+        None => Ok(crate::compression::DEFAULT),
+        Some((_, v)) => Codec::parse(v),
+    }
 }
 
 /// The option `key` in milliseconds (from the interval setting `setting`), else `default`.

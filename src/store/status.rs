@@ -84,6 +84,7 @@ impl Store {
             max_commit_bytes: self.access.max_commit_bytes,
             reader_poll_ms: self.access.reader_poll.as_millis() as u64,
             reclaim_interval_ms: self.access.reclaim_interval.as_millis() as u64,
+            compression: self.access.compression.name(),
         })
     }
 

@@ -185,6 +185,55 @@ fn a_closed_writer_leaves_a_checkpoint_and_no_wal_to_replay() {
     );
 }
 
+/// Writers with each `moraine_compression` in turn write one store (RFC 0013): each reads
+/// what the others wrote (SlateDB's blocks and checkpoint sections record their codec), its
+/// checkpoint compresses the sections it encodes with its own codec and copies the ones no
+/// commit changed as they are stored, and an attach from that checkpoint reads what the records
+/// say. A codec moraine does not write is refused at the attach, naming the setting.
+#[test]
+fn writers_with_each_codec_in_turn_read_each_other_s_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = dir.path().join("lake").to_str().unwrap().to_string();
+    let open = |codec: &str| {
+        Store::open_with(&url, false, &[("compression".into(), codec.into())]).unwrap()
+    };
+    init_lake(&open("zstd"));
+    let mut id = 1;
+    for codec in ["zstd", "lz4", "none", "zstd"] {
+        let store = open(codec);
+        assert_eq!(
+            column_of(&store, "ducklake_table", false, "table_name").len() as i64,
+            id - 1
+        );
+        for _ in 0..3 {
+            commit_table(&store, id, id, &format!("{codec}_{id}"));
+            id += 1;
+        }
+        store.write_checkpoint_for_test();
+        let (batch, path) =
+            checkpoint::decode_pointer(&raw(&store, &keys::image_checkpoint())[0].1).unwrap();
+        let object = std::fs::read(dir.path().join("lake").join(&path)).unwrap();
+        let cp = checkpoint::decode_checkpoint(object.into(), &path).unwrap();
+        assert_eq!(cp.head.batch_count, batch);
+        let codecs: Vec<Codec> = cp.sections.values().map(|s| s.codec).collect();
+        assert!(
+            codecs.contains(&Codec::parse(codec).unwrap()),
+            "{codec}: {codecs:?}"
+        );
+        drop(store);
+        let store = Store::open(&url, true).unwrap();
+        let image = store.pin_image().unwrap();
+        assert_eq!(image.checkpoint_batch(), Some(batch));
+        let records = block_on(crate::store::image_from_records(&store, None, None)).unwrap();
+        assert_eq!(image.all_records(), records.all_records());
+    }
+    let e = Store::open_with(&url, false, &[("compression".into(), "brotli".into())])
+        .err()
+        .expect("refused")
+        .to_string();
+    assert!(e.contains("moraine_compression 'brotli'"), "{e}");
+}
+
 /// Each writer's open writes an empty WAL object to fence the writer before it, and SlateDB
 /// moves its replay point only when it flushes a memtable holding something. Writers that
 /// commit nothing (attach, query, detach) therefore left every fence for each later open to
@@ -533,8 +582,13 @@ fn a_previous_format_store_opens_only_when_its_layout_is_this_one() {
     let url = dir.path().join("lake").to_str().unwrap().to_string();
     let mut store = new_lake(&url);
     commit_table(&store, 1, 1, "t1");
-    // store-2, the format before the image's own records, is this layout without them
-    for older in [&b"moraine-store-1"[..], b"moraine-store-2"] {
+    // store-2, the format before the image's own records, is this layout without them, and
+    // store-3 this layout uncompressed
+    for older in [
+        &b"moraine-store-1"[..],
+        b"moraine-store-2",
+        b"moraine-store-3",
+    ] {
         store.put_raw(&keys::sys_format(), older).unwrap();
         drop(store);
         store = Store::open(&url, false).unwrap();

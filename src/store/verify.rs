@@ -154,7 +154,7 @@ async fn decoded_holds(path: &str, bytes: Bytes, needle: &[u8]) -> Result<bool> 
             let cp = checkpoint::decode_checkpoint(bytes, path)?;
             let mut found = false;
             for section in cp.sections.values() {
-                found = checkpoint::decode_section(section)?
+                found = checkpoint::decode_section(&section.decompressed()?)?
                     .iter()
                     .any(|(k, v)| holds(k, needle) || holds(v, needle));
                 if found {
@@ -201,8 +201,18 @@ mod tests {
             found.iter().any(|h| h.found == "stored"),
             "a value is stored as it is: {found:?}"
         );
-        // a key after the first of an SST block is stored without the prefix it shares with
-        // the key before it: only decoding finds it whole
+        // the store's tables are compressed (zstd by default): only decoding finds a value in
+        // them (and a key after the first of an SST block is stored without the prefix it
+        // shares with the key before it)
+        let tables: Vec<_> = found
+            .iter()
+            .filter(|h| h.object.starts_with("compacted/"))
+            .map(|h| h.found)
+            .collect();
+        assert!(
+            !tables.is_empty() && tables.iter().all(|f| *f == "decoded"),
+            "{found:?}"
+        );
         // each kind of object moraine decodes finds it once decoded too
         let os = store.objects.store.clone();
         let listed: Vec<_> = block_on(os.list(None).try_collect::<Vec<_>>()).unwrap();

@@ -328,6 +328,9 @@ def connect(catalog, ext_dir):
     db.execute(f"LOAD {lit(os.environ['DUCKLAKE_EXT'])}")
     if catalog == "moraine":
         db.execute(f"LOAD {lit(os.environ['MORAINE_EXT'])}")
+        if os.environ.get("MORAINE_BENCH_COMPRESSION"):
+            # (cargo xtask bench --compression)
+            db.execute(f"SET moraine_compression = {lit(os.environ['MORAINE_BENCH_COMPRESSION'])}")
     elif catalog == "sqlite":
         db.execute(f"LOAD {lit(os.environ['SQLITE_EXT'])}")
     elif catalog == "postgres":
@@ -456,6 +459,19 @@ def catalog_files(catalog, root):
     prefix = {"moraine": "meta", "duckdb": "meta.ducklake", "sqlite": "meta.sqlite"}[catalog]
     return [n for n in sorted(os.listdir(root)) if n == prefix or n.startswith(prefix + ".")
             or n.startswith(prefix + "-")]
+
+
+def catalog_bytes(catalog, root):
+    """How many bytes the catalog of the local lake rooted at `root` takes on storage."""
+    total = 0
+    for name in catalog_files(catalog, root):
+        path = os.path.join(root, name)
+        if os.path.isdir(path):
+            for d, _, files in os.walk(path):
+                total += sum(os.path.getsize(os.path.join(d, f)) for f in files)
+        else:
+            total += os.path.getsize(path)
+    return total
 
 
 def copy_catalog(catalog, src, dst):
@@ -846,9 +862,17 @@ def w_files(args, out):
             out.error("live catalog rows", e)
         hwm = proc_status_kb("VmHWM")
         db.execute("DETACH lake")
+        if not S3_ENDPOINT and lake.catalog != "postgres":
+            out.value("catalog on storage, after DETACH", catalog_bytes(lake.catalog, lake.root) / 2**20, "MB")
         res = probe_figures(args, out, f"count(*) of one table (t{q}), attach + query (fresh process)",
                             lake.attach_sql(), query, rows)
         keep_lake(args, "files", f"files: count(*) of one table (t{q})", lake, query, rows)
+        if lake.catalog == "moraine" and not S3_ENDPOINT:
+            # what the store holds once compacted and collected: its live size
+            db.execute(lake.attach_sql())
+            db.execute("SELECT * FROM moraine_reclaim('lake')").fetchall()
+            db.execute("DETACH lake")
+            out.value("catalog on storage, after moraine_reclaim", catalog_bytes(lake.catalog, lake.root) / 2**20, "MB")
         out.value("writer process: peak RSS (VmHWM; built the lake, ran the queries)", hwm / 1024.0, "MB")
         if res:
             fresh = median([r["hwm_kb"] for r in res])

@@ -23,7 +23,7 @@ use crate::{deps, ext, paths};
 
 pub const USAGE: &str = "\
 usage: cargo xtask bench [--quick] [--store s3 [--rtt MS]] [--postgres CONNSTR] [--only NAME,...]
-                         [--out FILE]
+                         [--compression CODEC] [--out FILE]
 
 Runs tests/bench/bench.py on moraine, DuckLake's DuckDB-file catalog and its SQLite catalog
 (and Postgres with --postgres), then prints a markdown table: each figure per catalog and
@@ -45,6 +45,8 @@ moraine's ratio to the DuckDB-file catalog. Nothing about timing is asserted.
                       after history or files (local store), turns times their warm queries
                       and their fresh-process attach + first query again on copies of their
                       lakes, every catalog's processes taking turns
+  --compression CODEC moraine's writers compress with CODEC (zstd, lz4, none: the
+                      moraine_compression setting) instead of its default
   --out FILE          also write the report to FILE
 
 environment: MORAINE_EXTENSION (use this extension instead of building one),
@@ -94,6 +96,7 @@ struct Options {
     only: Vec<&'static str>,
     out: Option<PathBuf>,
     rtt: Option<u32>,
+    compression: Option<String>,
     help: bool,
 }
 
@@ -150,6 +153,15 @@ fn parse_args(args: &[String]) -> Result<Options, String> {
                     v.parse()
                         .map_err(|_| format!("bench: --rtt takes whole milliseconds, not {v:?}"))?,
                 )
+            }
+            "--compression" => {
+                let v = value("--compression")?;
+                if !["zstd", "lz4", "none"].contains(&v.as_str()) {
+                    return Err(format!(
+                        "bench: --compression takes zstd, lz4 or none, not {v:?}"
+                    ));
+                }
+                o.compression = Some(v)
             }
             "-h" | "--help" => o.help = true,
             other => return Err(format!("bench: unexpected argument {other:?}\n\n{USAGE}")),
@@ -568,6 +580,7 @@ struct Setup {
     quick: bool,
     s3: bool,
     rtt: Option<u32>,
+    compression: Option<String>,
     timeout: Duration,
 }
 
@@ -599,6 +612,9 @@ fn run_one(s: &Setup, workload: &str, catalog: &str, dir: &Path, extra: &[String
     }
     if let Some(ms) = s.rtt {
         cmd.args(["--rtt".to_string(), ms.to_string()]);
+    }
+    if let Some(codec) = &s.compression {
+        cmd.env("MORAINE_BENCH_COMPRESSION", codec);
     }
     if let (Some(pg), "postgres") = (&s.postgres, catalog) {
         cmd.args(["--postgres", pg]);
@@ -760,6 +776,7 @@ pub fn run(args: &[String]) -> Result<bool, String> {
         quick: opts.quick,
         s3: opts.s3,
         rtt: opts.rtt,
+        compression: opts.compression.clone(),
         timeout: Duration::from_secs(timeout),
     };
     let work = paths::fresh_temp_dir("moraine-bench").map_err(|e| format!("temp dir: {e}"))?;
@@ -846,13 +863,17 @@ pub fn run(args: &[String]) -> Result<bool, String> {
     let mut report = format!(
         "## moraine benchmark ({mode}), {}\n\n\
          - machine: {}\n\
-         - DuckDB 1.5.5 (Python package), DuckLake 1.5.5, sqlite_scanner 1.5.5; moraine {}\n\
+         - DuckDB 1.5.5 (Python package), DuckLake 1.5.5, sqlite_scanner 1.5.5; moraine {}{}\n\
          - {lakes}; figures are medians (ms unless noted); \
          ratio = moraine / DuckDB-file catalog\n\
          - took {took:.0} s (extension build and deps included)\n\n",
         utc(now),
         machine(),
         moraine_ext.display(),
+        match &opts.compression {
+            Some(codec) => format!(" (moraine_compression = '{codec}')"),
+            None => String::new(),
+        },
     );
     for (w, what) in WORKLOADS {
         if ran.contains(w) {
@@ -1071,6 +1092,9 @@ mod tests {
         let o = parse_args(&v(&["--store", "s3", "--rtt", "20", "--only", "writers"])).unwrap();
         assert_eq!(o.rtt, Some(20));
         assert!(parse_args(&v(&["--rtt", "20"])).is_err());
+        let o = parse_args(&v(&["--compression", "lz4"])).unwrap();
+        assert_eq!(o.compression.as_deref(), Some("lz4"));
+        assert!(parse_args(&v(&["--compression", "gzip"])).is_err());
         assert!(parse_args(&v(&["--store", "s3", "--rtt", "2.5"])).is_err());
         assert_eq!(
             parse_args(&v(&["--store=s3", "--only", "2"])).unwrap().only,
