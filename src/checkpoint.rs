@@ -410,7 +410,12 @@ pub(crate) fn batch_of_log_object(name: &str) -> Option<u64> {
     name.strip_prefix(LOG_DIR)?.strip_prefix('/')?.parse().ok()
 }
 
-const COMMIT_MAGIC: &[u8] = b"moraine-commit-1\n";
+/// A commit object of this build: magic, id, codec, the length of the log record, the log
+/// record compressed with that codec, CRC-32 of everything before (RFC 0013).
+const COMMIT_MAGIC: &[u8] = b"moraine-commit-2\n";
+
+/// A commit object before compression (read, never written): magic, id, the log record, CRC-32.
+const COMMIT_MAGIC_1: &[u8] = b"moraine-commit-1\n";
 
 /// A commit as an object: a random id, by which a process whose create got no answer knows its
 /// own commit; the head it made; its writes. Framed like a log record, with a CRC-32.
@@ -424,6 +429,7 @@ pub(crate) struct Commit {
     pub retired: bool,
 }
 
+/// A retired commit object: magic, id, the log record of its head without writes, CRC-32.
 const RETIRED_MAGIC: &[u8] = b"moraine-retired-1\n";
 
 impl Commit {
@@ -455,28 +461,33 @@ impl Commit {
         }
     }
 
-    fn magic(&self) -> &'static [u8] {
-        if self.retired {
-            RETIRED_MAGIC
-        } else {
-            COMMIT_MAGIC
-        }
-    }
-
-    /// The length of [`Commit::encode`]'s bytes, without encoding them.
+    /// The length of the commit's log record, its writes and head, before compression (what
+    /// `moraine_max_commit_size` bounds besides the writes themselves).
     pub(crate) fn encoded_len(&self) -> usize {
         let writes: usize = self
             .writes
             .iter()
             .map(|(k, v)| 4 + k.len() + 1 + v.as_ref().map_or(0, |v| 4 + v.len()))
             .sum();
-        self.magic().len() + 16 + 4 + self.head.encode().len() + 4 + writes + 4
+        4 + self.head.encode().len() + 4 + writes
     }
 
-    pub(crate) fn encode(&self) -> Vec<u8> {
-        let mut out = self.magic().to_vec();
-        out.extend_from_slice(&self.id.to_le_bytes());
-        out.extend_from_slice(&encode_log(self.head, &self.writes));
+    /// The commit object, its writes compressed with `codec` (a retired one has none).
+    pub(crate) fn encode(&self, codec: Codec) -> Vec<u8> {
+        let record = encode_log(self.head, &self.writes);
+        let mut out = if self.retired {
+            let mut out = RETIRED_MAGIC.to_vec();
+            out.extend_from_slice(&self.id.to_le_bytes());
+            out.extend_from_slice(&record);
+            out
+        } else {
+            let mut out = COMMIT_MAGIC.to_vec();
+            out.extend_from_slice(&self.id.to_le_bytes());
+            out.push(codec.tag());
+            out.extend_from_slice(&(record.len() as u64).to_le_bytes());
+            out.extend_from_slice(&codec.compress(&record));
+            out
+        };
         let crc = crc32fast::hash(&out);
         out.extend_from_slice(&crc.to_le_bytes());
         out
@@ -485,25 +496,40 @@ impl Commit {
     /// The commit object of batch `batch`; damage, or another batch's commit, is refused.
     pub(crate) fn decode(bytes: &Bytes, batch: u64) -> Result<Commit> {
         let what = log_object_path(batch);
+        let corrupt = |why: &str| Error::Corrupt(format!("{what} {why}"));
         let n = bytes.len();
         let retired = bytes.starts_with(RETIRED_MAGIC);
-        let magic = if retired { RETIRED_MAGIC } else { COMMIT_MAGIC };
-        if n < magic.len() + 16 + 4 || !bytes.starts_with(magic) {
-            return Err(Error::Corrupt(format!(
-                "{what} is not a moraine commit object"
-            )));
+        let compressed = bytes.starts_with(COMMIT_MAGIC);
+        let magic = match (retired, compressed) {
+            (true, _) => RETIRED_MAGIC,
+            (_, true) => COMMIT_MAGIC,
+            _ => COMMIT_MAGIC_1,
+        };
+        let header = magic.len() + 16 + if compressed { 9 } else { 0 };
+        if n < header + 4 || !bytes.starts_with(magic) {
+            return Err(corrupt("is not a moraine commit object"));
         }
         let (body, crc) = bytes.split_at(n - 4);
         if crc32fast::hash(body).to_le_bytes() != crc {
-            return Err(Error::Corrupt(format!("{what} fails its checksum")));
+            return Err(corrupt("fails its checksum"));
         }
         let at = magic.len();
         let id = u128::from_le_bytes(body[at..at + 16].try_into().expect("16 bytes"));
-        let (head, writes) = decode_log(&bytes.slice(at + 16..n - 4), batch)?;
+        let record = if compressed {
+            let tag = body[at + 16];
+            let codec = Codec::from_tag(tag)
+                .ok_or_else(|| corrupt(&format!("names an unknown codec {tag}")))?;
+            let raw_len = u64::from_le_bytes(body[at + 17..header].try_into().expect("8 bytes"));
+            let raw_len =
+                usize::try_from(raw_len).map_err(|_| corrupt("records an impossible length"))?;
+            let stored = &body[header..];
+            Bytes::from(codec.decompress(stored, raw_len, &what)?)
+        } else {
+            bytes.slice(header..n - 4)
+        };
+        let (head, writes) = decode_log(&record, batch)?;
         if retired && !writes.is_empty() {
-            return Err(Error::Corrupt(format!(
-                "{what} is retired and holds writes"
-            )));
+            return Err(corrupt("is retired and holds writes"));
         }
         Ok(Commit {
             id,
@@ -598,18 +624,27 @@ mod tests {
         }
         let commit = Commit::new(head, writes.clone());
         assert_ne!(commit.id, Commit::new(head, writes.clone()).id);
-        let obj = Bytes::from(commit.encode());
-        assert_eq!(obj.len(), commit.encoded_len());
-        assert_eq!(Commit::decode(&obj, 9).unwrap(), commit);
-        assert!(Commit::decode(&obj, 8).is_err());
-        for i in 0..obj.len() {
-            let mut bad = obj.to_vec();
-            bad[i] ^= 0x40;
-            assert!(Commit::decode(&Bytes::from(bad), 9).is_err(), "byte {i}");
-            assert!(Commit::decode(&obj.slice(..i), 9).is_err());
+        assert_eq!(encode_log(head, &writes).len(), commit.encoded_len());
+        for codec in [Codec::None, Codec::Lz4, Codec::Zstd] {
+            let obj = Bytes::from(commit.encode(codec));
+            assert_eq!(Commit::decode(&obj, 9).unwrap(), commit);
+            assert!(Commit::decode(&obj, 8).is_err());
+            for i in 0..obj.len() {
+                let mut bad = obj.to_vec();
+                bad[i] ^= 0x40;
+                assert!(Commit::decode(&Bytes::from(bad), 9).is_err(), "byte {i}");
+                assert!(Commit::decode(&obj.slice(..i), 9).is_err());
+            }
         }
+        // a commit object of the format before compression is read
+        let mut v1 = COMMIT_MAGIC_1.to_vec();
+        v1.extend_from_slice(&commit.id.to_le_bytes());
+        v1.extend_from_slice(&encode_log(head, &writes));
+        let crc = crc32fast::hash(&v1);
+        v1.extend_from_slice(&crc.to_le_bytes());
+        assert_eq!(Commit::decode(&Bytes::from(v1), 9).unwrap(), commit);
         let retired = commit.retired();
-        let back = Commit::decode(&Bytes::from(retired.encode()), 9).unwrap();
+        let back = Commit::decode(&Bytes::from(retired.encode(Codec::Zstd)), 9).unwrap();
         assert!(back.retired && back.writes.is_empty() && back.id == commit.id);
         assert_eq!(batch_of_log_object(&log_object_path(42)), Some(42));
         assert_eq!(

@@ -392,7 +392,7 @@ impl Store {
                 let empty = checkpoint::Commit::new(head, writes);
                 match self
                     .objects
-                    .create_commit(batch, empty.encode().into())
+                    .create_commit(batch, empty.encode(self.access.compression).into())
                     .await?
                 {
                     log::Create::Ours => empty,

@@ -140,7 +140,8 @@ impl Store {
                 async {
                     tokio::time::timeout(
                         self.access.io_timeout,
-                        self.objects.create_commit_until_answered(&commit),
+                        self.objects
+                            .create_commit_until_answered(&commit, self.access.compression),
                     )
                     .await
                 }

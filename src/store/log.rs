@@ -68,9 +68,13 @@ impl Objects {
     /// [`Objects::create_commit`] until the store answers: an attempt without an answer is
     /// made again (after 50 ms, doubling up to 1 s), and a refusal after such an attempt reads
     /// the object, which may be this commit's own. Runs until answered: the caller bounds it.
-    pub(super) async fn create_commit_until_answered(&self, commit: &Commit) -> Result<Answer> {
+    pub(super) async fn create_commit_until_answered(
+        &self,
+        commit: &Commit,
+        codec: Codec,
+    ) -> Result<Answer> {
         let batch = commit.head.batch_count;
-        let object = Bytes::from(commit.encode());
+        let object = Bytes::from(commit.encode(codec));
         let mut unanswered = false;
         let mut wait = Duration::from_millis(50);
         loop {
@@ -141,7 +145,10 @@ impl Objects {
             match self.read_commit(b).await? {
                 Some(commit) if !commit.retired => {
                     self.store
-                        .put(&location, PutPayload::from(commit.retired().encode()))
+                        .put(
+                            &location,
+                            PutPayload::from(commit.retired().encode(Codec::None)),
+                        )
                         .await
                         .map_err(|e| Error::Storage(format!("retiring {location}: {e}")))?;
                     retired += 1;
@@ -258,8 +265,8 @@ mod tests {
             let (a, b) = (commit(batch, "a"), commit(batch, "b"));
             let (ra, rb) = block_on(async {
                 tokio::join!(
-                    objects.create_commit(batch, a.encode().into()),
-                    objects.create_commit(batch, b.encode().into())
+                    objects.create_commit(batch, a.encode(Codec::Zstd).into()),
+                    objects.create_commit(batch, b.encode(Codec::Zstd).into())
                 )
             });
             let (ra, rb) = (ra.unwrap(), rb.unwrap());
@@ -269,7 +276,10 @@ mod tests {
             assert_eq!(&stored, winner);
             // a later create of a taken batch is refused too, and changes nothing
             assert_eq!(
-                block_on(objects.create_commit(batch, commit(batch, "c").encode().into())).unwrap(),
+                block_on(
+                    objects.create_commit(batch, commit(batch, "c").encode(Codec::Zstd).into())
+                )
+                .unwrap(),
                 Create::Taken
             );
             assert_eq!(
@@ -293,7 +303,7 @@ mod tests {
             local: Some(fs),
         };
         for batch in 1..=total {
-            let c = commit(batch, "withdrawn-value").encode().into();
+            let c = commit(batch, "withdrawn-value").encode(Codec::Zstd).into();
             assert_eq!(
                 block_on(objects.create_commit(batch, c)).unwrap(),
                 Create::Ours
@@ -355,7 +365,7 @@ mod tests {
         for batch in 6..total {
             let got = block_on(objects.read_commit(batch)).unwrap().unwrap();
             assert!(got.retired && got.writes.is_empty(), "batch {batch}");
-            let again = commit(batch, "again").encode().into();
+            let again = commit(batch, "again").encode(Codec::Zstd).into();
             assert_eq!(
                 block_on(objects.create_commit(batch, again)).unwrap(),
                 Create::Taken
