@@ -757,6 +757,9 @@ def w_history(args, out):
             except Exception as e:
                 out.error(f"N={n}: warm query", e)
             db.execute("DETACH lake")
+            if not S3_ENDPOINT and lake.catalog != "postgres":
+                out.value(f"N={n}: catalog on storage, after DETACH",
+                          catalog_bytes(lake.catalog, lake.root) / 2**20, "MB")
             res = probe_figures(args, out, f"N={n}: attach + first query (fresh process)",
                                 lake.attach_sql(), query, n)
             probe_request_figures(out, f"N={n}", res, lake)
