@@ -198,13 +198,20 @@ impl StoredSection {
 
     /// The section's records as [`encode_section`] wrote them (a raw section's own bytes).
     pub(crate) fn decompressed(&self) -> Result<Bytes> {
+        let what = "an image checkpoint section";
         match self.codec {
             Codec::None => Ok(self.bytes.clone()),
-            codec => Ok(Bytes::from(codec.decompress(
-                &self.bytes,
-                self.raw_len,
-                "an image checkpoint section",
-            )?)),
+            codec => {
+                let raw = Bytes::from(codec.decompress(&self.bytes, self.raw_len, what)?);
+                if section_len(&raw) != self.records {
+                    return Err(Error::Corrupt(format!(
+                        "{what} holds {} records, its index says {}",
+                        section_len(&raw),
+                        self.records
+                    )));
+                }
+                Ok(raw)
+            }
         }
     }
 }
@@ -312,7 +319,9 @@ pub(crate) fn decode_checkpoint(object: Bytes, path: &str) -> Result<Checkpoint>
             records,
             bytes,
         };
-        sections.insert(prefix, section);
+        if sections.insert(prefix, section).is_some() {
+            return Err(corrupt("two sections hold one space"));
+        }
     }
     if !r.done() || next != index_at {
         return Err(corrupt("bytes outside its sections and index"));

@@ -89,6 +89,14 @@ impl Codec {
 
     /// What `stored` holds, which must be `raw_len` bytes; `what` names it in errors.
     pub(crate) fn decompress(self, stored: &[u8], raw_len: usize, what: &str) -> Result<Vec<u8>> {
+        // lz4 allocates the length it is told before decoding: a length no lz4 block of these
+        // bytes can reach (its ratio is at most 255) is damage, never an allocation
+        if self == Codec::Lz4 && raw_len > stored.len().saturating_mul(255).saturating_add(16) {
+            return Err(Error::Corrupt(format!(
+                "{what} records {raw_len} bytes, more than {} lz4 bytes can hold",
+                stored.len()
+            )));
+        }
         let raw = match self {
             Codec::None => Ok(stored.to_vec()),
             Codec::Lz4 => lz4_flex::block::decompress(stored, raw_len).map_err(|e| e.to_string()),
@@ -131,6 +139,11 @@ mod tests {
             );
         }
         assert!(Codec::Zstd.decompress(b"not zstd", 8, "x").is_err());
+        // a length no stored bytes can reach is refused before anything is allocated
+        for codec in [Codec::Lz4, Codec::Zstd] {
+            let stored = codec.compress(b"a few bytes");
+            assert!(codec.decompress(&stored, 1 << 50, "x").is_err());
+        }
         assert_eq!(Codec::from_tag(3), None);
         let e = Codec::parse("gzip").unwrap_err().to_string();
         assert!(

@@ -421,6 +421,12 @@ fn image_checkpoints_and_logs_decode_or_refuse() {
             if valid {
                 let d = decoded.as_ref().ok().expect("valid decodes");
                 assert_eq!(d.sections.len(), sections.len());
+                for (prefix, section) in sections {
+                    let back = d.sections[prefix]
+                        .decompressed()
+                        .expect("valid decompresses");
+                    assert_eq!(back, section.bytes);
+                }
             }
             if let Ok(d) = decoded {
                 for section in d.sections.values() {

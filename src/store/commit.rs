@@ -136,12 +136,14 @@ impl Store {
         // absent; a commit that lost the race goes over the winner when their keys are apart
         let mut turns = 0;
         loop {
+            // (compressed here, on the committing thread: not within the time limit, which is
+            // the store's to use)
+            let object = bytes::Bytes::from(commit.encode(self.access.compression));
             let created = block_on(
                 async {
                     tokio::time::timeout(
                         self.access.io_timeout,
-                        self.objects
-                            .create_commit_until_answered(&commit, self.access.compression),
+                        self.objects.create_commit_until_answered(&commit, object),
                     )
                     .await
                 }

@@ -7,8 +7,8 @@ use super::*;
 pub const STORE_FORMAT: &str = "moraine-store-4";
 
 /// The format before compression (RFC 0013): this layout, every object uncompressed. Read as it
-/// is and upgraded by a writer: a build of that format would fail on a compressed block or
-/// checkpoint, and refuses the store by its marker instead.
+/// is and upgraded by a writer. (A build of that format cannot open a store-4 store at all:
+/// SlateDB's compressed WAL fails it before it reads the marker.)
 const FORMAT_UNCOMPRESSED: &str = "moraine-store-3";
 
 /// The format before the image's own records (`image/`: checkpoint pointer and commit log,

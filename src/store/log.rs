@@ -71,10 +71,9 @@ impl Objects {
     pub(super) async fn create_commit_until_answered(
         &self,
         commit: &Commit,
-        codec: Codec,
+        object: Bytes,
     ) -> Result<Answer> {
         let batch = commit.head.batch_count;
-        let object = Bytes::from(commit.encode(codec));
         let mut unanswered = false;
         let mut wait = Duration::from_millis(50);
         loop {

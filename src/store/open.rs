@@ -109,7 +109,12 @@ impl Store {
             max_commit_bytes: crate::limits::max_commit_option(options)?,
             reader_poll: reader_poll_option(options)?,
             reclaim_interval: reclaim::reclaim_interval_option(options)?,
-            compression: compression_option(options)?,
+            // (checked for every attach; a READ_ONLY one writes nothing, so it shares a store
+            // whatever its setting)
+            compression: match compression_option(options)? {
+                _ if read_only => crate::compression::DEFAULT,
+                codec => codec,
+            },
         };
         let canonical = parsed.canonical();
         let mut reg = open_stores().lock().unwrap_or_else(|p| p.into_inner());

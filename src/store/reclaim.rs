@@ -635,7 +635,7 @@ pub(super) async fn reclaim_if_due(
 mod tests {
     use super::*;
     use crate::testing::lakes::{column_of, commit_table, raw, rows_of};
-    use crate::testing::{init_lake, new_lake, snap, table_row};
+    use crate::testing::{init_lake, snap, table_row};
 
     /// Every file under `dir` whose bytes hold `needle`.
     fn holding(dir: &Path, needle: &[u8]) -> Vec<String> {

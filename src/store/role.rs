@@ -121,6 +121,15 @@ impl Store {
             old.close(),
         ));
         self.bounded("folding the commits after the head", self.fold_tail(&db))?;
+        // a store opened by a reader of an earlier format is upgraded as a writer's open would
+        // (its marker names what this writer now writes, RFC 0013)
+        let writer = Backend::writer(db.clone());
+        self.bounded("checking the store's format", async {
+            match db.get(keys::sys_format()).await? {
+                Some(v) => check_format(&self.url, &writer, &v).await,
+                None => Ok(()),
+            }
+        })?;
         // (the installed image stays: it reads ended versions through whichever handle the
         // store has, with the commits it took from the tail beside it)
         *self.tail_checked.lock().unwrap_or_else(|p| p.into_inner()) = None;

@@ -221,6 +221,12 @@ fn writers_with_each_codec_in_turn_read_each_other_s_store() {
             "{codec}: {codecs:?}"
         );
         drop(store);
+        // the close flushed this writer's memtable: the newest SST is its, in its codec
+        assert_eq!(
+            newest_sst_codec(&dir.path().join("lake")),
+            Codec::parse(codec).unwrap().slatedb(),
+            "{codec}"
+        );
         let store = Store::open(&url, true).unwrap();
         let image = store.pin_image().unwrap();
         assert_eq!(image.checkpoint_batch(), Some(batch));
@@ -232,6 +238,28 @@ fn writers_with_each_codec_in_turn_read_each_other_s_store() {
         .expect("refused")
         .to_string();
     assert!(e.contains("moraine_compression 'brotli'"), "{e}");
+}
+
+/// The codec SlateDB recorded in the newest SST of the store in `dir`.
+fn newest_sst_codec(dir: &Path) -> Option<slatedb::config::CompressionCodec> {
+    let newest = std::fs::read_dir(dir.join("compacted"))
+        .unwrap()
+        .filter_map(|e| {
+            e.ok()?
+                .file_name()
+                .to_str()?
+                .strip_suffix(".sst")?
+                .parse()
+                .ok()
+        })
+        .max()
+        .expect("an SST");
+    let fs = object_store::local::LocalFileSystem::new_with_prefix(dir).unwrap();
+    let reader = slatedb::SstReader::new("", Arc::new(fs), None, None);
+    block_on(reader.open(newest))
+        .unwrap()
+        .info()
+        .compression_codec
 }
 
 /// Each writer's open writes an empty WAL object to fence the writer before it, and SlateDB
