@@ -77,7 +77,8 @@ check("a new Python process attaches the same lake without LOAD", rc == 0 and ou
 rc, out, err = cli("LOAD moraine; SELECT name FROM duckdb_settings() WHERE name LIKE 'moraine%' "
                    "AND length(description) > 20 ORDER BY 1;")
 check("every moraine knob is a DuckDB setting with a description",
-      out.splitlines() == ["moraine_io_timeout", "moraine_log_level", "moraine_max_commit_size",
+      out.splitlines() == ["moraine_compression", "moraine_io_timeout", "moraine_log_level",
+                           "moraine_max_commit_size",
                            "moraine_reader_poll_interval", "moraine_reclaim_interval"], (out, err))
 rc, out, err = cli(f"ATTACH 'moraine:{TEST_DIR}/opt' AS m (POLL_FAST true);")
 check("an ATTACH option moraine does not know is refused with the known ones",
