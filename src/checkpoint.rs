@@ -191,7 +191,7 @@ impl StoredSection {
         }
         StoredSection {
             codec,
-            bytes: Bytes::from(codec.compress(&self.bytes)),
+            bytes: Bytes::from(codec.compress(&self.bytes).into_owned()),
             ..self
         }
     }
@@ -199,20 +199,15 @@ impl StoredSection {
     /// The section's records as [`encode_section`] wrote them (a raw section's own bytes).
     pub(crate) fn decompressed(&self) -> Result<Bytes> {
         let what = "an image checkpoint section";
-        match self.codec {
-            Codec::None => Ok(self.bytes.clone()),
-            codec => {
-                let raw = Bytes::from(codec.decompress(&self.bytes, self.raw_len, what)?);
-                if section_len(&raw) != self.records {
-                    return Err(Error::Corrupt(format!(
-                        "{what} holds {} records, its index says {}",
-                        section_len(&raw),
-                        self.records
-                    )));
-                }
-                Ok(raw)
-            }
+        let raw = self.codec.decompress(&self.bytes, self.raw_len, what)?;
+        if section_len(&raw) != self.records {
+            return Err(Error::Corrupt(format!(
+                "{what} holds {} records, its index says {}",
+                section_len(&raw),
+                self.records
+            )));
         }
+        Ok(raw)
     }
 }
 
@@ -531,8 +526,7 @@ impl Commit {
             let raw_len = u64::from_le_bytes(body[at + 17..header].try_into().expect("8 bytes"));
             let raw_len =
                 usize::try_from(raw_len).map_err(|_| corrupt("records an impossible length"))?;
-            let stored = &body[header..];
-            Bytes::from(codec.decompress(stored, raw_len, &what)?)
+            codec.decompress(&bytes.slice(header..n - 4), raw_len, &what)?
         } else {
             bytes.slice(header..n - 4)
         };

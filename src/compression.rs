@@ -5,6 +5,8 @@
 //! them all.
 
 use crate::error::{Error, Result};
+use bytes::Bytes;
+use std::borrow::Cow;
 
 /// A codec: `none`, `lz4` or `zstd` (at level 3, SlateDB's).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -75,20 +77,21 @@ impl Codec {
         }
     }
 
-    /// `raw` compressed (as it is for `none`).
-    pub(crate) fn compress(self, raw: &[u8]) -> Vec<u8> {
+    /// `raw` compressed (`raw` itself, not a copy, for `none`).
+    pub(crate) fn compress(self, raw: &[u8]) -> Cow<'_, [u8]> {
         match self {
-            Codec::None => raw.to_vec(),
-            Codec::Lz4 => lz4_flex::block::compress(raw),
+            Codec::None => Cow::Borrowed(raw),
+            Codec::Lz4 => Cow::Owned(lz4_flex::block::compress(raw)),
             // (compressing into memory fails only where allocating would)
-            Codec::Zstd => {
-                zstd::bulk::compress(raw, ZSTD_LEVEL).expect("zstd compresses in memory")
-            }
+            Codec::Zstd => Cow::Owned(
+                zstd::bulk::compress(raw, ZSTD_LEVEL).expect("zstd compresses in memory"),
+            ),
         }
     }
 
-    /// What `stored` holds, which must be `raw_len` bytes; `what` names it in errors.
-    pub(crate) fn decompress(self, stored: &[u8], raw_len: usize, what: &str) -> Result<Vec<u8>> {
+    /// What `stored` holds, which must be `raw_len` bytes (`stored` itself, not a copy, for
+    /// `none`); `what` names it in errors.
+    pub(crate) fn decompress(self, stored: &Bytes, raw_len: usize, what: &str) -> Result<Bytes> {
         // lz4 allocates the length it is told before decoding: a length no lz4 block of these
         // bytes can reach (its ratio is at most 255) is damage, never an allocation
         if self == Codec::Lz4 && raw_len > stored.len().saturating_mul(255).saturating_add(16) {
@@ -98,9 +101,13 @@ impl Codec {
             )));
         }
         let raw = match self {
-            Codec::None => Ok(stored.to_vec()),
-            Codec::Lz4 => lz4_flex::block::decompress(stored, raw_len).map_err(|e| e.to_string()),
-            Codec::Zstd => zstd::bulk::decompress(stored, raw_len).map_err(|e| e.to_string()),
+            Codec::None => Ok(stored.clone()),
+            Codec::Lz4 => lz4_flex::block::decompress(stored, raw_len)
+                .map(Bytes::from)
+                .map_err(|e| e.to_string()),
+            Codec::Zstd => zstd::bulk::decompress(stored, raw_len)
+                .map(Bytes::from)
+                .map_err(|e| e.to_string()),
         }
         .map_err(|e| {
             Error::Corrupt(format!("{what} does not decompress ({}: {e})", self.name()))
@@ -125,7 +132,7 @@ mod tests {
             .flat_map(|i| (i % 97).to_le_bytes())
             .collect();
         for codec in [Codec::None, Codec::Lz4, Codec::Zstd] {
-            let stored = codec.compress(&raw);
+            let stored = Bytes::from(codec.compress(&raw).into_owned());
             if codec != Codec::None {
                 assert!(stored.len() < raw.len() / 4, "{codec:?}: {}", stored.len());
             }
@@ -138,10 +145,11 @@ mod tests {
                 codec
             );
         }
-        assert!(Codec::Zstd.decompress(b"not zstd", 8, "x").is_err());
+        let damaged = Bytes::from_static(b"not zstd");
+        assert!(Codec::Zstd.decompress(&damaged, 8, "x").is_err());
         // a length no stored bytes can reach is refused before anything is allocated
         for codec in [Codec::Lz4, Codec::Zstd] {
-            let stored = codec.compress(b"a few bytes");
+            let stored = Bytes::from(codec.compress(b"a few bytes").into_owned());
             assert!(codec.decompress(&stored, 1 << 50, "x").is_err());
         }
         assert_eq!(Codec::from_tag(3), None);
