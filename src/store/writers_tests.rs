@@ -209,6 +209,20 @@ fn a_reclaim_on_a_plain_writer_takes_the_folder_role() {
     assert_eq!(table_names(&a), vec![Text("by_b".into())]);
 }
 
+/// An attach that takes the folder role after its open upgrades the store's marker as a
+/// writer's open does (RFC 0013): it writes the current formats from then on.
+#[test]
+fn a_plain_writer_that_takes_the_folder_role_upgrades_the_format() {
+    let (_dir, _url, a, b) = a_plain_writer_beside_a_folder();
+    b.put_raw(&keys::sys_format(), b"moraine-store-3").unwrap();
+    a.reclaim().unwrap();
+    assert!(a.is_folder());
+    assert_eq!(
+        raw(&a, &keys::sys_format())[0].1,
+        crate::store::STORE_FORMAT.as_bytes()
+    );
+}
+
 /// A commit object is deleted only a minute after it was written, so a commit on a view of the
 /// tail older than half that confirms it first, by the object after it and a listing: a later
 /// commit refuses it (DuckLake retries on a view read now), so the attach never creates the name
