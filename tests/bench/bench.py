@@ -23,6 +23,8 @@ Progress goes to stderr. Nothing here asserts anything about timing. Workloads:
            same two figures again
   files    a lake of F data files over T partitioned tables (no inlining): a count(*) of one
            table warm and in a fresh process, peak RSS, live catalog rows
+  scale    files at a million data files (1,000 tables x 1,000 files; cargo xtask bench sets
+           the sizes), and a one-file commit's time
   readers  READ_ONLY reader processes beside one writer process committing R times a second
   turns    the warm queries of history and files again, every catalog at once: copies of the
            lakes those workloads kept (--keep) attached in P processes per catalog, which sit
@@ -832,6 +834,27 @@ def live_catalog_rows(db, schema):
 
 
 def w_files(args, out):
+    files_lake(args, out, "files", commit_reps=0)
+
+
+def w_scale(args, out):
+    files_lake(args, out, "scale", commit_reps=args.commit_reps)
+
+
+def one_file_commits(db, table, reps):
+    """Median of `reps` autocommit INSERTs of one row into a partitioned table, each into a
+    partition of its own (no inlining): a commit that adds one data file to the lake."""
+    times = []
+    for k in range(reps):
+        t0 = time.perf_counter()
+        db.execute(f"INSERT INTO {table} VALUES ({-1 - k}, {k})").fetchall()
+        times.append(ms(time.perf_counter() - t0))
+    return median(times)
+
+
+def files_lake(args, out, slug, commit_reps):
+    """files and scale: a lake of F data files over T partitioned tables; scale also times a
+    one-file commit (into another table than the one counted)."""
     per = args.files // args.tables
     rows = per * 10  # ten rows per file
     lake = new_lake(args, "lake")
@@ -858,6 +881,13 @@ def w_files(args, out):
             out.value(f"count(*) of one table (t{q}), warm", warm_query(db, query, args.warm_reps, rows), "ms")
         except Exception as e:
             out.error(f"count(*) of one table (t{q}), warm", e)
+        if commit_reps:
+            other = f"lake.t{(q + 1) % args.tables}"
+            try:
+                out.value("one-file commit (INSERT of one row into a new partition)",
+                          one_file_commits(db, other, commit_reps), "ms")
+            except Exception as e:
+                out.error("one-file commit (INSERT of one row into a new partition)", e)
         try:
             live = live_catalog_rows(db, lake.metadata_schema())
         except Exception as e:
@@ -869,7 +899,8 @@ def w_files(args, out):
             out.value("catalog on storage, after DETACH", catalog_bytes(lake.catalog, lake.root) / 2**20, "MB")
         res = probe_figures(args, out, f"count(*) of one table (t{q}), attach + query (fresh process)",
                             lake.attach_sql(), query, rows)
-        keep_lake(args, "files", f"files: count(*) of one table (t{q})", lake, query, rows)
+        if slug == "files":
+            keep_lake(args, "files", f"files: count(*) of one table (t{q})", lake, query, rows)
         if lake.catalog == "moraine" and not S3_ENDPOINT:
             # what the store holds once compacted and collected: its live size
             db.execute(lake.attach_sql())
@@ -1430,8 +1461,8 @@ def probe_turns(args, out, label, recs):
 
 # ---- main -------------------------------------------------------------------------------------
 
-WORKLOADS = {"commit": w_commit, "history": w_history, "files": w_files, "readers": w_readers,
-             "writers": w_writers, "turns": w_turns}
+WORKLOADS = {"commit": w_commit, "history": w_history, "files": w_files, "scale": w_scale,
+             "readers": w_readers, "writers": w_writers, "turns": w_turns}
 ROLES = {"probe": role_probe, "writer": role_writer, "reader": role_reader, "turn": role_turn,
          "maintenance": role_maintenance}
 
@@ -1467,6 +1498,7 @@ def main():
     ap.add_argument("--expiry-reps", type=int, help="history: lake copies expired per N (3; quick 1)")
     ap.add_argument("--files", type=int, help="files: data files (20000; quick 2000)")
     ap.add_argument("--tables", type=int, help="files: tables (50; quick 10)")
+    ap.add_argument("--commit-reps", type=int, help="scale: one-file commits timed (20; quick 5)")
     ap.add_argument("--seconds", type=float, help="readers: duration (60; quick 10)")
     ap.add_argument("--readers", type=int, default=3, help="readers: reader processes (3)")
     ap.add_argument("--rate", type=float, default=15.0,
@@ -1491,6 +1523,7 @@ def main():
         "expiry_reps": 1 if q else 3,
         "files": 2000 if q else 20000,
         "tables": 10 if q else 50,
+        "commit_reps": 5 if q else 20,
         "seconds": 10.0 if q else 60.0,
         "procs": 2 if q else 3,
         "turns": 4 if q else 12,

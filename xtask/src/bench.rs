@@ -41,7 +41,8 @@ moraine's ratio to the DuckDB-file catalog. Nothing about timing is asserted.
                       lake in a fresh METADATA_SCHEMA, dropped afterwards); installs PyPI
                       duckdb-extension-postgres-scanner==1.5.5
   --only NAME,...     workloads: commit, history (with expiry), files (with memory), readers,
-                      writers;
+                      writers, and scale (a million data files, about an hour: only when
+                      named here; moraine and the DuckDB file, Postgres when given);
                       after history or files (local store), turns times their warm queries
                       and their fresh-process attach + first query again on copies of their
                       lakes, every catalog's processes taking turns
@@ -68,6 +69,12 @@ const WORKLOADS: &[(&str, &str)] = &[
         "4, 6. many data files: count(*) of one table, peak memory, catalog rows",
     ),
     (
+        "scale",
+        "a million data files (1,000 tables x 1,000): build, count(*) of one table, a one-file \
+         commit, peak memory, catalog bytes; only with --only scale; moraine and the DuckDB \
+         file (and Postgres with --postgres)",
+    ),
+    (
         "readers",
         "5. READ_ONLY reader processes beside a writer committing 15 times a second",
     ),
@@ -84,6 +91,19 @@ const WORKLOADS: &[(&str, &str)] = &[
          workloads, one run for all catalogs; local lakes, not Postgres)",
     ),
 ];
+
+/// The workloads a run includes only when `--only` names them (they take long).
+const ON_REQUEST: &[&str] = &["scale"];
+
+/// The catalogs a workload runs on, of the run's: the scale workload skips SQLite (its
+/// million-file build alone takes the better part of an hour here).
+fn catalogs_for<'a>(workload: &str, catalogs: &'a [&'a str]) -> Vec<&'a str> {
+    catalogs
+        .iter()
+        .copied()
+        .filter(|c| workload != "scale" || *c != "sqlite")
+        .collect()
+}
 
 /// The workloads that keep copies of their lakes for `turns`.
 const KEEPING: &[&str] = &["history", "files"];
@@ -105,10 +125,11 @@ fn workload_name(s: &str) -> Result<&'static str, String> {
         "commit" | "1" => Ok("commit"),
         "history" | "expiry" | "2" | "3" => Ok("history"),
         "files" | "memory" | "4" | "6" => Ok("files"),
+        "scale" => Ok("scale"),
         "readers" | "5" => Ok("readers"),
         "writers" | "7" => Ok("writers"),
         other => Err(format!(
-            "bench: unknown workload {other:?} (commit, history, files, readers, writers)"
+            "bench: unknown workload {other:?} (commit, history, files, scale, readers, writers)"
         )),
     }
 }
@@ -270,6 +291,30 @@ fn sizes(workload: &str, quick: bool, s3: bool) -> Vec<String> {
             "200",
             "--probe-reps",
             "9",
+        ],
+        ("scale", true) => &[
+            "--files",
+            "20000",
+            "--tables",
+            "20",
+            "--warm-reps",
+            "10",
+            "--probe-reps",
+            "3",
+            "--commit-reps",
+            "5",
+        ],
+        ("scale", false) => &[
+            "--files",
+            "1000000",
+            "--tables",
+            "1000",
+            "--warm-reps",
+            "50",
+            "--probe-reps",
+            "5",
+            "--commit-reps",
+            "20",
         ],
         ("readers", true) => &["--seconds", "10", "--readers", "3", "--rate", "15"],
         ("readers", false) => &["--seconds", "60", "--readers", "3", "--rate", "15"],
@@ -809,7 +854,8 @@ pub fn run(args: &[String]) -> Result<bool, String> {
             }
             continue;
         }
-        if !opts.only.is_empty() && !opts.only.contains(workload) {
+        if (!opts.only.is_empty() || ON_REQUEST.contains(workload)) && !opts.only.contains(workload)
+        {
             continue;
         }
         ran.push(*workload);
@@ -818,7 +864,7 @@ pub fn run(args: &[String]) -> Result<bool, String> {
         } else {
             &[]
         };
-        for catalog in &catalogs {
+        for catalog in &catalogs_for(workload, &catalogs) {
             let dir = work.join(format!("{workload}-{catalog}"));
             eprintln!(
                 "xtask bench: {workload} on {catalog} (in {})",
