@@ -123,6 +123,10 @@ pub struct Store {
     head_installed_at: std::sync::atomic::AtomicI64,
     /// Commits since this writer last flushed its memtable.
     unflushed_commits: std::sync::atomic::AtomicU64,
+    /// Folds written into SlateDB since this folder last wrote its WAL out itself
+    /// (`Store::count_folds`), and whether such a write is under way.
+    unflushed_folds: std::sync::atomic::AtomicU64,
+    wal_flushing: Arc<std::sync::atomic::AtomicBool>,
     /// This store's scope in the process's SST cache.
     cache_scope: u64,
     /// Set while a commit is between its write and the install of its image, and left set if

@@ -89,7 +89,9 @@ pub(super) async fn delete_log_upto(db: &Db, batch: u64) -> Result<u64> {
         for k in keys {
             batch.delete(k);
         }
-        db.write(batch).await?.await_durable().await?;
+        let handle = db.write(batch).await?;
+        db.flush().await?;
+        handle.await_durable().await?;
     }
     Ok(doomed.len() as u64)
 }

@@ -13,6 +13,13 @@ use std::collections::BTreeMap;
 /// writer's compactor merges the L0 tables: `compactor.rs`).
 const COMMITS_PER_MEMTABLE_FLUSH: u64 = 64;
 
+/// The folder writes SlateDB's WAL out after this many folds (its own commits and the ones it
+/// folds from the tail) even within [`super::open::WAL_FLUSH_INTERVAL`], in the background: the
+/// folded state the store shows is never more than this many commits behind for long, well
+/// within [`super::role::TAKE_OVER_AFTER`] (an attach that sees the folded state that far behind
+/// takes the folder role).
+pub(super) const FOLDS_PER_WAL_FLUSH: u64 = 16;
+
 /// A commit goes over at most this many commits made since its transaction began ...
 const MAX_GO_OVER: usize = 64;
 
@@ -280,6 +287,7 @@ impl Store {
             self.image_unsure.store(false, Ordering::SeqCst);
             return Ok(out);
         }
+        self.count_folds(db, 1);
         let head = commit.head;
         let log = since
             .into_iter()
@@ -413,12 +421,14 @@ impl Store {
         let started = std::time::Instant::now();
         let mut head = self.read_head().await?;
         let mut folded = Vec::new();
-        while let Some(commit) = self.objects.read_commit(head.batch_count + 1).await? {
+        let mut tail = log::Tail::from(&self.objects, head.batch_count + 1);
+        while let Some(commit) = tail.next().await? {
             if commit.retired {
                 // (a reclaim retires only what SlateDB holds durably)
                 break;
             }
             write_fold(db, &commit).await?;
+            self.count_folds(db, 1);
             tracing::debug!(
                 target: "moraine::store",
                 batch = commit.head.batch_count,
@@ -430,6 +440,47 @@ impl Store {
         }
         self.tail_ends_at(head.batch_count, started).await?;
         Ok(folded)
+    }
+
+    /// Counts `n` folds written into SlateDB without waiting for their durability; once
+    /// [`FOLDS_PER_WAL_FLUSH`] have built up, writes SlateDB's WAL out in the background,
+    /// within the time limit, one such write at a time. (A fold SlateDB has not written out
+    /// is not lost: its commit object stays until a checkpoint, which flushes first.)
+    pub(super) fn count_folds(&self, db: &Db, n: u64) {
+        let unflushed = self.unflushed_folds.fetch_add(n, Ordering::SeqCst) + n;
+        if unflushed < FOLDS_PER_WAL_FLUSH || self.wal_flushing.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        self.unflushed_folds.store(0, Ordering::SeqCst);
+        let (db, flushing, limit) = (
+            db.clone(),
+            self.wal_flushing.clone(),
+            self.access.io_timeout,
+        );
+        let span =
+            tracing::debug_span!(target: "moraine::store", "moraine.wal.flush", store = %self.url);
+        runtime().spawn(
+            async move {
+                let flushed = tokio::time::timeout(limit, db.flush()).await;
+                flushing.store(false, Ordering::SeqCst);
+                match flushed {
+                    Ok(Ok(())) => {}
+                    // (the next flush, checkpoint or close writes it; a fenced folder learns
+                    // of the fence at its next pin)
+                    Ok(Err(e)) => tracing::debug!(
+                        target: "moraine::store",
+                        "moraine: writing SlateDB's WAL out failed: {e}"
+                    ),
+                    Err(_) => tracing::debug!(
+                        target: "moraine::store",
+                        "moraine: writing SlateDB's WAL out took longer than {} \
+                         (moraine_io_timeout)",
+                        seconds(limit)
+                    ),
+                }
+            }
+            .instrument(span),
+        );
     }
 
     /// Test hook: write raw keys outside any transaction (to plant records a load must skip).

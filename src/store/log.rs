@@ -37,6 +37,80 @@ pub(crate) enum Answer {
     Taken,
 }
 
+/// At most this many commit objects are read at once when following the tail.
+pub(super) const READ_AHEAD: usize = 16;
+
+/// The commit objects from one batch on, in order, read ahead: one read at a time until two
+/// objects were found, then twice as many at once after each one found, up to [`READ_AHEAD`].
+/// A tail with nothing new costs one request, one with one commit two (as reading one by one
+/// would), and one of `n` commits about `log2(n)` round trips rather than `n`, for at most as
+/// many reads past its end as it found objects.
+pub(super) struct Tail {
+    objects: Objects,
+    /// The batch of the next read to start.
+    next: u64,
+    /// Reads started, in batch order.
+    ahead: std::collections::VecDeque<tokio::task::JoinHandle<Result<Option<Commit>>>>,
+    found: u32,
+}
+
+impl Tail {
+    pub(super) fn from(objects: &Objects, batch: u64) -> Tail {
+        Tail {
+            objects: objects.clone(),
+            next: batch,
+            ahead: Default::default(),
+            found: 0,
+        }
+    }
+
+    /// How many reads may be under way now.
+    fn window(&self) -> usize {
+        match self.found {
+            0 | 1 => 1,
+            n => (1usize << (n - 1).min(8)).min(READ_AHEAD),
+        }
+    }
+
+    /// The next commit object, or `None` at the first batch with none (the reads started past
+    /// it are dropped).
+    pub(super) async fn next(&mut self) -> Result<Option<Commit>> {
+        while self.ahead.len() < self.window() {
+            let (objects, batch) = (self.objects.clone(), self.next);
+            self.ahead.push_back(tokio::spawn(
+                async move { objects.read_commit(batch).await }.in_current_span(),
+            ));
+            self.next += 1;
+        }
+        let read = self.ahead.pop_front().expect("a read under way");
+        let got = read
+            .await
+            .map_err(|e| Error::Storage(format!("reading a commit object: {e}")))?;
+        match got {
+            Ok(Some(commit)) => {
+                self.found += 1;
+                Ok(Some(commit))
+            }
+            other => {
+                self.stop();
+                other
+            }
+        }
+    }
+
+    fn stop(&mut self) {
+        for read in self.ahead.drain(..) {
+            read.abort();
+        }
+    }
+}
+
+impl Drop for Tail {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
 impl Objects {
     /// Create the commit object of batch `batch` holding `object` (an encoded [`Commit`]), only
     /// if absent.
@@ -325,6 +399,59 @@ mod tests {
         assert_eq!(block_on(objects.read_commit(10)).unwrap(), None);
         assert!(block_on(objects.read_commit(11)).unwrap().is_some());
         assert_eq!(block_on(objects.first_commit_after(3)).unwrap(), Some(11));
+    }
+
+    /// The commits `tail` yields, in order, until its end.
+    fn read_to_end(tail: &mut Tail) -> Vec<u64> {
+        block_on(async {
+            let mut got = Vec::new();
+            while let Some(c) = tail.next().await? {
+                got.push(c.head.batch_count);
+            }
+            Ok::<_, Error>(got)
+        })
+        .unwrap()
+    }
+
+    #[test]
+    fn the_tail_is_read_in_order_ahead_of_its_reader_and_stops_at_a_gap() {
+        let faulty = crate::testing::faulty::FaultyStore::new(Arc::new(
+            object_store::memory::InMemory::new(),
+        ));
+        let objects = objects(faulty.clone());
+        for batch in (1..=40).filter(|b| *b != 31) {
+            let c = commit(batch, "k").encode(Codec::Zstd).into();
+            assert_eq!(
+                block_on(objects.create_commit(batch, c)).unwrap(),
+                Create::Ours
+            );
+        }
+        let log_reads = |faulty: &crate::testing::faulty::FaultyStore| {
+            faulty
+                .recorded()
+                .iter()
+                .filter(|r| r.starts_with("get ") && r.contains(checkpoint::LOG_DIR))
+                .count()
+        };
+        faulty.record_requests();
+        // nothing new: one read; one commit new: two, as reading one by one
+        assert!(read_to_end(&mut Tail::from(&objects, 41)).is_empty());
+        assert_eq!(log_reads(&faulty), 1);
+        assert_eq!(read_to_end(&mut Tail::from(&objects, 40)), vec![40]);
+        assert_eq!(log_reads(&faulty), 2);
+        // thirty commits up to a gap: every one, in order, nothing past the gap, and the reads
+        // past the end no more than the commits found; several at once
+        faulty.delay_reads(20);
+        assert_eq!(
+            read_to_end(&mut Tail::from(&objects, 1)),
+            (1..=30).collect::<Vec<_>>()
+        );
+        let reads = log_reads(&faulty);
+        assert!((31..=60).contains(&reads), "{reads} reads");
+        let most = faulty
+            .most_reading
+            .load(std::sync::atomic::Ordering::SeqCst);
+        assert!((2..=READ_AHEAD).contains(&most), "{most} reads at once");
     }
 
     #[test]

@@ -22,13 +22,19 @@ pub(super) fn not_a_store(location: impl Into<String>, reason: impl Into<String>
     }
 }
 
-/// Writer settings: commits flush the WAL themselves (see `Store::commit_writes`), so the
-/// background flush interval only bounds stray writes; the manifest is polled often enough to
-/// notice a fencing writer promptly.
+/// How long a fold may sit in SlateDB's WAL buffer before SlateDB writes it out. A commit is
+/// durable once its commit object exists (RFC 0004 v3), so the folder's writes into SlateDB
+/// need not reach the store one by one: they go out together, at most once per this interval,
+/// after every [`super::commit::FOLDS_PER_WAL_FLUSH`] folds, and before anything that needs
+/// them durable (a checkpoint, which deletes commit objects; a reclaim; a close).
+pub(super) const WAL_FLUSH_INTERVAL: Duration = Duration::from_secs(1);
+
+/// Writer settings: SlateDB flushes its WAL every [`WAL_FLUSH_INTERVAL`]; the manifest is polled
+/// often enough to notice a fencing writer promptly.
 pub(super) fn writer_settings(codec: Codec) -> Settings {
     Settings {
         compression_codec: codec.slatedb(),
-        flush_interval: Some(Duration::from_millis(50)),
+        flush_interval: Some(WAL_FLUSH_INTERVAL),
         manifest_poll_interval: Duration::from_millis(500),
         // moraine runs the collector itself (`start_collector`)
         garbage_collector_options: None,
@@ -296,6 +302,8 @@ impl Store {
             snapshots: Default::default(),
             head_installed_at: Default::default(),
             unflushed_commits: Default::default(),
+            unflushed_folds: Default::default(),
+            wal_flushing: Default::default(),
             cache_scope,
             image_unsure: Default::default(),
             access,

@@ -529,11 +529,8 @@ impl Store {
         let started = std::time::Instant::now();
         let from = image.head().batch_count;
         let mut image = without_folded_tail(image, folded)?;
-        while let Some(commit) = self
-            .objects
-            .read_commit(image.head().batch_count + 1)
-            .await?
-        {
+        let mut tail = log::Tail::from(&self.objects, image.head().batch_count + 1);
+        while let Some(commit) = tail.next().await? {
             if commit.retired {
                 // a reclaim retired it: its writes are in SlateDB's state
                 *self.tail_checked.lock().unwrap_or_else(|p| p.into_inner()) = Some(started);

@@ -36,6 +36,11 @@ pub struct FaultyStore {
     /// Every request made, as "<op> <path>", while `recording`.
     requests: std::sync::Mutex<Vec<String>>,
     recording: AtomicBool,
+    /// Each read takes this many milliseconds more (0: none), as over a network; and how many
+    /// reads were under way at once, now and at most.
+    read_delay_ms: std::sync::atomic::AtomicU64,
+    reading: AtomicUsize,
+    pub most_reading: AtomicUsize,
 }
 
 impl FaultyStore {
@@ -50,7 +55,15 @@ impl FaultyStore {
             injected: AtomicUsize::new(0),
             requests: Default::default(),
             recording: AtomicBool::new(false),
+            read_delay_ms: Default::default(),
+            reading: Default::default(),
+            most_reading: Default::default(),
         })
+    }
+
+    /// Every read takes `ms` milliseconds more from now on (0: none).
+    pub fn delay_reads(&self, ms: u64) {
+        self.read_delay_ms.store(ms, Ordering::SeqCst);
     }
 
     /// Record every request from now on (dropping those recorded so far).
@@ -166,6 +179,13 @@ impl ObjectStore for FaultyStore {
         options: GetOptions,
     ) -> object_store::Result<GetResult> {
         self.note(if options.head { "head" } else { "get" }, location);
+        let delay = self.read_delay_ms.load(Ordering::SeqCst);
+        if delay > 0 {
+            let now = self.reading.fetch_add(1, Ordering::SeqCst) + 1;
+            self.most_reading.fetch_max(now, Ordering::SeqCst);
+            tokio::time::sleep(std::time::Duration::from_millis(delay)).await;
+            self.reading.fetch_sub(1, Ordering::SeqCst);
+        }
         let got = self.inner.get_opts(location, options).await;
         // (an absent one still answers "not found": only what exists cannot be read)
         if got.is_ok()
