@@ -146,6 +146,7 @@ impl Store {
             // (compressed here, on the committing thread: not within the time limit, which is
             // the store's to use)
             let object = bytes::Bytes::from(commit.encode(self.access.compression));
+            let asked = std::time::Instant::now();
             let created = block_on(
                 async {
                     tokio::time::timeout(
@@ -159,6 +160,11 @@ impl Store {
             match created {
                 Ok(Ok(log::Answer::Ours)) => {
                     self.confirm_tail(std::time::Instant::now());
+                    // no commit after this one can exist yet (a commit names the batch after
+                    // one it read): as good as a read of the tail that found its end when the
+                    // create was asked, so a writer committing alone does not poll between
+                    // its commits (`tail_due`)
+                    *self.tail_checked.lock().unwrap_or_else(|p| p.into_inner()) = Some(asked);
                     break;
                 }
                 Ok(Ok(log::Answer::Taken)) => {
