@@ -160,10 +160,10 @@ impl Store {
             match created {
                 Ok(Ok(log::Answer::Ours)) => {
                     self.confirm_tail(std::time::Instant::now());
-                    // no commit after this one can exist yet (a commit names the batch after
-                    // one it read): as good as a read of the tail that found its end when the
-                    // create was asked, so a writer committing alone does not poll between
-                    // its commits (`tail_due`)
+                    // when the create was first asked, no commit after the head it was made
+                    // on existed (a commit names the batch after one it read): as good as a
+                    // read of the tail that found its end then, so a writer committing alone
+                    // does not poll between its commits (`tail_due`)
                     *self.tail_checked.lock().unwrap_or_else(|p| p.into_inner()) = Some(asked);
                     break;
                 }
@@ -463,8 +463,12 @@ impl Store {
             self.wal_flushing.clone(),
             self.access.io_timeout,
         );
-        let span =
-            tracing::debug_span!(target: "moraine::store", "moraine.wal.flush", store = %self.url);
+        let span = tracing::debug_span!(
+            target: "moraine::store",
+            parent: None,
+            "moraine.wal.flush",
+            store = %self.url
+        );
         runtime().spawn(
             async move {
                 let flushed = tokio::time::timeout(limit, db.flush()).await;

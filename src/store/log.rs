@@ -40,18 +40,21 @@ pub(crate) enum Answer {
 /// At most this many commit objects are read at once when following the tail.
 pub(super) const READ_AHEAD: usize = 16;
 
-/// The commit objects from one batch on, in order, read ahead: one read at a time until two
-/// objects were found, then twice as many at once after each one found, up to [`READ_AHEAD`].
-/// A tail with nothing new costs one request, one with one commit two (as reading one by one
-/// would), and one of `n` commits about `log2(n)` round trips rather than `n`, for at most as
-/// many reads past its end as it found objects.
+/// The commit objects from one batch on, in order, read ahead: as many reads at once as
+/// objects found so far (one until one is found), up to [`READ_AHEAD`], so the reads under way
+/// double each round trip. A tail with nothing new costs one request, one with one commit two
+/// (as reading one by one would), and one of `n` commits about `log2(n)` round trips rather
+/// than `n` (then `n / READ_AHEAD`), for at most as many reads past its end as it found
+/// objects.
 pub(super) struct Tail {
     objects: Objects,
     /// The batch of the next read to start.
     next: u64,
     /// Reads started, in batch order.
     ahead: std::collections::VecDeque<tokio::task::JoinHandle<Result<Option<Commit>>>>,
-    found: u32,
+    found: usize,
+    /// Set once it met its end or an error: it reads nothing more.
+    done: bool,
 }
 
 impl Tail {
@@ -61,20 +64,21 @@ impl Tail {
             next: batch,
             ahead: Default::default(),
             found: 0,
+            done: false,
         }
     }
 
     /// How many reads may be under way now.
     fn window(&self) -> usize {
-        match self.found {
-            0 | 1 => 1,
-            n => (1usize << (n - 1).min(8)).min(READ_AHEAD),
-        }
+        self.found.clamp(1, READ_AHEAD)
     }
 
     /// The next commit object, or `None` at the first batch with none (the reads started past
     /// it are dropped).
     pub(super) async fn next(&mut self) -> Result<Option<Commit>> {
+        if self.done {
+            return Ok(None);
+        }
         while self.ahead.len() < self.window() {
             let (objects, batch) = (self.objects.clone(), self.next);
             self.ahead.push_back(tokio::spawn(
@@ -99,6 +103,7 @@ impl Tail {
     }
 
     fn stop(&mut self) {
+        self.done = true;
         for read in self.ahead.drain(..) {
             read.abort();
         }
@@ -439,15 +444,22 @@ mod tests {
         assert_eq!(log_reads(&faulty), 1);
         assert_eq!(read_to_end(&mut Tail::from(&objects, 40)), vec![40]);
         assert_eq!(log_reads(&faulty), 2);
-        // thirty commits up to a gap: every one, in order, nothing past the gap, and the reads
-        // past the end no more than the commits found; several at once
+        // commits up to a gap: every one, in order, nothing past the gap, and the reads past
+        // the end no more than the commits found (nor than READ_AHEAD); several at once
         faulty.delay_reads(20);
-        assert_eq!(
-            read_to_end(&mut Tail::from(&objects, 1)),
-            (1..=30).collect::<Vec<_>>()
-        );
-        let reads = log_reads(&faulty);
-        assert!((31..=60).contains(&reads), "{reads} reads");
+        for (from, found) in [(26u64, 5usize), (1, 30)] {
+            let mut tail = Tail::from(&objects, from);
+            let got = read_to_end(&mut tail);
+            assert_eq!(got, (from..from + found as u64).collect::<Vec<_>>());
+            // (and it stays at its end)
+            assert!(read_to_end(&mut tail).is_empty());
+            let reads = log_reads(&faulty);
+            let past = found.min(READ_AHEAD);
+            assert!(
+                reads > found && reads <= found + past,
+                "{reads} reads for {found} commits"
+            );
+        }
         let most = faulty
             .most_reading
             .load(std::sync::atomic::Ordering::SeqCst);

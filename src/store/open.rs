@@ -24,9 +24,10 @@ pub(super) fn not_a_store(location: impl Into<String>, reason: impl Into<String>
 
 /// How long a fold may sit in SlateDB's WAL buffer before SlateDB writes it out. A commit is
 /// durable once its commit object exists (RFC 0004 v3), so the folder's writes into SlateDB
-/// need not reach the store one by one: they go out together, at most once per this interval,
-/// after every [`super::commit::FOLDS_PER_WAL_FLUSH`] folds, and before anything that needs
-/// them durable (a checkpoint, which deletes commit objects; a reclaim; a close).
+/// need not reach the store one by one: they go out together, once per this interval, after
+/// every [`super::commit::FOLDS_PER_WAL_FLUSH`] folds, and before anything that needs them
+/// durable (a checkpoint, which deletes commit objects; a reclaim, after its checkpoint; a
+/// close).
 pub(super) const WAL_FLUSH_INTERVAL: Duration = Duration::from_secs(1);
 
 /// Writer settings: SlateDB flushes its WAL every [`WAL_FLUSH_INTERVAL`]; the manifest is polled

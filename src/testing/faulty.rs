@@ -181,10 +181,17 @@ impl ObjectStore for FaultyStore {
         self.note(if options.head { "head" } else { "get" }, location);
         let delay = self.read_delay_ms.load(Ordering::SeqCst);
         if delay > 0 {
+            // (counted down also when the read is dropped midway)
+            struct Reading<'a>(&'a AtomicUsize);
+            impl Drop for Reading<'_> {
+                fn drop(&mut self) {
+                    self.0.fetch_sub(1, Ordering::SeqCst);
+                }
+            }
             let now = self.reading.fetch_add(1, Ordering::SeqCst) + 1;
+            let _reading = Reading(&self.reading);
             self.most_reading.fetch_max(now, Ordering::SeqCst);
             tokio::time::sleep(std::time::Duration::from_millis(delay)).await;
-            self.reading.fetch_sub(1, Ordering::SeqCst);
         }
         let got = self.inner.get_opts(location, options).await;
         // (an absent one still answers "not found": only what exists cannot be read)
