@@ -1,6 +1,6 @@
 //! A commit: one SlateDB batch written durably under the commit lock, with its commit-log record,
 //! the image advanced by it, and the memtable flushed every [`COMMITS_PER_MEMTABLE_FLUSH`]
-//! commits.
+//! commits (in the background).
 
 use super::*;
 use slatedb::config::{PutOptions, Ttl};
@@ -334,20 +334,7 @@ impl Store {
         {
             self.unflushed_commits
                 .store(0, std::sync::atomic::Ordering::Relaxed);
-            let flushed = self.bounded("flushing the memtable", async {
-                Ok(db
-                    .flush_with_options(FlushOptions {
-                        flush_type: FlushType::MemTable,
-                    })
-                    .await?)
-            });
-            if let Err(e) = flushed {
-                // the commit is durable in the WAL; only the next open's replay grows
-                tracing::warn!(
-                    target: "moraine::store",
-                    "moraine: flushing the memtable after a commit failed: {e}"
-                );
-            }
+            self.flush_memtable_in_background(db);
         }
         tracing::debug!(
             target: "moraine::store",
@@ -488,6 +475,52 @@ impl Store {
                         seconds(limit)
                     ),
                 }
+            }
+            .instrument(span),
+        );
+    }
+
+    /// Flushes the memtable to L0 in the background, within the time limit, unless a flush
+    /// this store started is still running: the commit that asked returns at once (the folds
+    /// are durable in their commit objects; the flush only bounds what an open replays).
+    fn flush_memtable_in_background(&self, db: &Db) {
+        if self.memtable_flushing.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        let (db, flushing, limit) = (
+            db.clone(),
+            self.memtable_flushing.clone(),
+            self.access.io_timeout,
+        );
+        let span = tracing::debug_span!(
+            target: "moraine::store",
+            parent: None,
+            "moraine.memtable.flush",
+            store = %self.url
+        );
+        runtime().spawn(
+            async move {
+                let flushed = tokio::time::timeout(
+                    limit,
+                    db.flush_with_options(FlushOptions {
+                        flush_type: FlushType::MemTable,
+                    }),
+                )
+                .await;
+                flushing.store(false, Ordering::SeqCst);
+                let failed = match flushed {
+                    Ok(Ok(())) => return,
+                    Ok(Err(e)) => e.to_string(),
+                    Err(_) => format!(
+                        "it took longer than {} (moraine_io_timeout)",
+                        seconds(limit)
+                    ),
+                };
+                // only the next open's replay grows
+                tracing::warn!(
+                    target: "moraine::store",
+                    "moraine: flushing the memtable after a commit failed: {failed}"
+                );
             }
             .instrument(span),
         );

@@ -79,17 +79,23 @@ impl Tail {
         if self.done {
             return Ok(None);
         }
-        while self.ahead.len() < self.window() {
-            let (objects, batch) = (self.objects.clone(), self.next);
-            self.ahead.push_back(tokio::spawn(
-                async move { objects.read_commit(batch).await }.in_current_span(),
-            ));
+        let got = if self.ahead.is_empty() && self.window() == 1 {
+            // one read at a time: in the caller's task, as without read-ahead (no hand-off to
+            // another thread, which an idle process pays for: RFC 0009)
             self.next += 1;
-        }
-        let read = self.ahead.pop_front().expect("a read under way");
-        let got = read
-            .await
-            .map_err(|e| Error::Storage(format!("reading a commit object: {e}")))?;
+            self.objects.read_commit(self.next - 1).await
+        } else {
+            while self.ahead.len() < self.window() {
+                let (objects, batch) = (self.objects.clone(), self.next);
+                self.ahead.push_back(tokio::spawn(
+                    async move { objects.read_commit(batch).await }.in_current_span(),
+                ));
+                self.next += 1;
+            }
+            let read = self.ahead.pop_front().expect("a read under way");
+            read.await
+                .map_err(|e| Error::Storage(format!("reading a commit object: {e}")))?
+        };
         match got {
             Ok(Some(commit)) => {
                 self.found += 1;

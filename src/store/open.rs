@@ -305,6 +305,7 @@ impl Store {
             unflushed_commits: Default::default(),
             unflushed_folds: Default::default(),
             wal_flushing: Default::default(),
+            memtable_flushing: Default::default(),
             cache_scope,
             image_unsure: Default::default(),
             access,
