@@ -26,6 +26,16 @@ const MAX_GO_OVER: usize = 64;
 /// ... and loses at most this many races doing so before DuckLake is told of the conflict.
 const MAX_GO_OVER_TURNS: u32 = 8;
 
+/// Clears a store's "flush under way" flag when the background flush that set it ends, however
+/// it ends (a panic inside SlateDB included).
+struct Flushing(Arc<std::sync::atomic::AtomicBool>);
+
+impl Drop for Flushing {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::SeqCst);
+    }
+}
+
 impl Store {
     /// Write what `translate` returns as one SlateDB batch on behalf of a transaction pinned to
     /// `base`, and advance the image by it. Under the commit lock, a store whose head is no
@@ -332,8 +342,6 @@ impl Store {
             + 1
             >= COMMITS_PER_MEMTABLE_FLUSH
         {
-            self.unflushed_commits
-                .store(0, std::sync::atomic::Ordering::Relaxed);
             self.flush_memtable_in_background(db);
         }
         tracing::debug!(
@@ -447,7 +455,7 @@ impl Store {
         self.unflushed_folds.store(0, Ordering::SeqCst);
         let (db, flushing, limit) = (
             db.clone(),
-            self.wal_flushing.clone(),
+            Flushing(self.wal_flushing.clone()),
             self.access.io_timeout,
         );
         let span = tracing::debug_span!(
@@ -459,7 +467,7 @@ impl Store {
         runtime().spawn(
             async move {
                 let flushed = tokio::time::timeout(limit, db.flush()).await;
-                flushing.store(false, Ordering::SeqCst);
+                drop(flushing);
                 match flushed {
                     Ok(Ok(())) => {}
                     // (the next flush, checkpoint or close writes it; a fenced folder learns
@@ -485,11 +493,13 @@ impl Store {
     /// are durable in their commit objects; the flush only bounds what an open replays).
     fn flush_memtable_in_background(&self, db: &Db) {
         if self.memtable_flushing.swap(true, Ordering::SeqCst) {
+            // (the commits keep counting: the next commit tries again)
             return;
         }
+        self.unflushed_commits.store(0, Ordering::Relaxed);
         let (db, flushing, limit) = (
             db.clone(),
-            self.memtable_flushing.clone(),
+            Flushing(self.memtable_flushing.clone()),
             self.access.io_timeout,
         );
         let span = tracing::debug_span!(
@@ -507,7 +517,7 @@ impl Store {
                     }),
                 )
                 .await;
-                flushing.store(false, Ordering::SeqCst);
+                drop(flushing);
                 let failed = match flushed {
                     Ok(Ok(())) => return,
                     Ok(Err(e)) => e.to_string(),

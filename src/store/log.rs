@@ -94,7 +94,7 @@ impl Tail {
             }
             let read = self.ahead.pop_front().expect("a read under way");
             read.await
-                .map_err(|e| Error::Storage(format!("reading a commit object: {e}")))?
+                .unwrap_or_else(|e| Err(Error::Storage(format!("reading a commit object: {e}"))))
         };
         match got {
             Ok(Some(commit)) => {
