@@ -1,6 +1,7 @@
-//! A commit: one SlateDB batch written durably under the commit lock, with its commit-log record,
-//! the image advanced by it, and the memtable flushed every [`COMMITS_PER_MEMTABLE_FLUSH`]
-//! commits (in the background).
+//! A commit (RFC 0004 v3): its commit object created only if absent under the commit lock, then
+//! folded into SlateDB by the folder (without waiting for SlateDB's durability: the object is
+//! the commit's), the image advanced by it, and the memtable flushed every
+//! [`COMMITS_PER_MEMTABLE_FLUSH`] commits (in the background).
 
 use super::*;
 use slatedb::config::{PutOptions, Ttl};
