@@ -127,7 +127,7 @@ pub struct Store {
     /// (`Store::count_folds`), and whether such a write is under way.
     unflushed_folds: std::sync::atomic::AtomicU64,
     wal_flushing: Arc<std::sync::atomic::AtomicBool>,
-    /// Set while a memtable flush a commit started runs (`Store::flush_memtable_in_background`).
+    /// Set while a memtable flush a commit started runs (`Store::flush_after`).
     memtable_flushing: Arc<std::sync::atomic::AtomicBool>,
     /// This store's scope in the process's SST cache.
     cache_scope: u64,

@@ -335,16 +335,17 @@ impl Store {
         self.start_compactor();
         self.last_commit_micros
             .store(unix_micros_now(), Ordering::SeqCst);
-        // the commit is installed: pins and commits need not wait for the flush below
+        // the commit is installed: pins and commits need not wait for the flush below, which
+        // runs in the background (the folds are durable in their commit objects; it only
+        // bounds what an open replays)
         drop(_commit);
-        if self
-            .unflushed_commits
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
-            + 1
-            >= COMMITS_PER_MEMTABLE_FLUSH
-        {
-            self.flush_memtable_in_background(db);
-        }
+        self.flush_after(
+            db,
+            (&self.unflushed_commits, 1, COMMITS_PER_MEMTABLE_FLUSH),
+            &self.memtable_flushing,
+            FlushType::MemTable,
+            "flushing the memtable",
+        );
         tracing::debug!(
             target: "moraine::store",
             snapshot = ?head.snapshot_id,
@@ -447,77 +448,61 @@ impl Store {
     /// Counts `n` folds written into SlateDB without waiting for their durability; once
     /// [`FOLDS_PER_WAL_FLUSH`] have built up, writes SlateDB's WAL out in the background,
     /// within the time limit, one such write at a time. (A fold SlateDB has not written out
-    /// is not lost: its commit object stays until a checkpoint, which flushes first.)
+    /// is not lost: its commit object stays until a checkpoint, which flushes first; a failed
+    /// write is left to the next one, and a fenced folder learns of the fence at its next pin.)
     pub(super) fn count_folds(&self, db: &Db, n: u64) {
-        let unflushed = self.unflushed_folds.fetch_add(n, Ordering::SeqCst) + n;
-        if unflushed < FOLDS_PER_WAL_FLUSH || self.wal_flushing.swap(true, Ordering::SeqCst) {
-            return;
-        }
-        self.unflushed_folds.store(0, Ordering::SeqCst);
-        let (db, flushing, limit) = (
-            db.clone(),
-            Flushing(self.wal_flushing.clone()),
-            self.access.io_timeout,
-        );
-        let span = tracing::debug_span!(
-            target: "moraine::store",
-            parent: None,
-            "moraine.wal.flush",
-            store = %self.url
-        );
-        runtime().spawn(
-            async move {
-                let flushed = tokio::time::timeout(limit, db.flush()).await;
-                drop(flushing);
-                match flushed {
-                    Ok(Ok(())) => {}
-                    // (the next flush, checkpoint or close writes it; a fenced folder learns
-                    // of the fence at its next pin)
-                    Ok(Err(e)) => tracing::debug!(
-                        target: "moraine::store",
-                        "moraine: writing SlateDB's WAL out failed: {e}"
-                    ),
-                    Err(_) => tracing::debug!(
-                        target: "moraine::store",
-                        "moraine: writing SlateDB's WAL out took longer than {} \
-                         (moraine_io_timeout)",
-                        seconds(limit)
-                    ),
-                }
-            }
-            .instrument(span),
+        self.flush_after(
+            db,
+            (&self.unflushed_folds, n, FOLDS_PER_WAL_FLUSH),
+            &self.wal_flushing,
+            FlushType::Wal,
+            "writing SlateDB's WAL out",
         );
     }
 
-    /// Flushes the memtable to L0 in the background, within the time limit, unless a flush
-    /// this store started is still running: the commit that asked returns at once (the folds
-    /// are durable in their commit objects; the flush only bounds what an open replays).
-    fn flush_memtable_in_background(&self, db: &Db) {
-        if self.memtable_flushing.swap(true, Ordering::SeqCst) {
-            // (the commits keep counting: the next commit tries again)
+    /// Adds `n` to `count` (a counter, what it was counted by, and how many make a flush due);
+    /// once a flush is due and none that `flag` marks is running, resets it and runs a flush
+    /// of `kind` in the background ([`Store::flush_in_background`]). A flush still running
+    /// leaves the count growing: the next call tries again.
+    fn flush_after(
+        &self,
+        db: &Db,
+        count: (&std::sync::atomic::AtomicU64, u64, u64),
+        flag: &Arc<std::sync::atomic::AtomicBool>,
+        kind: FlushType,
+        name: &'static str,
+    ) {
+        let (counter, n, every) = count;
+        if counter.fetch_add(n, Ordering::SeqCst) + n < every || flag.swap(true, Ordering::SeqCst) {
             return;
         }
-        self.unflushed_commits.store(0, Ordering::Relaxed);
-        let (db, flushing, limit) = (
-            db.clone(),
-            Flushing(self.memtable_flushing.clone()),
-            self.access.io_timeout,
-        );
+        counter.store(0, Ordering::SeqCst);
+        self.flush_in_background(db, kind, flag, name);
+    }
+
+    /// Runs a flush of `db` of `kind` in the background, within the time limit; `flag` (set by
+    /// the caller) is cleared when it ends, however it ends. Nothing waits on it: a failure is
+    /// logged (a memtable flush's as a warning).
+    fn flush_in_background(
+        &self,
+        db: &Db,
+        kind: FlushType,
+        flag: &Arc<std::sync::atomic::AtomicBool>,
+        name: &'static str,
+    ) {
+        let (db, flushing, limit) = (db.clone(), Flushing(flag.clone()), self.access.io_timeout);
         let span = tracing::debug_span!(
             target: "moraine::store",
             parent: None,
-            "moraine.memtable.flush",
+            "moraine.flush",
+            flush = name,
             store = %self.url
         );
         runtime().spawn(
             async move {
-                let flushed = tokio::time::timeout(
-                    limit,
-                    db.flush_with_options(FlushOptions {
-                        flush_type: FlushType::MemTable,
-                    }),
-                )
-                .await;
+                let memtable = matches!(kind, FlushType::MemTable);
+                let options = FlushOptions { flush_type: kind };
+                let flushed = tokio::time::timeout(limit, db.flush_with_options(options)).await;
                 drop(flushing);
                 let failed = match flushed {
                     Ok(Ok(())) => return,
@@ -527,11 +512,16 @@ impl Store {
                         seconds(limit)
                     ),
                 };
-                // only the next open's replay grows
-                tracing::warn!(
-                    target: "moraine::store",
-                    "moraine: flushing the memtable after a commit failed: {failed}"
-                );
+                // (a memtable flush that fails is worth an operator's look: the next open's
+                // replay grows; the WAL's next flush, checkpoint or close writes it again)
+                if memtable {
+                    tracing::warn!(
+                        target: "moraine::store",
+                        "moraine: {name} after a commit failed: {failed}"
+                    )
+                } else {
+                    tracing::debug!(target: "moraine::store", "moraine: {name} failed: {failed}")
+                }
             }
             .instrument(span),
         );
