@@ -76,6 +76,16 @@ use snapshots::OpenSnapshots;
 
 // ---- the store -------------------------------------------------------------------------------
 
+/// Clears a "task under way" flag of the store (a catch-up's, a background flush's) when the
+/// task holding it ends, however it ends (a panic included).
+struct Running(Arc<std::sync::atomic::AtomicBool>);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::SeqCst);
+    }
+}
+
 /// An open lake.
 pub struct Store {
     /// This store, weakly: what its background tasks hold.
@@ -124,7 +134,7 @@ pub struct Store {
     /// Commits since this writer last flushed its memtable.
     unflushed_commits: std::sync::atomic::AtomicU64,
     /// Folds written into SlateDB since this folder last wrote its WAL out itself
-    /// (`Store::count_folds`), and whether such a write is under way.
+    /// (`Store::count_fold`), and whether such a write is under way.
     unflushed_folds: std::sync::atomic::AtomicU64,
     wal_flushing: Arc<std::sync::atomic::AtomicBool>,
     /// Set while a memtable flush a commit started runs (`Store::flush_after`).

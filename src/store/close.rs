@@ -65,17 +65,17 @@ impl Store {
                     }
                 }
             }
+            // a memtable flush a commit started is let finish first: what it adds to L0 counts
+            // below (the close's time limit bounds the wait)
+            while self.memtable_flushing.load(Ordering::SeqCst) {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
             // A writer still holding the lake leaves nothing for the next open to replay: its
             // memtable goes to L0, and the WAL objects before the new boundary are collected.
             // A flush that adds to a full L0 waits for a compaction: the compactor runs for
             // the replay marker's flush, and for a writer that committed (it runs since the
             // first commit). A memtable holding only what the open replayed (a writer that
             // stopped without flushing) is left to the compactor the open's timer starts.
-            // a memtable flush a commit started is let finish first: what it adds to L0 counts
-            // below (the close's time limit bounds the wait)
-            while self.memtable_flushing.load(Ordering::SeqCst) {
-                tokio::time::sleep(Duration::from_millis(5)).await;
-            }
             let mut holding = self.close_reason().is_none();
             let marker_due = holding && replay_backlog(db) >= REPLAY_BACKLOG_LIMIT;
             if compactor::l0_is_full(db) && (marker_due || self.commits.load(Ordering::SeqCst) > 0)

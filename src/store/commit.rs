@@ -27,16 +27,6 @@ const MAX_GO_OVER: usize = 64;
 /// ... and loses at most this many races doing so before DuckLake is told of the conflict.
 const MAX_GO_OVER_TURNS: u32 = 8;
 
-/// Clears a store's "flush under way" flag when the background flush that set it ends, however
-/// it ends (a panic inside SlateDB included).
-struct Flushing(Arc<std::sync::atomic::AtomicBool>);
-
-impl Drop for Flushing {
-    fn drop(&mut self) {
-        self.0.store(false, Ordering::SeqCst);
-    }
-}
-
 impl Store {
     /// Write what `translate` returns as one SlateDB batch on behalf of a transaction pinned to
     /// `base`, and advance the image by it. Under the commit lock, a store whose head is no
@@ -304,7 +294,7 @@ impl Store {
             self.image_unsure.store(false, Ordering::SeqCst);
             return Ok(out);
         }
-        self.count_folds(db, 1);
+        self.count_fold(db);
         let head = commit.head;
         let log = since
             .into_iter()
@@ -341,7 +331,7 @@ impl Store {
         drop(_commit);
         self.flush_after(
             db,
-            (&self.unflushed_commits, 1, COMMITS_PER_MEMTABLE_FLUSH),
+            (&self.unflushed_commits, COMMITS_PER_MEMTABLE_FLUSH),
             &self.memtable_flushing,
             FlushType::MemTable,
             "flushing the memtable",
@@ -431,7 +421,7 @@ impl Store {
                 break;
             }
             write_fold(db, &commit).await?;
-            self.count_folds(db, 1);
+            self.count_fold(db);
             tracing::debug!(
                 target: "moraine::store",
                 batch = commit.head.batch_count,
@@ -445,35 +435,35 @@ impl Store {
         Ok(folded)
     }
 
-    /// Counts `n` folds written into SlateDB without waiting for their durability; once
+    /// Counts a fold written into SlateDB without waiting for its durability; once
     /// [`FOLDS_PER_WAL_FLUSH`] have built up, writes SlateDB's WAL out in the background,
     /// within the time limit, one such write at a time. (A fold SlateDB has not written out
     /// is not lost: its commit object stays until a checkpoint, which flushes first; a failed
     /// write is left to the next one, and a fenced folder learns of the fence at its next pin.)
-    pub(super) fn count_folds(&self, db: &Db, n: u64) {
+    pub(super) fn count_fold(&self, db: &Db) {
         self.flush_after(
             db,
-            (&self.unflushed_folds, n, FOLDS_PER_WAL_FLUSH),
+            (&self.unflushed_folds, FOLDS_PER_WAL_FLUSH),
             &self.wal_flushing,
             FlushType::Wal,
             "writing SlateDB's WAL out",
         );
     }
 
-    /// Adds `n` to `count` (a counter, what it was counted by, and how many make a flush due);
-    /// once a flush is due and none that `flag` marks is running, resets it and runs a flush
-    /// of `kind` in the background ([`Store::flush_in_background`]). A flush still running
-    /// leaves the count growing: the next call tries again.
+    /// Counts one more in `count` (a counter, and how many make a flush due); once a flush is
+    /// due and none that `flag` marks is running, resets it and runs a flush of `kind` in the
+    /// background ([`Store::flush_in_background`]). A flush still running leaves the count
+    /// growing: the next call tries again.
     fn flush_after(
         &self,
         db: &Db,
-        count: (&std::sync::atomic::AtomicU64, u64, u64),
+        count: (&std::sync::atomic::AtomicU64, u64),
         flag: &Arc<std::sync::atomic::AtomicBool>,
         kind: FlushType,
         name: &'static str,
     ) {
-        let (counter, n, every) = count;
-        if counter.fetch_add(n, Ordering::SeqCst) + n < every || flag.swap(true, Ordering::SeqCst) {
+        let (counter, every) = count;
+        if counter.fetch_add(1, Ordering::SeqCst) + 1 < every || flag.swap(true, Ordering::SeqCst) {
             return;
         }
         counter.store(0, Ordering::SeqCst);
@@ -490,7 +480,7 @@ impl Store {
         flag: &Arc<std::sync::atomic::AtomicBool>,
         name: &'static str,
     ) {
-        let (db, flushing, limit) = (db.clone(), Flushing(flag.clone()), self.access.io_timeout);
+        let (db, flushing, limit) = (db.clone(), Running(flag.clone()), self.access.io_timeout);
         let span = tracing::debug_span!(
             target: "moraine::store",
             parent: None,

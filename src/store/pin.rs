@@ -13,15 +13,6 @@ pub(super) struct CatchUp {
     image: u64,
 }
 
-/// Clears the flag of a running catch-up however its task ends.
-struct Running(Arc<std::sync::atomic::AtomicBool>);
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        self.0.store(false, Ordering::SeqCst);
-    }
-}
-
 /// How long after it last met another process's commit a read-write attach reads the lake's
 /// tail at every pin ([`Store::tail_due`]).
 const OTHERS_ABOUT_FOR: std::time::Duration = std::time::Duration::from_secs(10);

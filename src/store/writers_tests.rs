@@ -414,3 +414,29 @@ fn a_fenced_folder_s_open_transaction_reads_its_history_to_the_end() {
     );
     assert!(!a.is_folder(), "went on without the role");
 }
+
+/// RFC 0004, "Folds written out together": a folder committing alone writes one commit object
+/// per commit and reads none between its commits (its own create is its read of the tail), and
+/// SlateDB's WAL goes out once a second or every 16 folds, not once per commit.
+#[test]
+fn a_folder_committing_alone_reads_no_tail_and_writes_its_wal_out_in_batches() {
+    let mem = Arc::new(object_store::memory::InMemory::new());
+    let (faulty, store) = crate::testing::faulty::faulty_lake(&mem);
+    faulty.record_requests();
+    for i in 0..10 {
+        // (commits 60 ms apart: a WAL flushed every 50 ms would write one object each)
+        std::thread::sleep(std::time::Duration::from_millis(60));
+        commit_table(&store, 2 + i, 2 + i, &format!("t{i}"));
+    }
+    let recorded = faulty.recorded();
+    let count = |op: &str, under: &str| {
+        recorded
+            .iter()
+            .filter(|r| r.starts_with(&format!("{op} ")) && r.contains(under))
+            .count()
+    };
+    assert_eq!(count("put", "moraine/log/"), 10, "{recorded:?}");
+    assert_eq!(count("get", "moraine/log/"), 0, "{recorded:?}");
+    assert!(count("put", "wal/") <= 2, "{recorded:?}");
+    assert_eq!(table_names(&store).len(), 11);
+}
