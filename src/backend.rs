@@ -41,10 +41,15 @@ const SLATEDB_POLL: Duration = Duration::from_secs(3600);
 /// attach makes no request): the store follows the lake through its commit objects and reads
 /// the state afresh when it needs to ([`Reader::refresh`]); a read that finds an object of the
 /// state it holds collected (compacted away since) reads the state afresh and tries once more.
+/// A reader made [`Reader::unopened`] opens its `DbReader` at its first read: an attach that
+/// started from the newest image checkpoint and the commit objects after it (RFC 0009, "An
+/// attach that reads what its first query needs") pays SlateDB's open only when a query reads
+/// history.
 pub(crate) struct Reader {
     source: Source,
-    current: RwLock<Arc<Opened>>,
-    /// One refresh at a time.
+    /// `None` until the first read opens it.
+    current: RwLock<Option<Arc<Opened>>>,
+    /// One refresh (or first open) at a time.
     refreshing: tokio::sync::Mutex<()>,
 }
 
@@ -106,9 +111,18 @@ impl Reader {
         let opened = Self::open_one(&source).await?;
         Ok(Reader {
             source,
-            current: RwLock::new(Arc::new(opened)),
+            current: RwLock::new(Some(Arc::new(opened))),
             refreshing: tokio::sync::Mutex::new(()),
         })
+    }
+
+    /// A reader that opens SlateDB at its first read, of the state latest then.
+    pub(crate) fn unopened(source: Source) -> Reader {
+        Reader {
+            source,
+            current: RwLock::new(None),
+            refreshing: tokio::sync::Mutex::new(()),
+        }
     }
 
     async fn open_one(source: &Source) -> std::result::Result<Opened, slatedb::Error> {
@@ -133,30 +147,50 @@ impl Reader {
         })
     }
 
-    /// The `DbReader` reads go through now, held open while the caller holds it.
-    pub(crate) fn held(&self) -> Arc<Opened> {
+    /// The open `DbReader`, if there is one yet.
+    fn current(&self) -> Option<Arc<Opened>> {
         self.current
             .read()
             .unwrap_or_else(|p| p.into_inner())
             .clone()
     }
 
-    /// When the state this reader reads was read (just before its manifest was opened).
-    pub(crate) fn read_at(&self) -> Instant {
-        self.held().at
+    /// Whether SlateDB was opened (an unopened reader opens it at its first read).
+    pub(crate) fn is_open(&self) -> bool {
+        self.current().is_some()
+    }
+
+    /// The `DbReader` reads go through now, held open while the caller holds it; opened now
+    /// if it was not yet.
+    pub(crate) async fn held(&self) -> Result<Arc<Opened>> {
+        loop {
+            if let Some(held) = self.current() {
+                return Ok(held);
+            }
+            self.refresh(None).await?;
+        }
+    }
+
+    /// When the state this reader reads was read (just before its manifest was opened); `None`
+    /// before it was opened.
+    pub(crate) fn read_at(&self) -> Option<Instant> {
+        self.current().map(|h| h.at)
     }
 
     /// Read the lake's state afresh: a reader of the manifest that is latest now replaces this
-    /// one (reads under way finish on the one they hold). A refresh that began after `since`
-    /// (another caller's, meanwhile) serves this one.
-    pub(crate) async fn refresh(&self, since: Instant) -> Result<()> {
+    /// one (reads under way finish on the one they hold), or opens it. A refresh that began
+    /// after `since` (another caller's, meanwhile; any open, when `since` is `None`) serves
+    /// this one.
+    pub(crate) async fn refresh(&self, since: Option<Instant>) -> Result<()> {
         let _one = self.refreshing.lock().await;
-        if self.read_at() > since {
-            return Ok(());
+        if let Some(at) = self.read_at() {
+            if since.is_none_or(|since| at > since) {
+                return Ok(());
+            }
         }
         let span = tracing::debug_span!("moraine.reader.refresh", store = %self.source.location);
         let opened = Self::open_one(&self.source).instrument(span).await?;
-        *self.current.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(opened);
+        *self.current.write().unwrap_or_else(|p| p.into_inner()) = Some(Arc::new(opened));
         Ok(())
     }
 
@@ -167,7 +201,7 @@ impl Reader {
         F: Fn(Arc<Opened>) -> Fut,
         Fut: std::future::Future<Output = std::result::Result<T, slatedb::Error>>,
     {
-        let held = self.held();
+        let held = self.held().await?;
         let at = held.at;
         match read(held).await {
             Err(e) if object_gone(&e) => {
@@ -176,23 +210,27 @@ impl Reader {
                     "moraine: a read of {} found an object gone ({e}); reading the state afresh",
                     self.source.location
                 );
-                self.refresh(at).await?;
-                Ok(read(self.held()).await?)
+                self.refresh(Some(at)).await?;
+                Ok(read(self.held().await?).await?)
             }
             read => Ok(read?),
         }
     }
 
-    pub(crate) fn status(&self) -> slatedb::DbStatus {
-        self.held().status()
+    /// Why SlateDB closed this reader, if it did (an unopened one is open).
+    pub(crate) fn close_reason(&self) -> Option<slatedb::CloseReason> {
+        self.current().and_then(|h| h.status().close_reason)
     }
 
-    pub(crate) fn manifest(&self) -> slatedb::VersionedManifest {
-        self.held().manifest()
+    /// The manifest this reader holds; `None` before it was opened.
+    pub(crate) fn manifest(&self) -> Option<slatedb::VersionedManifest> {
+        self.current().map(|h| h.manifest())
     }
 
     async fn close(&self) -> Result<()> {
-        let held = self.held();
+        let Some(held) = self.current() else {
+            return Ok(());
+        };
         held.closed.store(true, std::sync::atomic::Ordering::SeqCst);
         held.close().await.map_err(Error::from)
     }

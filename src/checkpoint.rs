@@ -33,9 +33,11 @@ pub(crate) const CHECKPOINT_AGE: Duration = Duration::from_secs(15 * 60);
 /// closes) leaves an attach to read the records.
 pub(crate) const LOG_TTL: Duration = Duration::from_secs(24 * 3600);
 
-/// The checkpoint format this build writes (sections compressed, an index at the end), and the
-/// one before, which it reads.
-const MAGIC: &[u8] = b"moraine-image-2\n";
+/// The checkpoint format this build writes (sections compressed, an index at the end that names
+/// the store format it was written in), and the ones before, which it reads.
+const MAGIC: &[u8] = b"moraine-image-3\n";
+/// As this build's, without the store format in its index.
+const MAGIC_2: &[u8] = b"moraine-image-2\n";
 const MAGIC_1: &[u8] = b"moraine-image-1\n";
 
 /// The object a checkpoint of batch `batch` is written to.
@@ -214,16 +216,32 @@ impl StoredSection {
 /// A checkpoint read back: the head it was taken at and its spaces' sections.
 pub(crate) struct Checkpoint {
     pub head: Head,
+    /// The store format (`sys/format`) of the store it was written in; `None` in a checkpoint
+    /// of an earlier format, which does not say.
+    pub store_format: Option<String>,
     pub sections: BTreeMap<Vec<u8>, StoredSection>,
 }
 
-/// A checkpoint object (`moraine-image-2`): magic; each section's stored bytes; an index (the
-/// head, then per section its space prefix, codec, offset, stored and raw length, record count
+/// A checkpoint object (`moraine-image-3`): magic; each section's stored bytes; an index (the
+/// head, the store format it was written in, then per section its space prefix, codec, offset, stored and raw length, record count
 /// and the CRC-32 of its stored bytes); the index's length and CRC-32. The index at the end lets a
 /// reader fetch it and then one section by a ranged read. Sections stored raw are compressed
-/// with `codec`; sections stored compressed are written as they are.
+/// with `codec`; sections stored compressed are written as they are. The store format lets an
+/// attach that reads the checkpoint before SlateDB (RFC 0009) know it reads this store's layout.
 pub(crate) fn encode_checkpoint(
     head: Head,
+    store_format: &str,
+    sections: Vec<(Vec<u8>, StoredSection)>,
+    codec: Codec,
+) -> Vec<u8> {
+    encode_checkpoint_as(head, Some(store_format), sections, codec)
+}
+
+/// [`encode_checkpoint`], or without a store format the format before (`moraine-image-2`, which
+/// tests write as an earlier build did).
+fn encode_checkpoint_as(
+    head: Head,
+    store_format: Option<&str>,
     sections: Vec<(Vec<u8>, StoredSection)>,
     codec: Codec,
 ) -> Vec<u8> {
@@ -231,9 +249,16 @@ pub(crate) fn encode_checkpoint(
         .into_iter()
         .map(|(p, s)| (p, s.compressed(codec)))
         .collect();
-    let mut out = Vec::from(MAGIC);
+    let mut out = Vec::from(if store_format.is_some() {
+        MAGIC
+    } else {
+        MAGIC_2
+    });
     let mut index = Vec::new();
     put_bytes(&mut index, &head.encode());
+    if let Some(format) = store_format {
+        put_bytes(&mut index, format.as_bytes());
+    }
     index.extend_from_slice(&(sections.len() as u32).to_le_bytes());
     for (prefix, section) in &sections {
         put_bytes(&mut index, prefix);
@@ -258,7 +283,9 @@ pub(crate) fn decode_checkpoint(object: Bytes, path: &str) -> Result<Checkpoint>
     if object.starts_with(MAGIC_1) {
         return decode_checkpoint_1(object, &what);
     }
-    if object.len() < MAGIC.len() + 8 || !object.starts_with(MAGIC) {
+    // (the two later formats' magics are of one length)
+    let names_format = object.starts_with(MAGIC);
+    if object.len() < MAGIC.len() + 8 || !(names_format || object.starts_with(MAGIC_2)) {
         return Err(corrupt("not a moraine image checkpoint"));
     }
     let n = object.len();
@@ -276,6 +303,13 @@ pub(crate) fn decode_checkpoint(object: Bytes, path: &str) -> Result<Checkpoint>
     }
     let mut r = Reader::new(&index, &what);
     let head = Head::decode(&r.bytes()?)?;
+    let store_format = match names_format {
+        true => Some(
+            String::from_utf8(r.bytes()?.to_vec())
+                .map_err(|_| corrupt("its store format is not text"))?,
+        ),
+        false => None,
+    };
     let count = r.u32()?;
     let mut sections = BTreeMap::new();
     // the sections lie end to end from the magic to the index
@@ -321,7 +355,11 @@ pub(crate) fn decode_checkpoint(object: Bytes, path: &str) -> Result<Checkpoint>
     if !r.done() || next != index_at {
         return Err(corrupt("bytes outside its sections and index"));
     }
-    Ok(Checkpoint { head, sections })
+    Ok(Checkpoint {
+        head,
+        store_format,
+        sections,
+    })
 }
 
 /// A checkpoint of the first format (`moraine-image-1`, before compression): magic, head, the
@@ -349,7 +387,11 @@ fn decode_checkpoint_1(object: Bytes, what: &str) -> Result<Checkpoint> {
     if !r.done() {
         return Err(corrupt("bytes after its last section"));
     }
-    Ok(Checkpoint { head, sections })
+    Ok(Checkpoint {
+        head,
+        store_format: None,
+        sections,
+    })
 }
 
 /// The writes of one commit: every key it touched, with its new value (`None` deleted it).
@@ -563,9 +605,15 @@ mod tests {
             (b"b".to_vec(), StoredSection::raw(b.clone())),
         ];
         for codec in [Codec::None, Codec::Lz4, Codec::Zstd] {
-            let obj = encode_checkpoint(head, sections.clone(), codec);
+            let obj = encode_checkpoint(head, "moraine-store-x", sections.clone(), codec);
             let back = decode_checkpoint(Bytes::from(obj.clone()), "x").unwrap();
             assert_eq!(back.head, head);
+            assert_eq!(back.store_format.as_deref(), Some("moraine-store-x"));
+            // the format before names no store format, and is read as it is
+            let v2 = encode_checkpoint_as(head, None, sections.clone(), codec);
+            let back_2 = decode_checkpoint(Bytes::from(v2), "x").unwrap();
+            assert_eq!((back_2.head, back_2.store_format), (head, None));
+            assert_eq!(back_2.sections, back.sections);
             assert_eq!(back.sections.len(), 2);
             let stored = &back.sections[&b"a".to_vec()];
             assert_eq!(stored.codec, codec);
@@ -580,6 +628,7 @@ mod tests {
             // a section read back is written again as it is stored, whatever the codec now
             let again = encode_checkpoint(
                 head,
+                "moraine-store-x",
                 back.sections.clone().into_iter().collect(),
                 Codec::None,
             );

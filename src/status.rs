@@ -34,11 +34,13 @@ pub struct Status {
     pub head_snapshot: Option<i64>,
     /// Why the head could not be read.
     pub problem: Option<String>,
-    /// SlateDB's manifest as this handle holds it.
-    pub manifest_id: u64,
-    pub writer_epoch: u64,
-    pub l0_ssts: usize,
-    pub sorted_runs: usize,
+    /// SlateDB's manifest as this handle holds it; `None` while this attach has not opened
+    /// SlateDB (a `READ_ONLY` attach that started from an image checkpoint opens it at its
+    /// first read of history, RFC 0009).
+    pub manifest_id: Option<u64>,
+    pub writer_epoch: Option<u64>,
+    pub l0_ssts: Option<usize>,
+    pub sorted_runs: Option<usize>,
     /// The committed image new transactions pin (RFC 0009), if one is installed.
     pub image_batch: Option<u64>,
     pub image_records: Option<usize>,
@@ -84,10 +86,10 @@ impl Status {
             ("head_batch", opt(self.head_batch)),
             ("head_snapshot", opt(self.head_snapshot)),
             ("problem", Field::Text(self.problem.clone())),
-            ("manifest_id", int(self.manifest_id)),
-            ("writer_epoch", int(self.writer_epoch)),
-            ("l0_ssts", int(self.l0_ssts)),
-            ("sorted_runs", int(self.sorted_runs)),
+            ("manifest_id", opt(self.manifest_id)),
+            ("writer_epoch", opt(self.writer_epoch)),
+            ("l0_ssts", opt(self.l0_ssts)),
+            ("sorted_runs", opt(self.sorted_runs)),
             ("image_batch", opt(self.image_batch)),
             ("image_records", opt(self.image_records)),
             ("image_bytes", opt(self.image_bytes)),

@@ -179,6 +179,10 @@ pub struct Store {
     /// since the Unix epoch; 0 before the first).
     commits: std::sync::atomic::AtomicU64,
     last_commit_micros: std::sync::atomic::AtomicI64,
+    /// The head of the checkpoint a `READ_ONLY` attach started from without opening SlateDB
+    /// (`open.rs`, `start_without_slatedb`): the folded head it stands on until its reader
+    /// opens SlateDB, whose state holds at least that head.
+    started_from: Mutex<Option<Head>>,
     /// How many times `sys/head` was read from storage (tests).
     #[cfg(test)]
     pub(crate) head_reads: std::sync::atomic::AtomicU64,
@@ -221,9 +225,16 @@ impl Store {
     }
 
     pub(crate) async fn read_head(&self) -> Result<Head> {
+        let backend = self.backend();
+        if let Backend::Reader(reader) = &*backend {
+            let started_from = *self.started_from.lock().unwrap_or_else(|p| p.into_inner());
+            if let (Some(head), false) = (started_from, reader.is_open()) {
+                return Ok(head);
+            }
+        }
         #[cfg(test)]
         self.head_reads.fetch_add(1, Ordering::SeqCst);
-        match self.backend().get(&keys::sys_head()).await? {
+        match backend.get(&keys::sys_head()).await? {
             Some(v) => Head::decode(&v),
             None => Err(Error::Corrupt(format!(
                 "{} has no sys/head",
@@ -245,7 +256,7 @@ impl Store {
     fn close_reason(&self) -> Option<slatedb::CloseReason> {
         let status = match &*self.backend() {
             Backend::Writer(_, status) => status.borrow().close_reason,
-            Backend::Reader(reader) => reader.status().close_reason,
+            Backend::Reader(reader) => reader.close_reason(),
         };
         status.or(self
             .fenced

@@ -672,9 +672,10 @@ fn a_reader_never_serves_a_version_twice_when_the_writer_ends_it_after_the_pin()
     );
 }
 
-/// The checkpoint an attach reads ahead (the newest object, read while SlateDB opens) is used
-/// only when it is the one `image/checkpoint` names: an object newer than the pointer (a writer
-/// that died between writing a checkpoint and recording it) is not.
+/// The checkpoint an attach that opens SlateDB (a read-write one) reads ahead (the newest
+/// object, read while SlateDB opens) is used only when it is the one `image/checkpoint` names:
+/// an object newer than the pointer (a writer that died between writing a checkpoint and
+/// recording it) is not.
 #[test]
 fn a_checkpoint_read_ahead_is_used_only_if_the_pointer_names_it() {
     let (_dir, url, store) = checkpointed_lake();
@@ -682,7 +683,7 @@ fn a_checkpoint_read_ahead_is_used_only_if_the_pointer_names_it() {
     drop(store);
     // the pointed-at checkpoint is read ahead and used: the load does not read it again (gone
     // by then, it would fall back to the records)
-    let store = Store::open(&url, true).unwrap();
+    let store = Store::open(&url, false).unwrap();
     let read_ahead = store.prefetched_path_for_test();
     let pointer = raw(&store, &keys::image_checkpoint());
     let (batch, path) = crate::checkpoint::decode_pointer(&pointer[0].1).unwrap();
@@ -711,7 +712,7 @@ fn a_checkpoint_read_ahead_is_used_only_if_the_pointer_names_it() {
             .await
             .unwrap()
     });
-    let store = Store::open(&url, true).unwrap();
+    let store = Store::open(&url, false).unwrap();
     assert_eq!(
         store.prefetched_path_for_test().as_deref(),
         Some(stray.as_ref())

@@ -140,11 +140,14 @@ impl Checkpointer {
         let object = tokio::task::spawn_blocking(move || {
             let _span = tracing::trace_span!(target: "moraine::store", "moraine.checkpoint.encode")
                 .entered();
-            checkpoint::encode_checkpoint(head, sections, codec)
+            checkpoint::encode_checkpoint(head, STORE_FORMAT, sections, codec)
         })
         .await
         .map_err(|e| Error::Storage(format!("encoding a checkpoint failed: {e}")))?;
         let path = checkpoint::object_path(batch);
+        // the folds the checkpoint holds durable first: an attach that finds the object by
+        // listing (RFC 0009) counts on SlateDB's state holding at least its head
+        self.db.flush().await?;
         self.object_store
             .put(
                 &object_store::path::Path::from(path.as_str()),

@@ -5,6 +5,7 @@
 use super::*;
 use crate::checkpoint::{self, Writes};
 use crate::image::read_live;
+use bytes::Bytes;
 use slatedb::DbSnapshot;
 
 /// The commit log from batch `from` on, as far as it runs without a gap, read through `snap`
@@ -20,7 +21,7 @@ async fn read_log(
     let mut it = match (snap, &*store.backend()) {
         (Some(s), _) => s.scan_with_options(range, &bulk_scan()).await?,
         (None, Backend::Reader(r)) => {
-            held = r.held();
+            held = r.held().await?;
             held.scan_with_options(range, &bulk_scan()).await?
         }
         (None, Backend::Writer(db, _)) => db.scan_with_options(range, &bulk_scan()).await?,
@@ -126,7 +127,7 @@ pub(crate) async fn image_from_records(
     let it = match (&snap, &*store.backend()) {
         (Some(s), _) => s.scan_with_options(.., &bulk_scan()).await?,
         (None, Backend::Reader(r)) => {
-            held = r.held();
+            held = r.held().await?;
             held.scan_with_options(.., &bulk_scan()).await?
         }
         (None, Backend::Writer(..)) => unreachable!("a writer reads through a snapshot"),
@@ -159,4 +160,32 @@ async fn from_checkpoint(store: &Store, snap: Option<&Arc<DbSnapshot>>) -> Resul
         .await?;
     let _span = tracing::trace_span!("moraine.image.follow", commits = log.len()).entered();
     Ok(Some(image.follow(log, snap.cloned())?))
+}
+
+/// The image a `READ_ONLY` attach starts from without opening SlateDB (RFC 0009, "An attach
+/// that reads what its first query needs"): the newest checkpoint object, found by listing
+/// (`path`, `object`), when it says it was written in this build's store format. `None` when
+/// it does not say (a checkpoint of an earlier build), names another format, or cannot be
+/// decoded: the attach then opens SlateDB and reads as before, which checks the store's own
+/// marker. Its writer made the folds it holds durable before writing it, so SlateDB's state,
+/// once opened, is at least at its head.
+pub(super) fn image_to_start_from(path: &str, object: Bytes) -> Option<Image> {
+    let batch = checkpoint::batch_of_object(path)?;
+    let cp = match checkpoint::decode_checkpoint(object, path) {
+        Ok(cp) => cp,
+        Err(e) => {
+            tracing::debug!(target: "moraine::store", "moraine: {e}; opening SlateDB");
+            return None;
+        }
+    };
+    if cp.store_format.as_deref() != Some(STORE_FORMAT) || cp.head.batch_count != batch {
+        tracing::debug!(
+            target: "moraine::store",
+            path,
+            format = cp.store_format.as_deref(),
+            "moraine: the newest checkpoint is not of this build's store format; opening SlateDB"
+        );
+        return None;
+    }
+    Some(Image::from_sections(cp.head, cp.sections, batch, None))
 }

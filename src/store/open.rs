@@ -271,12 +271,23 @@ impl Store {
             metrics: metrics.clone(),
             compression: access.compression,
         };
-        let backend = block_on(within(
-            access.io_timeout,
-            &location,
-            "opening SlateDB",
-            open_backend(&source, read_only),
-        ))
+        // a READ_ONLY attach starts from that checkpoint alone when it can (RFC 0009, "An
+        // attach that reads what its first query needs"): SlateDB opens at its first read of
+        // history
+        let (start, prefetched) = match read_only {
+            true => start_without_slatedb(prefetched, &location, access.io_timeout)
+                .inspect_err(|_| crate::sst_cache::shared().drop_scope(cache_scope))?,
+            false => (None, prefetched),
+        };
+        let backend = match &start {
+            Some(_) => Ok(Backend::Reader(Box::new(Reader::unopened(source)))),
+            None => block_on(within(
+                access.io_timeout,
+                &location,
+                "opening SlateDB",
+                open_backend(&source, read_only),
+            )),
+        }
         .inspect_err(|_| {
             prefetched.abort();
             crate::sst_cache::shared().drop_scope(cache_scope)
@@ -321,9 +332,15 @@ impl Store {
             metrics,
             commits: Default::default(),
             last_commit_micros: Default::default(),
+            started_from: Mutex::new(start.as_ref().map(Image::head)),
             #[cfg(test)]
             head_reads: Default::default(),
         });
+        if let Some(image) = start {
+            let image = Arc::new(image);
+            store.install_image(Some(image.clone()));
+            pin::warm_in_background(&image, &store.url);
+        }
         if let Backend::Writer(db, _) = &*store.backend() {
             // commits whose objects a writer killed before SlateDB took them left behind
             let folded = store.bounded("folding the commits after the head", store.fold_tail(db));
@@ -353,6 +370,31 @@ impl Store {
     fn shareable(&self) -> bool {
         !self.broken.load(Ordering::SeqCst) && self.close_reason().is_none()
     }
+}
+
+/// The image a `READ_ONLY` attach starts from without SlateDB: the newest checkpoint the
+/// read ahead found, when it is of this build's store format (`load::image_to_start_from`);
+/// else `None`, and the read ahead handed back for the load after SlateDB's open. Waits for
+/// the read ahead within the time limit.
+fn start_without_slatedb(
+    prefetched: Prefetch,
+    location: &str,
+    limit: Duration,
+) -> Result<(Option<Image>, Prefetch)> {
+    let got = block_on(within(
+        limit,
+        location,
+        "reading the newest image checkpoint",
+        async { Ok(prefetched.await.ok().flatten()) },
+    ))?;
+    let start = got
+        .as_ref()
+        .and_then(|(path, bytes)| load::image_to_start_from(path, bytes.clone()));
+    let handed_back = match start {
+        Some(_) => None,
+        None => got,
+    };
+    Ok((start, runtime().spawn(async move { handed_back })))
 }
 
 async fn open_backend(source: &Source, read_only: bool) -> Result<Backend> {

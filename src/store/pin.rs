@@ -614,7 +614,7 @@ fn without_folded_tail(image: Arc<Image>, folded: Head) -> Result<Arc<Image>> {
 /// Serve the live rows an attach's first queries read ([`Image::warm`]) on a blocking thread of
 /// the runtime, while DuckDB runs DuckLake's attach on its own thread: a first read of a table
 /// the warm-up is serving waits for it rather than serving the table again.
-fn warm_in_background(image: &Arc<Image>, url: &str) {
+pub(super) fn warm_in_background(image: &Arc<Image>, url: &str) {
     let image = image.clone();
     let span =
         tracing::debug_span!(target: "moraine::store", parent: None, "moraine.warm", store = %url);

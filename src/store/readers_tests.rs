@@ -40,9 +40,18 @@ fn opened(seen: &FaultyStore) {
     }
 }
 
-fn reader_state_read_at(store: &Store) -> std::time::Instant {
+/// When the reader's SlateDB state was read; `None` before it opened SlateDB.
+fn reader_state_read_at(store: &Store) -> Option<std::time::Instant> {
     match &*store.backend() {
         Backend::Reader(r) => r.read_at(),
+        Backend::Writer(..) => panic!("a reader"),
+    }
+}
+
+/// Opens the reader's SlateDB state now, reading no record.
+fn open_state(store: &Store) {
+    match &*store.backend() {
+        Backend::Reader(r) => drop(block_on(r.held()).unwrap()),
         Backend::Writer(..) => panic!("a reader"),
     }
 }
@@ -150,6 +159,9 @@ fn a_read_that_finds_its_state_collected_reads_it_afresh() {
     writer.settle_checkpoint_for_test();
     drop(reader);
     let reader = Store::open_on(seen.clone(), true, "faulty://reader-2").unwrap();
+    // (it started from the newest checkpoint: SlateDB's state is opened here, before the
+    // reclaim)
+    open_state(&reader);
     opened(&seen);
     let opened = reader_state_read_at(&reader);
     writer.reclaim().unwrap();
@@ -159,4 +171,102 @@ fn a_read_that_finds_its_state_collected_reads_it_afresh() {
         reader_state_read_at(&reader) > opened,
         "the reader met a collected object and read its state afresh"
     );
+}
+
+/// End the version of table `id` (`name`, begun at `begin`), the live table at `at`, as of
+/// snapshot `end` (a commit of its own).
+fn end_table(store: &Arc<Store>, end: i64, at: usize, (id, begin, name): (i64, i64, &str)) {
+    use crate::testing::{snap, table_row, M};
+    let mut t = store.begin();
+    let m = t.rows(M, "ducklake_table", false).unwrap();
+    assert_eq!(m.rows[at], table_row(id, begin, None, name));
+    t.stage_insert(M, "ducklake_snapshot", vec![snap(end)])
+        .unwrap();
+    t.stage_update(
+        M,
+        "ducklake_table",
+        vec![(
+            crate::txn::rowid(m.id, at),
+            table_row(id, begin, Some(end), name),
+        )],
+    )
+    .unwrap();
+    t.commit().unwrap();
+}
+
+/// A `READ_ONLY` attach of a lake whose newest checkpoint names this build's store format
+/// starts from it and the commit objects after it (RFC 0009, "An attach that reads what its
+/// first query needs"): it reads no SlateDB object until a query reads history, which opens
+/// SlateDB then and reads the same rows the writer does. A checkpoint naming another format
+/// (or none: an earlier build's) is not started from: the attach opens SlateDB, which checks
+/// the store's own marker.
+#[test]
+fn a_read_only_attach_opens_slatedb_only_when_a_query_reads_history() {
+    let mem = Arc::new(InMemory::new());
+    let (_, writer) = faulty_lake(&mem);
+    end_table(&writer, 2, 0, (1, 1, "kept"));
+    commit_table(&writer, 3, 3, "in_checkpoint");
+    writer.write_checkpoint_for_test();
+    // the tail: commits after the checkpoint, one ending a version
+    commit_table(&writer, 4, 4, "after");
+    end_table(&writer, 5, 0, (3, 3, "in_checkpoint"));
+    commit_table(&writer, 6, 6, "last");
+    let seen = FaultyStore::new(mem.clone());
+    seen.record_requests();
+    let reader = Store::open_on(seen.clone(), true, "faulty://lazy").unwrap();
+    assert_eq!(table_names(&reader), names(&["after", "last"]));
+    assert_eq!(reader.head().unwrap(), writer.head().unwrap());
+    for table in ["ducklake_snapshot", "ducklake_snapshot_changes"] {
+        assert_eq!(
+            rows_of(&reader, table, false),
+            rows_of(&writer, table, false)
+        );
+    }
+    let requests = seen.recorded();
+    assert!(
+        requests
+            .iter()
+            .all(|r| r.contains(" moraine/image") || r.contains(" moraine/log")),
+        "only the checkpoint and the commit objects after it: {requests:?}"
+    );
+    assert_eq!(reader_state_read_at(&reader), None, "SlateDB not opened");
+
+    // history: the versions ended before the checkpoint (in SlateDB's state) and in the tail
+    let history = rows_of(&writer, "ducklake_table", true);
+    assert_eq!(history.len(), 4);
+    assert_eq!(rows_of(&reader, "ducklake_table", true), history);
+    assert!(reader_state_read_at(&reader).is_some(), "SlateDB opened");
+    assert!(
+        seen.recorded().iter().any(|r| r.contains("manifest/")),
+        "the history read opened SlateDB"
+    );
+    // and the reader goes on following the lake
+    commit_table(&writer, 7, 7, "later");
+    std::thread::sleep(DEFAULT_READER_POLL);
+    assert_eq!(table_names(&reader), names(&["after", "last", "later"]));
+    assert_eq!(
+        rows_of(&reader, "ducklake_table", true),
+        rows_of(&writer, "ducklake_table", true)
+    );
+    drop(reader);
+
+    // the newest checkpoint rewritten as naming another store format: SlateDB is opened
+    writer.write_checkpoint_for_test();
+    let image = writer.current_image().unwrap();
+    let object = checkpoint::encode_checkpoint(
+        image.head(),
+        "moraine-store-0",
+        image.checkpoint_sections(),
+        crate::compression::DEFAULT,
+    );
+    let path = object_store::path::Path::from(checkpoint::object_path(image.head().batch_count));
+    block_on(async {
+        use object_store::ObjectStoreExt;
+        mem.put(&path, object.into()).await.unwrap()
+    });
+    seen.record_requests();
+    let reader = Store::open_on(seen.clone(), true, "faulty://other-format").unwrap();
+    assert!(reader_state_read_at(&reader).is_some(), "SlateDB opened");
+    assert!(seen.recorded().iter().any(|r| r.contains("manifest/")));
+    assert_eq!(table_names(&reader), names(&["after", "last", "later"]));
 }

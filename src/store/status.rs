@@ -42,7 +42,7 @@ impl Store {
             Err(e) => Err(e),
         };
         let manifest = match &*self.backend() {
-            Backend::Writer(db, _) => db.manifest(),
+            Backend::Writer(db, _) => Some(db.manifest()),
             Backend::Reader(reader) => reader.manifest(),
         };
         let closed = self.close_reason();
@@ -67,10 +67,10 @@ impl Store {
             head_batch: head.as_ref().ok().map(|h| h.batch_count),
             head_snapshot: head.as_ref().ok().and_then(|h| h.snapshot_id),
             problem: head.err().map(|e| e.to_string()),
-            manifest_id: manifest.id(),
-            writer_epoch: manifest.writer_epoch(),
-            l0_ssts: manifest.l0().len(),
-            sorted_runs: manifest.compacted().len(),
+            manifest_id: manifest.as_ref().map(|m| m.id()),
+            writer_epoch: manifest.as_ref().map(|m| m.writer_epoch()),
+            l0_ssts: manifest.as_ref().map(|m| m.l0().len()),
+            sorted_runs: manifest.as_ref().map(|m| m.compacted().len()),
             image_batch: image.as_ref().map(|i| i.head().batch_count),
             image_records: footprint.map(|f| f.0),
             image_bytes: footprint.map(|f| f.1),
