@@ -115,6 +115,11 @@ impl<'a> Reader<'a> {
         self.take(n)
     }
 
+    /// `n` framed fields.
+    fn list(&mut self, n: u32) -> Result<Vec<Vec<u8>>> {
+        (0..n).map(|_| Ok(self.bytes()?.to_vec())).collect()
+    }
+
     fn done(&self) -> bool {
         self.at == self.buf.len()
     }
@@ -219,7 +224,29 @@ pub(crate) struct Checkpoint {
     /// The store format (`sys/format`) of the store it was written in; `None` in a checkpoint
     /// of an earlier format, which does not say.
     pub store_format: Option<String>,
+    /// Which history ranges held ended versions at its head, when its writer knew.
+    pub history_held: Option<HeldRanges>,
     pub sections: BTreeMap<Vec<u8>, StoredSection>,
+}
+
+/// The history ranges of a committed state that hold at least one ended version (RFC 0009):
+/// the history roots looked through, and the table ranges under them found holding a record.
+/// A range not named under a root looked through holds nothing, so a reader that starts from
+/// a checkpoint reads a table's history from SlateDB only when the table's range is named.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct HeldRanges {
+    pub roots: Vec<Vec<u8>>,
+    pub tables: Vec<Vec<u8>>,
+}
+
+/// Marks a checkpoint whose writer did not know which history ranges hold records.
+const HELD_UNKNOWN: u32 = u32::MAX;
+
+fn put_list(out: &mut Vec<u8>, list: &[Vec<u8>]) {
+    out.extend_from_slice(&(list.len() as u32).to_le_bytes());
+    for item in list {
+        put_bytes(out, item);
+    }
 }
 
 /// A checkpoint object (`moraine-image-3`): magic; each section's stored bytes; an index (the
@@ -231,17 +258,18 @@ pub(crate) struct Checkpoint {
 pub(crate) fn encode_checkpoint(
     head: Head,
     store_format: &str,
+    history_held: Option<&HeldRanges>,
     sections: Vec<(Vec<u8>, StoredSection)>,
     codec: Codec,
 ) -> Vec<u8> {
-    encode_checkpoint_as(head, Some(store_format), sections, codec)
+    encode_checkpoint_as(head, Some((store_format, history_held)), sections, codec)
 }
 
 /// [`encode_checkpoint`], or without a store format the format before (`moraine-image-2`, which
 /// tests write as an earlier build did).
 fn encode_checkpoint_as(
     head: Head,
-    store_format: Option<&str>,
+    store_format: Option<(&str, Option<&HeldRanges>)>,
     sections: Vec<(Vec<u8>, StoredSection)>,
     codec: Codec,
 ) -> Vec<u8> {
@@ -256,8 +284,15 @@ fn encode_checkpoint_as(
     });
     let mut index = Vec::new();
     put_bytes(&mut index, &head.encode());
-    if let Some(format) = store_format {
+    if let Some((format, held)) = store_format {
         put_bytes(&mut index, format.as_bytes());
+        match held {
+            Some(held) => {
+                put_list(&mut index, &held.roots);
+                put_list(&mut index, &held.tables);
+            }
+            None => index.extend_from_slice(&HELD_UNKNOWN.to_le_bytes()),
+        }
     }
     index.extend_from_slice(&(sections.len() as u32).to_le_bytes());
     for (prefix, section) in &sections {
@@ -303,12 +338,24 @@ pub(crate) fn decode_checkpoint(object: Bytes, path: &str) -> Result<Checkpoint>
     }
     let mut r = Reader::new(&index, &what);
     let head = Head::decode(&r.bytes()?)?;
-    let store_format = match names_format {
-        true => Some(
-            String::from_utf8(r.bytes()?.to_vec())
-                .map_err(|_| corrupt("its store format is not text"))?,
-        ),
-        false => None,
+    let (store_format, history_held) = match names_format {
+        true => {
+            let format = String::from_utf8(r.bytes()?.to_vec())
+                .map_err(|_| corrupt("its store format is not text"))?;
+            let held = match r.u32()? {
+                HELD_UNKNOWN => None,
+                roots => {
+                    let roots = r.list(roots)?;
+                    let tables = r.u32()?;
+                    Some(HeldRanges {
+                        roots,
+                        tables: r.list(tables)?,
+                    })
+                }
+            };
+            (Some(format), held)
+        }
+        false => (None, None),
     };
     let count = r.u32()?;
     let mut sections = BTreeMap::new();
@@ -358,6 +405,7 @@ pub(crate) fn decode_checkpoint(object: Bytes, path: &str) -> Result<Checkpoint>
     Ok(Checkpoint {
         head,
         store_format,
+        history_held,
         sections,
     })
 }
@@ -390,6 +438,7 @@ fn decode_checkpoint_1(object: Bytes, what: &str) -> Result<Checkpoint> {
     Ok(Checkpoint {
         head,
         store_format: None,
+        history_held: None,
         sections,
     })
 }
@@ -605,10 +654,26 @@ mod tests {
             (b"b".to_vec(), StoredSection::raw(b.clone())),
         ];
         for codec in [Codec::None, Codec::Lz4, Codec::Zstd] {
-            let obj = encode_checkpoint(head, "moraine-store-x", sections.clone(), codec);
+            let held = HeldRanges {
+                roots: vec![b"history/".to_vec()],
+                tables: vec![b"history/t1/".to_vec(), b"history/t2/".to_vec()],
+            };
+            for known in [None, Some(&held)] {
+                let obj = encode_checkpoint(head, "moraine-store-x", known, vec![], codec);
+                let back = decode_checkpoint(Bytes::from(obj), "x").unwrap();
+                assert_eq!(back.history_held.as_ref(), known);
+            }
+            let obj = encode_checkpoint(
+                head,
+                "moraine-store-x",
+                Some(&held),
+                sections.clone(),
+                codec,
+            );
             let back = decode_checkpoint(Bytes::from(obj.clone()), "x").unwrap();
             assert_eq!(back.head, head);
             assert_eq!(back.store_format.as_deref(), Some("moraine-store-x"));
+            assert_eq!(back.history_held.as_ref(), Some(&held));
             // the format before names no store format, and is read as it is
             let v2 = encode_checkpoint_as(head, None, sections.clone(), codec);
             let back_2 = decode_checkpoint(Bytes::from(v2), "x").unwrap();
@@ -629,6 +694,7 @@ mod tests {
             let again = encode_checkpoint(
                 head,
                 "moraine-store-x",
+                Some(&held),
                 back.sections.clone().into_iter().collect(),
                 Codec::None,
             );

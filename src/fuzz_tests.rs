@@ -413,8 +413,13 @@ fn image_checkpoints_and_logs_decode_or_refuse() {
                 })
                 .collect();
             let codec = [Codec::None, Codec::Lz4, Codec::Zstd][rng.below(3)];
-            let encoded =
-                checkpoint::encode_checkpoint(head, "moraine-store-x", sections.clone(), codec);
+            let encoded = checkpoint::encode_checkpoint(
+                head,
+                "moraine-store-x",
+                None,
+                sections.clone(),
+                codec,
+            );
             (sections, encoded)
         },
         |sections, input, valid| {

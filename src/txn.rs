@@ -143,6 +143,10 @@ pub struct Transaction {
     /// Unique in the process (also its owner in the row locks), with a generation bumped by
     /// every staged change: equal stamps read equal rows ([`Transaction::stamp`]).
     stamp: Stamp,
+    /// Set when a read of this transaction gave up on the store (its time limit passed): the
+    /// store's place and why, so that its later reads of the store fail at once rather than
+    /// each waiting out the limit again (DuckDB plans a query with several reads of one table).
+    unreachable: Option<(String, String)>,
 }
 
 /// What a transaction's reads depend on, so that a caller may keep what it read: two calls of
@@ -171,6 +175,7 @@ impl Store {
             next_id: 1,
             locked: Vec::new(),
             deleted: Default::default(),
+            unreachable: None,
             stamp: Stamp {
                 txn: NEXT_TXN.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
                 generation: 0,
@@ -408,13 +413,19 @@ impl Transaction {
             // to run under (the runtime's timer costs more than serving them)
             return image.live_rows(def, kind);
         }
+        if let Some((location, reason)) = &self.unreachable {
+            return Err(Error::Unreachable {
+                location: location.clone(),
+                reason: reason.clone(),
+            });
+        }
         let read = || {
             self.store.bounded(
                 "reading rows",
                 image.rows(&self.store.backend(), def, kind, need_history),
             )
         };
-        match read() {
+        let read = match read() {
             // the folder role was taken while this transaction read through the writer: it
             // reads its pinned view through a reader of the lake from here on
             Err(Error::Fenced(_)) if !self.store.is_read_only() => {
@@ -422,7 +433,11 @@ impl Transaction {
                 read()
             }
             read => read,
+        };
+        if let Err(Error::Unreachable { location, reason }) = &read {
+            self.unreachable = Some((location.clone(), reason.clone()));
         }
+        read
     }
 
     /// The table's rows as this transaction sees them (committed + staged, in stage order).

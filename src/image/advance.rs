@@ -38,7 +38,7 @@ impl Image {
                 checkpoint: self.checkpoint,
                 stand_ins: Default::default(),
                 no_rows: Arc::new(RowSet::new(Vec::new())),
-                history_held: OnceLock::new(),
+                history_held: self.held_once_folded(&[])?,
             }),
         }
     }
@@ -49,6 +49,9 @@ impl Image {
     /// state holds them ([`Image::without_tail`]).
     pub(crate) fn advance_unfolded(&self, writes: &Writes, head: Head) -> Result<Image> {
         let mut image = self.advance(writes, head, None)?;
+        // the ranges the state holds records in are this image's: the commit's own ended
+        // versions are in the tail (`without_tail` adds their ranges)
+        image.history_held = self.history_held.clone();
         let mut tail = match &self.history {
             History::Latest(tail) => (**tail).clone(),
             History::Snapshot(_) => Tail::new(),
@@ -71,6 +74,27 @@ impl Image {
     /// every commit of the image.
     pub(crate) fn without_tail(&self) -> Result<Image> {
         self.follow(Vec::new(), None)
+    }
+
+    /// What this image knows of the history ranges that hold records, with the ranges of the
+    /// ended versions it keeps from the lake's tail: those of an image that reads them from
+    /// the state instead, with `ended` too.
+    fn held_once_folded(&self, ended: &[Vec<u8>]) -> Result<OnceLock<Arc<HistoryHeld>>> {
+        let out = OnceLock::new();
+        if let Some(held) = self.history_held.get() {
+            let mut tables = held.tables.clone();
+            tables.extend(ended.iter().cloned());
+            if let History::Latest(tail) = &self.history {
+                for key in tail.keys() {
+                    tables.insert(HistoryHeld::table_of(key)?);
+                }
+            }
+            let _ = out.set(Arc::new(HistoryHeld {
+                roots: held.roots.clone(),
+                tables,
+            }));
+        }
+        Ok(out)
     }
 
     /// The image after a commit of `writes` (the final value of every key it touched; `None`
@@ -149,16 +173,9 @@ impl Image {
             }
         }
         // what this image knows of the history ranges holds after the commit, with the
-        // ranges it ended versions into (a writer's: its next image reads the same snapshots)
-        let history_held = OnceLock::new();
-        if let (Some(held), Some(_)) = (self.history_held.get(), &snapshot) {
-            let mut tables = held.tables.clone();
-            tables.extend(ended);
-            let _ = history_held.set(Arc::new(HistoryHeld {
-                roots: held.roots.clone(),
-                tables,
-            }));
-        }
+        // ranges it ended versions into (a superset: only an expiry deletes history, and a
+        // range it emptied is read and found empty)
+        let history_held = self.held_once_folded(&ended)?;
         Ok(Image {
             head,
             spaces: Mutex::new(spaces),

@@ -161,6 +161,31 @@ impl Image {
         Ok(self.history_held.get_or_init(|| Arc::new(held)).clone())
     }
 
+    /// Which history ranges hold ended versions at this image, for its checkpoint: through a
+    /// writer's snapshot (found now if not known yet), else as far as known.
+    pub(crate) async fn held_ranges(&self) -> Result<Option<crate::checkpoint::HeldRanges>> {
+        let held = match self.history.snapshot() {
+            Some(snap) => Some(self.history_held(&snap).await?),
+            None => self.history_held.get().cloned(),
+        };
+        Ok(held.map(|h| crate::checkpoint::HeldRanges {
+            roots: h.roots.iter().cloned().collect(),
+            tables: h.tables.iter().cloned().collect(),
+        }))
+    }
+
+    /// This image, knowing which history ranges hold ended versions (a checkpoint's, at its
+    /// head): a reader's reads of history then go to SlateDB's state only for those ranges.
+    pub(crate) fn with_history_held(self, held: Option<crate::checkpoint::HeldRanges>) -> Image {
+        if let Some(held) = held {
+            let _ = self.history_held.set(Arc::new(HistoryHeld {
+                roots: held.roots.into_iter().collect(),
+                tables: held.tables.into_iter().collect(),
+            }));
+        }
+        self
+    }
+
     /// Whether a history record read from a reader's latest state belongs to this image: it
     /// had ended by the image's head (a version ended later is live here, served from
     /// `current/`), its live version is not in the image (a version ended after the pin without

@@ -72,11 +72,22 @@ impl Image {
                 };
                 let v = match v {
                     Some(v) => v,
+                    None if !self.state_may_hold(key) => None,
                     None => backend.get(key).await?,
                 };
                 Ok(v.filter(|v| self.ended_by_head(key, v)))
             }
         }
+    }
+
+    /// Whether the state a reader's image reads history from may hold records under `prefix`
+    /// (a history key or prefix): unless the image knows which ranges do (from its checkpoint,
+    /// RFC 0009) and this is not one, so that a reader that started from a checkpoint opens
+    /// SlateDB only for history that exists.
+    fn state_may_hold(&self, prefix: &[u8]) -> bool {
+        self.history_held
+            .get()
+            .is_none_or(|held| held.may_hold(prefix))
     }
 
     /// Every record under `prefix` at this image, in key order. The prefix lies within one
@@ -101,7 +112,10 @@ impl Image {
                     Err(e) => return Err(e),
                 }
             }
-            let records = backend.scan(prefix).await?;
+            let records = match self.state_may_hold(prefix) {
+                true => backend.scan(prefix).await?,
+                false => Vec::new(),
+            };
             let no_tail = super::history::Tail::new();
             let tail = match &self.history {
                 History::Latest(tail) => tail,

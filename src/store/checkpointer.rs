@@ -135,12 +135,18 @@ impl Checkpointer {
         if batch <= previous {
             return Ok(());
         }
+        // which history ranges hold records: a reader that starts from the checkpoint reads
+        // SlateDB's state for those only (RFC 0009); not known, it reads it for any
+        let held = image.held_ranges().await.unwrap_or_else(|e| {
+            tracing::debug!(target: "moraine::store", "moraine: history ranges not found ({e})");
+            None
+        });
         let (head, sections, codec) = (image.head(), image.checkpoint_sections(), self.codec);
         // compressing a large lake's sections takes a while: off the runtime's threads
         let object = tokio::task::spawn_blocking(move || {
             let _span = tracing::trace_span!(target: "moraine::store", "moraine.checkpoint.encode")
                 .entered();
-            checkpoint::encode_checkpoint(head, STORE_FORMAT, sections, codec)
+            checkpoint::encode_checkpoint(head, STORE_FORMAT, held.as_ref(), sections, codec)
         })
         .await
         .map_err(|e| Error::Storage(format!("encoding a checkpoint failed: {e}")))?;

@@ -154,7 +154,8 @@ async fn from_checkpoint(store: &Store, snap: Option<&Arc<DbSnapshot>>) -> Resul
             cp.head.batch_count
         )));
     }
-    let image = Image::from_sections(cp.head, cp.sections, batch, snap.cloned());
+    let image = Image::from_sections(cp.head, cp.sections, batch, snap.cloned())
+        .with_history_held(cp.history_held);
     let log = read_log(store, snap, batch + 1)
         .instrument(tracing::trace_span!("moraine.image.log"))
         .await?;
@@ -187,5 +188,5 @@ pub(super) fn image_to_start_from(path: &str, object: Bytes) -> Option<Image> {
         );
         return None;
     }
-    Some(Image::from_sections(cp.head, cp.sections, batch, None))
+    Some(Image::from_sections(cp.head, cp.sections, batch, None).with_history_held(cp.history_held))
 }

@@ -7,6 +7,7 @@ use super::*;
 use crate::cell::Cell::Text;
 use crate::testing::faulty::*;
 use crate::testing::lakes::*;
+use crate::testing::M;
 use object_store::memory::InMemory;
 
 fn names(list: &[&str]) -> Vec<Cell> {
@@ -176,7 +177,7 @@ fn a_read_that_finds_its_state_collected_reads_it_afresh() {
 /// End the version of table `id` (`name`, begun at `begin`), the live table at `at`, as of
 /// snapshot `end` (a commit of its own).
 fn end_table(store: &Arc<Store>, end: i64, at: usize, (id, begin, name): (i64, i64, &str)) {
-    use crate::testing::{snap, table_row, M};
+    use crate::testing::{snap, table_row};
     let mut t = store.begin();
     let m = t.rows(M, "ducklake_table", false).unwrap();
     assert_eq!(m.rows[at], table_row(id, begin, None, name));
@@ -204,6 +205,11 @@ fn end_table(store: &Arc<Store>, end: i64, at: usize, (id, begin, name): (i64, i
 fn a_read_only_attach_opens_slatedb_only_when_a_query_reads_history() {
     let mem = Arc::new(InMemory::new());
     let (_, writer) = faulty_lake(&mem);
+    // a table that keeps versions, none of them ended
+    let mut t = writer.begin();
+    t.create_table(crate::testing::def("ducklake_column"))
+        .unwrap();
+    t.commit().unwrap();
     end_table(&writer, 2, 0, (1, 1, "kept"));
     commit_table(&writer, 3, 3, "in_checkpoint");
     writer.write_checkpoint_for_test();
@@ -229,6 +235,12 @@ fn a_read_only_attach_opens_slatedb_only_when_a_query_reads_history() {
             .all(|r| r.contains(" moraine/image") || r.contains(" moraine/log")),
         "only the checkpoint and the commit objects after it: {requests:?}"
     );
+    assert_eq!(reader_state_read_at(&reader), None, "SlateDB not opened");
+    // the history of tables that hold no ended version, which the checkpoint says, needs no
+    // SlateDB either
+    for table in ["ducklake_column", "ducklake_snapshot_changes"] {
+        assert_eq!(rows_of(&reader, table, true), rows_of(&writer, table, true));
+    }
     assert_eq!(reader_state_read_at(&reader), None, "SlateDB not opened");
 
     // history: the versions ended before the checkpoint (in SlateDB's state) and in the tail
@@ -256,6 +268,7 @@ fn a_read_only_attach_opens_slatedb_only_when_a_query_reads_history() {
     let object = checkpoint::encode_checkpoint(
         image.head(),
         "moraine-store-0",
+        None,
         image.checkpoint_sections(),
         crate::compression::DEFAULT,
     );
@@ -269,4 +282,31 @@ fn a_read_only_attach_opens_slatedb_only_when_a_query_reads_history() {
     assert!(reader_state_read_at(&reader).is_some(), "SlateDB opened");
     assert!(seen.recorded().iter().any(|r| r.contains("manifest/")));
     assert_eq!(table_names(&reader), names(&["after", "last", "later"]));
+}
+
+/// A transaction whose read gave up on the store (its time limit passed) fails its later
+/// reads of the store at once, making no request: DuckDB plans a query with several reads of a
+/// table (its cardinality, its statistics), which would each wait out the limit again. A new
+/// transaction reads again.
+#[test]
+fn a_transaction_whose_read_gave_up_on_the_store_fails_its_next_reads_at_once() {
+    let mem = Arc::new(InMemory::new());
+    let (_, writer) = faulty_lake(&mem);
+    end_table(&writer, 2, 0, (1, 1, "kept"));
+    writer.write_checkpoint_for_test();
+    let seen = FaultyStore::new(mem.clone());
+    let limit = Duration::from_millis(300);
+    let reader = Store::open_on_limited(seen.clone(), true, "faulty://slow", limit).unwrap();
+    let mut t = reader.begin();
+    assert!(t.rows(M, "ducklake_table", false).unwrap().rows.is_empty());
+    seen.delay_reads(3000);
+    let e = t.rows(M, "ducklake_table", true).unwrap_err();
+    assert!(matches!(e, Error::Unreachable { .. }), "{e}");
+    seen.record_requests();
+    let again = t.rows(M, "ducklake_table", true).unwrap_err();
+    assert_eq!(again.to_string(), e.to_string());
+    assert_eq!(seen.recorded(), Vec::<String>::new(), "no request");
+    drop(t);
+    seen.delay_reads(0);
+    assert_eq!(rows_of(&reader, "ducklake_table", true).len(), 1);
 }

@@ -390,10 +390,24 @@ fn a_writer_that_met_another_begins_each_transaction_on_the_head() {
 fn a_fenced_folder_s_open_transaction_reads_its_history_to_the_end() {
     let (dir, _url, a) = lake_in_a_new_dir();
     commit_table(&a, 1, 1, "t1");
+    // an ended version: the history read below has a record to read through the fenced writer
+    commit_table(&a, 2, 2, "t0");
     let mut t = a.begin();
-    assert_eq!(t.head_snapshot(M).unwrap(), Some(1));
+    let m = t.rows(M, "ducklake_table", false).unwrap();
+    t.stage_update(
+        M,
+        "ducklake_table",
+        vec![(
+            crate::txn::rowid(m.id, 1),
+            crate::testing::table_row(2, 2, Some(2), "t0"),
+        )],
+    )
+    .unwrap();
+    t.commit().unwrap();
+    let mut t = a.begin();
+    assert_eq!(t.head_snapshot(M).unwrap(), Some(2));
     let b = second_writer(dir.path());
-    commit_table(&b, 2, 2, "t2");
+    commit_table(&b, 3, 3, "t2");
     // `a`'s writer learns of the fence at its next manifest poll, and closes
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
     while a.close_reason().is_none() {
@@ -410,7 +424,7 @@ fn a_fenced_folder_s_open_transaction_reads_its_history_to_the_end() {
     let rows = t.rows(M, "ducklake_table", true).unwrap();
     assert_eq!(
         col(&rows.rows, "ducklake_table", "table_name"),
-        vec![Text("t1".into())]
+        vec![Text("t1".into()), Text("t0".into())]
     );
     assert!(!a.is_folder(), "went on without the role");
 }

@@ -868,12 +868,24 @@ fn two_transactions_from_one_read_point_conflict_only_on_the_same_rows() {
 fn loading_at_head_does_not_read_history() {
     let store = new_lake(&mem_url("nohist"));
     commit_table(&store, 1, 1, "t1");
+    commit_table(&store, 2, 2, "t2");
+    // t1's version ends: ducklake_table's history holds a record (an image that knows which
+    // history ranges hold none reads nothing of those)
+    let mut t = store.begin();
+    let m = t.rows(M, "ducklake_table", false).unwrap();
+    t.stage_update(
+        M,
+        "ducklake_table",
+        vec![(rowid(m.id, 0), table_row(1, 1, Some(2), "t1"))],
+    )
+    .unwrap();
+    t.commit().unwrap();
     // a record under history/ that fails to decode: reading it is an error
     let planted = keys::history(M, "ducklake_table", &[Int(99)], &Int(5), &Int(1));
     store.put_raw(&planted, b"not a row").unwrap();
     let mut t = store.begin();
     let head = t.rows(M, "ducklake_table", false).unwrap();
-    assert_eq!(head.rows, vec![table_row(1, 1, None, "t1")]);
+    assert_eq!(head.rows, vec![table_row(2, 2, None, "t2")]);
     let e = t.rows(M, "ducklake_table", true).unwrap_err();
     assert!(matches!(e, Error::Corrupt(_)), "{e}");
 }
