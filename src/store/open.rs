@@ -151,6 +151,8 @@ impl Store {
             // the broken writer)
         }
         let mut local = None;
+        // (an S3 store's newest checkpoint is read beside the probe: one round trip less)
+        let mut prefetched = None;
         let (object_store, location): (Arc<dyn ObjectStore>, String) = match &parsed {
             StoreUrl::Local(path) => {
                 check_local_dir(path, read_only)?;
@@ -180,12 +182,18 @@ impl Store {
                 })?;
                 let store =
                     crate::s3::object_store(url, bucket, prefix, secret, access.io_timeout)?;
+                let prefetch = runtime().spawn(prefetch_checkpoint(Objects {
+                    store: store.clone(),
+                    local: None,
+                }));
                 block_on(crate::s3::probe(
                     &store,
                     &canonical,
                     secret,
                     access.io_timeout,
-                ))?;
+                ))
+                .inspect_err(|_| prefetch.abort())?;
+                prefetched = Some(prefetch);
                 (store, canonical.clone())
             }
         };
@@ -202,6 +210,7 @@ impl Store {
             &canonical,
             location,
             access,
+            prefetched,
         )?;
         reg.insert((canonical, read_only), Arc::downgrade(&store));
         Ok(store)
@@ -246,11 +255,14 @@ impl Store {
                 reclaim_interval: reclaim::DEFAULT_RECLAIM_INTERVAL,
                 compression: crate::compression::DEFAULT,
             },
+            None,
         )
     }
 
     /// Opens SlateDB on `objects` (under its own scope of the SST cache, given back if the
-    /// open fails) and wraps it; `location` names it in errors.
+    /// open fails) and wraps it; `location` names it in errors. `prefetched` is the read of
+    /// the newest checkpoint when the caller started it.
+    #[allow(clippy::too_many_arguments)]
     fn on_backend(
         objects: Objects,
         boundary_files: bool,
@@ -259,11 +271,13 @@ impl Store {
         canonical: &str,
         location: String,
         access: Access,
+        prefetched: Option<Prefetch>,
     ) -> Result<Arc<Store>> {
         let cache_scope = crate::sst_cache::new_scope();
         let metrics = Arc::new(slatedb_common::metrics::DefaultMetricsRecorder::new());
         // the attach's image load needs the newest checkpoint: read it while SlateDB opens
-        let prefetched = runtime().spawn(prefetch_checkpoint(objects.clone()));
+        let prefetched =
+            prefetched.unwrap_or_else(|| runtime().spawn(prefetch_checkpoint(objects.clone())));
         let source = Source {
             object_store: objects.store.clone(),
             location: location.clone(),

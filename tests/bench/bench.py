@@ -765,6 +765,11 @@ def w_history(args, out):
             res = probe_figures(args, out, f"N={n}: attach + first query (fresh process)",
                                 lake.attach_sql(), query, n)
             probe_request_figures(out, f"N={n}", res, lake)
+            # a process that only reads (a job, a notebook, a function) attaches READ_ONLY
+            res = probe_figures(args, out,
+                                f"N={n}: READ_ONLY attach + first query (fresh process)",
+                                lake.attach_sql(read_only=True), query, n)
+            probe_request_figures(out, f"N={n}: READ_ONLY", res, lake)
             keep_lake(args, f"history-{n}", f"history N={n}", lake, query, n)
             if S3_ENDPOINT:
                 idle_reader_figures(args, out, f"N={n}", lake, query)
