@@ -4,15 +4,25 @@
 use super::*;
 use bytes::Bytes;
 
-/// A checkpoint object read ahead: its path and bytes.
-pub(super) type Prefetch = tokio::task::JoinHandle<Option<(String, Bytes)>>;
+/// A checkpoint object read ahead.
+pub(super) type Prefetch = tokio::task::JoinHandle<Option<Newest>>;
+
+/// The newest checkpoint object, read ahead.
+pub(super) struct Newest {
+    pub(super) path: String,
+    pub(super) bytes: Bytes,
+    /// When a listing that began then found no commit object after it (asked for by a
+    /// `READ_ONLY` attach, which then has read the lake's tail to its end).
+    pub(super) no_tail_since: Option<std::time::Instant>,
+}
 
 /// The newest image checkpoint object under `moraine/image/`, if any can be read: the one the
 /// store's `image/checkpoint` names, unless a writer moved it meanwhile (the load checks).
-/// Best effort: any failure leaves the load to read what the pointer names.
-pub(super) async fn prefetch_checkpoint(objects: Objects) -> Option<(String, Bytes)> {
+/// With `tail`, also whether any commit object follows it, listed beside its read. Best
+/// effort: any failure leaves the load to read what the pointer names.
+pub(super) async fn prefetch_checkpoint(objects: Objects, tail: bool) -> Option<Newest> {
     let span = tracing::debug_span!(target: "moraine::store", "moraine.checkpoint.prefetch");
-    read_newest_checkpoint(objects).instrument(span).await
+    read_newest_checkpoint(objects, tail).instrument(span).await
 }
 
 /// The object store a lake is on, and the same store when it is a local directory.
@@ -34,7 +44,7 @@ impl Objects {
     }
 }
 
-async fn read_newest_checkpoint(objects: Objects) -> Option<(String, Bytes)> {
+async fn read_newest_checkpoint(objects: Objects, tail: bool) -> Option<Newest> {
     let object_store = &objects.store;
     let dir = object_store::path::Path::from(checkpoint::OBJECT_DIR);
     let listed = object_store.list_with_delimiter(Some(&dir)).await.ok()?;
@@ -47,10 +57,22 @@ async fn read_newest_checkpoint(objects: Objects) -> Option<(String, Bytes)> {
                 m.location,
             ))
         })
-        .max_by_key(|(batch, _)| *batch)?
-        .1;
-    let bytes = objects.read(&newest).await.ok()?;
-    Some((newest.to_string(), bytes))
+        .max_by_key(|(batch, _)| *batch)?;
+    let listed_tail = async {
+        let started = std::time::Instant::now();
+        match tail {
+            true => {
+                matches!(objects.first_commit_after(newest.0).await, Ok(None)).then_some(started)
+            }
+            false => None,
+        }
+    };
+    let (bytes, no_tail_since) = futures::join!(objects.read(&newest.1), listed_tail);
+    Some(Newest {
+        path: newest.1.to_string(),
+        bytes: bytes.ok()?,
+        no_tail_since,
+    })
 }
 
 impl Store {
@@ -66,7 +88,7 @@ impl Store {
     pub(crate) fn prefetched_path_for_test(&self) -> Option<String> {
         let task = self.take_prefetched()?;
         let got = block_on(task).ok().flatten();
-        let path = got.as_ref().map(|(p, _)| p.clone());
+        let path = got.as_ref().map(|n| n.path.clone());
         *self.prefetched.lock().unwrap() = Some(runtime().spawn(async move { got }));
         path
     }
@@ -75,9 +97,9 @@ impl Store {
     /// only the first load can use it), else read now.
     pub(crate) async fn read_checkpoint_object(&self, path: &str) -> Result<Bytes> {
         if let Some(task) = self.take_prefetched() {
-            if let Ok(Some((read, bytes))) = task.await {
-                if read == path {
-                    return Ok(bytes);
+            if let Ok(Some(newest)) = task.await {
+                if newest.path == path {
+                    return Ok(newest.bytes);
                 }
             }
         }

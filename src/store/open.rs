@@ -182,10 +182,13 @@ impl Store {
                 })?;
                 let store =
                     crate::s3::object_store(url, bucket, prefix, secret, access.io_timeout)?;
-                let prefetch = runtime().spawn(prefetch_checkpoint(Objects {
-                    store: store.clone(),
-                    local: None,
-                }));
+                let prefetch = runtime().spawn(prefetch_checkpoint(
+                    Objects {
+                        store: store.clone(),
+                        local: None,
+                    },
+                    read_only,
+                ));
                 block_on(crate::s3::probe(
                     &store,
                     &canonical,
@@ -276,8 +279,8 @@ impl Store {
         let cache_scope = crate::sst_cache::new_scope();
         let metrics = Arc::new(slatedb_common::metrics::DefaultMetricsRecorder::new());
         // the attach's image load needs the newest checkpoint: read it while SlateDB opens
-        let prefetched =
-            prefetched.unwrap_or_else(|| runtime().spawn(prefetch_checkpoint(objects.clone())));
+        let prefetched = prefetched
+            .unwrap_or_else(|| runtime().spawn(prefetch_checkpoint(objects.clone(), read_only)));
         let source = Source {
             object_store: objects.store.clone(),
             location: location.clone(),
@@ -346,13 +349,19 @@ impl Store {
             metrics,
             commits: Default::default(),
             last_commit_micros: Default::default(),
-            started_from: Mutex::new(start.as_ref().map(Image::head)),
+            started_from: Mutex::new(start.as_ref().map(|(image, _)| image.head())),
             #[cfg(test)]
             head_reads: Default::default(),
         });
-        if let Some(image) = start {
+        if let Some((image, no_tail_since)) = start {
             let image = Arc::new(image);
             store.install_image(Some(image.clone()));
+            if let Some(at) = no_tail_since {
+                // the listing beside the checkpoint's read found no commit after it: the tail
+                // was read to its end then
+                store.confirm_tail(at);
+                *store.tail_checked.lock().unwrap_or_else(|p| p.into_inner()) = Some(at);
+            }
             pin::warm_in_background(&image, &store.url);
         }
         if let Backend::Writer(db, _) = &*store.backend() {
@@ -387,23 +396,26 @@ impl Store {
 }
 
 /// The image a `READ_ONLY` attach starts from without SlateDB: the newest checkpoint the
-/// read ahead found, when it is of this build's store format (`load::image_to_start_from`);
-/// else `None`, and the read ahead handed back for the load after SlateDB's open. Waits for
-/// the read ahead within the time limit.
+/// read ahead found, when it is of this build's store format (`load::image_to_start_from`),
+/// and when a listing beside it found no commit after it; else `None`, and the read ahead
+/// handed back for the load after SlateDB's open. Waits for the read ahead within the time
+/// limit.
+#[allow(clippy::type_complexity)]
 fn start_without_slatedb(
     prefetched: Prefetch,
     location: &str,
     limit: Duration,
-) -> Result<(Option<Image>, Prefetch)> {
+) -> Result<(Option<(Image, Option<std::time::Instant>)>, Prefetch)> {
     let got = block_on(within(
         limit,
         location,
         "reading the newest image checkpoint",
         async { Ok(prefetched.await.ok().flatten()) },
     ))?;
-    let start = got
-        .as_ref()
-        .and_then(|(path, bytes)| load::image_to_start_from(path, bytes.clone()));
+    let start = got.as_ref().and_then(|newest| {
+        let image = load::image_to_start_from(&newest.path, newest.bytes.clone())?;
+        Some((image, newest.no_tail_since))
+    });
     let handed_back = match start {
         Some(_) => None,
         None => got,

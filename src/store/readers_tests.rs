@@ -310,3 +310,29 @@ fn a_transaction_whose_read_gave_up_on_the_store_fails_its_next_reads_at_once() 
     seen.delay_reads(0);
     assert_eq!(rows_of(&reader, "ducklake_table", true).len(), 1);
 }
+
+/// A `READ_ONLY` attach of a lake whose newest checkpoint is at its head lists the checkpoints,
+/// reads that one and lists the commit objects after it (none), the two together; its first
+/// transactions read nothing more.
+#[test]
+fn a_read_only_attach_of_a_lake_at_its_checkpoint_makes_three_requests() {
+    let mem = Arc::new(InMemory::new());
+    let (_, writer) = faulty_lake(&mem);
+    writer.write_checkpoint_for_test();
+    let seen = FaultyStore::new(mem.clone());
+    seen.record_requests();
+    let reader = Store::open_on(seen.clone(), true, "faulty://at-head").unwrap();
+    assert_eq!(table_names(&reader), names(&["kept"]));
+    assert_eq!(reader.head().unwrap(), writer.head().unwrap());
+    let mut requests = seen.recorded();
+    requests.sort();
+    let path = checkpoint::object_path(writer.head().unwrap().batch_count);
+    assert_eq!(requests.len(), 3, "{requests:?}");
+    assert!(
+        requests[0] == format!("get {path}")
+            && requests[1].starts_with("list")
+            && requests[1].contains("moraine/image")
+            && requests[2].contains("moraine/log"),
+        "{requests:?}"
+    );
+}
