@@ -49,6 +49,9 @@ pub(crate) struct Reader {
     source: Source,
     /// `None` until the first read opens it.
     current: RwLock<Option<Arc<Opened>>>,
+    /// The store format (`sys/format`) an unopened reader's attach took the lake to be in (its
+    /// checkpoint said so): checked at the first open, which refuses another.
+    expect_format: Option<&'static str>,
     /// One refresh (or first open) at a time.
     refreshing: tokio::sync::Mutex<()>,
 }
@@ -112,15 +115,18 @@ impl Reader {
         Ok(Reader {
             source,
             current: RwLock::new(Some(Arc::new(opened))),
+            expect_format: None,
             refreshing: tokio::sync::Mutex::new(()),
         })
     }
 
-    /// A reader that opens SlateDB at its first read, of the state latest then.
-    pub(crate) fn unopened(source: Source) -> Reader {
+    /// A reader that opens SlateDB at its first read, of the state latest then, and refuses
+    /// a store whose `sys/format` is not `format`.
+    pub(crate) fn unopened(source: Source, format: &'static str) -> Reader {
         Reader {
             source,
             current: RwLock::new(None),
+            expect_format: Some(format),
             refreshing: tokio::sync::Mutex::new(()),
         }
     }
@@ -188,8 +194,22 @@ impl Reader {
                 return Ok(());
             }
         }
+        let first = self.read_at().is_none();
         let span = tracing::debug_span!("moraine.reader.refresh", store = %self.source.location);
         let opened = Self::open_one(&self.source).instrument(span).await?;
+        if let (true, Some(want)) = (first, self.expect_format) {
+            let found = opened.get(keys::sys_format()).await?;
+            if found.as_deref() != Some(want.as_bytes()) {
+                return Err(Error::NotAStore {
+                    location: self.source.location.clone(),
+                    reason: format!(
+                        "its sys/format is {:?}, not the {want:?} its newest image checkpoint \
+                         names; attach it again",
+                        found.as_deref().map(String::from_utf8_lossy)
+                    ),
+                });
+            }
+        }
         *self.current.write().unwrap_or_else(|p| p.into_inner()) = Some(Arc::new(opened));
         Ok(())
     }

@@ -79,7 +79,7 @@ impl Image {
     /// What this image knows of the history ranges that hold records, with the ranges of the
     /// ended versions it keeps from the lake's tail: those of an image that reads them from
     /// the state instead, with `ended` too.
-    fn held_once_folded(&self, ended: &[Vec<u8>]) -> Result<OnceLock<Arc<HistoryHeld>>> {
+    pub(super) fn held_once_folded(&self, ended: &[Vec<u8>]) -> Result<OnceLock<Arc<HistoryHeld>>> {
         let out = OnceLock::new();
         if let Some(held) = self.history_held.get() {
             let mut tables = held.tables.clone();

@@ -162,11 +162,13 @@ impl Image {
     }
 
     /// Which history ranges hold ended versions at this image, for its checkpoint: through a
-    /// writer's snapshot (found now if not known yet), else as far as known.
+    /// writer's snapshot (found now if not known yet), else as far as known, with the ranges
+    /// of the ended versions it keeps from the lake's tail (which the state holds once a
+    /// reader of the checkpoint reads it).
     pub(crate) async fn held_ranges(&self) -> Result<Option<crate::checkpoint::HeldRanges>> {
         let held = match self.history.snapshot() {
             Some(snap) => Some(self.history_held(&snap).await?),
-            None => self.history_held.get().cloned(),
+            None => self.held_once_folded(&[])?.get().cloned(),
         };
         Ok(held.map(|h| crate::checkpoint::HeldRanges {
             roots: h.roots.iter().cloned().collect(),

@@ -137,6 +137,35 @@ fn history_held_answers_for_the_tables_found_and_scans_what_it_did_not_look_thro
     assert!(held.may_hold(&keys::history_prefix("o", "u")));
 }
 
+/// The history ranges an image knows hold records include those of the ended versions it keeps
+/// from the lake's tail: in what it writes into a checkpoint, and once it drops the tail (the
+/// state holds them then). A reader of that checkpoint reads those ranges from the state.
+#[test]
+fn the_history_ranges_held_include_those_of_the_tail() {
+    let held = crate::checkpoint::HeldRanges {
+        roots: vec![keys::history_root("main")],
+        tables: vec![keys::history_prefix("main", "t")],
+    };
+    let head = |batch| crate::head::Head {
+        snapshot_id: Some(batch as i64),
+        batch_count: batch,
+    };
+    let image = Image::from_sections(head(1), Vec::new(), 1, None).with_history_held(Some(held));
+    let mut writes = crate::checkpoint::Writes::new();
+    let ended = keys::history("main", "u", &[Cell::Int(1)], &Cell::Int(2), &Cell::Int(1));
+    writes.insert(ended, Some(b"v".to_vec()));
+    let unfolded = image.advance_unfolded(&writes, head(2)).unwrap();
+    let want = vec![
+        keys::history_prefix("main", "t"),
+        keys::history_prefix("main", "u"),
+    ];
+    for image in [&unfolded, &unfolded.without_tail().unwrap()] {
+        let ranges = block_on(image.held_ranges()).unwrap().unwrap();
+        assert_eq!(ranges.roots, vec![keys::history_root("main")]);
+        assert_eq!(ranges.tables, want);
+    }
+}
+
 #[test]
 fn spaces_are_key_prefixes() {
     let keys_in = [

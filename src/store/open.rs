@@ -297,7 +297,10 @@ impl Store {
             false => (None, prefetched),
         };
         let backend = match &start {
-            Some(_) => Ok(Backend::Reader(Box::new(Reader::unopened(source)))),
+            Some(_) => Ok(Backend::Reader(Box::new(Reader::unopened(
+                source,
+                STORE_FORMAT,
+            )))),
             None => block_on(within(
                 access.io_timeout,
                 &location,
@@ -397,9 +400,9 @@ impl Store {
 
 /// The image a `READ_ONLY` attach starts from without SlateDB: the newest checkpoint the
 /// read ahead found, when it is of this build's store format (`load::image_to_start_from`),
-/// and when a listing beside it found no commit after it; else `None`, and the read ahead
-/// handed back for the load after SlateDB's open. Waits for the read ahead within the time
-/// limit.
+/// and when the listing beside it found no commit object after it, the time that listing
+/// began; else `None`, and the read ahead handed back for the load after SlateDB's open.
+/// Waits for the read ahead within the time limit.
 #[allow(clippy::type_complexity)]
 fn start_without_slatedb(
     prefetched: Prefetch,

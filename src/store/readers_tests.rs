@@ -336,3 +336,29 @@ fn a_read_only_attach_of_a_lake_at_its_checkpoint_makes_three_requests() {
         "{requests:?}"
     );
 }
+
+/// A `READ_ONLY` attach that started from a checkpoint naming this build's store format checks
+/// the store's own marker when it opens SlateDB, and refuses another (a later build upgraded
+/// the lake after that checkpoint) rather than reading a layout it may not know.
+#[test]
+fn a_read_only_attach_checks_the_store_format_when_it_opens_slatedb() {
+    let mem = Arc::new(InMemory::new());
+    let (_, writer) = faulty_lake(&mem);
+    end_table(&writer, 2, 0, (1, 1, "kept"));
+    writer.write_checkpoint_for_test();
+    let reader = Store::open_on(mem.clone(), true, "memory://format").unwrap();
+    assert!(table_names(&reader).is_empty());
+    assert_eq!(reader_state_read_at(&reader), None, "SlateDB not opened");
+    writer
+        .put_raw(&keys::sys_format(), b"moraine-store-9")
+        .unwrap();
+    let e = reader
+        .begin()
+        .rows(M, "ducklake_table", true)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("moraine-store-9") && e.contains("attach it again"),
+        "{e}"
+    );
+}
