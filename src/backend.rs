@@ -7,7 +7,7 @@ use crate::keys;
 use bytes::Bytes;
 use object_store::ObjectStore;
 use slatedb::config::DbReaderOptions;
-use slatedb::{Db, DbReader, DbReaderMode};
+use slatedb::{Db, DbReader, DbReaderMode, ErrorKind};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 use tracing::Instrument;
@@ -54,6 +54,8 @@ pub(crate) struct Reader {
     expect_format: Option<&'static str>,
     /// One refresh (or first open) at a time.
     refreshing: tokio::sync::Mutex<()>,
+    /// Set by [`Reader::close`]: nothing is opened after it.
+    closed: std::sync::atomic::AtomicBool,
 }
 
 /// One opened `DbReader`, closed once its last holder drops it (a refresh replaces it while
@@ -117,6 +119,7 @@ impl Reader {
             current: RwLock::new(Some(Arc::new(opened))),
             expect_format: None,
             refreshing: tokio::sync::Mutex::new(()),
+            closed: Default::default(),
         })
     }
 
@@ -128,6 +131,7 @@ impl Reader {
             current: RwLock::new(None),
             expect_format: Some(format),
             refreshing: tokio::sync::Mutex::new(()),
+            closed: Default::default(),
         }
     }
 
@@ -194,9 +198,25 @@ impl Reader {
                 return Ok(());
             }
         }
+        if self.closed.load(std::sync::atomic::Ordering::SeqCst) {
+            return Err(Error::Storage(format!(
+                "the reader of {} is closed (the lake was detached)",
+                self.source.location
+            )));
+        }
         let first = self.read_at().is_none();
         let span = tracing::debug_span!("moraine.reader.refresh", store = %self.source.location);
-        let opened = Self::open_one(&self.source).instrument(span).await?;
+        let opened = match Self::open_one(&self.source).instrument(span).await {
+            Ok(opened) => opened,
+            // (what the attach's open would have said of a location SlateDB cannot open)
+            Err(e) if first && matches!(e.kind(), ErrorKind::Invalid | ErrorKind::Data) => {
+                return Err(Error::NotAStore {
+                    location: self.source.location.clone(),
+                    reason: format!("SlateDB cannot open it ({e})"),
+                })
+            }
+            Err(e) => return Err(e.into()),
+        };
         if let (true, Some(want)) = (first, self.expect_format) {
             let found = opened.get(keys::sys_format()).await?;
             if found.as_deref() != Some(want.as_bytes()) {
@@ -248,6 +268,9 @@ impl Reader {
     }
 
     async fn close(&self) -> Result<()> {
+        // (an open under way, e.g. a catch-up's, ends first: nothing opens after this)
+        self.closed.store(true, std::sync::atomic::Ordering::SeqCst);
+        let _one = self.refreshing.lock().await;
         let Some(held) = self.current() else {
             return Ok(());
         };

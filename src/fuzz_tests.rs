@@ -413,19 +413,25 @@ fn image_checkpoints_and_logs_decode_or_refuse() {
                 })
                 .collect();
             let codec = [Codec::None, Codec::Lz4, Codec::Zstd][rng.below(3)];
+            // the history ranges held, when the writer knew them
+            let held = (rng.below(2) == 0).then(|| checkpoint::HeldRanges {
+                roots: (0..rng.below(3)).map(|_| rng.bytes(5)).collect(),
+                tables: (0..rng.below(4)).map(|_| rng.bytes(7)).collect(),
+            });
             let encoded = checkpoint::encode_checkpoint(
                 head,
                 "moraine-store-x",
-                None,
+                held.as_ref(),
                 sections.clone(),
                 codec,
             );
-            (sections, encoded)
+            ((sections, held), encoded)
         },
-        |sections, input, valid| {
+        |(sections, held), input, valid| {
             let decoded = checkpoint::decode_checkpoint(Bytes::copy_from_slice(input), "fuzz");
             if valid {
                 let d = decoded.as_ref().ok().expect("valid decodes");
+                assert_eq!(&d.history_held, held);
                 assert_eq!(d.sections.len(), sections.len());
                 for (prefix, section) in sections {
                     let back = d.sections[prefix]

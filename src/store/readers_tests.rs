@@ -362,3 +362,45 @@ fn a_read_only_attach_checks_the_store_format_when_it_opens_slatedb() {
         "{e}"
     );
 }
+
+/// A `READ_ONLY` attach starts from the newest checkpoint object even when `image/checkpoint`
+/// does not name it yet (its writer died between writing the one and the other): the object
+/// holds a committed image, and its writer made the folds it holds durable first, so the rows
+/// and the history read through SlateDB's state afterwards are the writer's.
+#[test]
+fn a_read_only_attach_starts_from_a_checkpoint_its_pointer_does_not_name_yet() {
+    let mem = Arc::new(InMemory::new());
+    let (_, writer) = faulty_lake(&mem);
+    writer.write_checkpoint_for_test();
+    end_table(&writer, 2, 0, (1, 1, "kept"));
+    commit_table(&writer, 3, 3, "t3");
+    // the checkpointer's work up to the object, and not the pointer
+    let image = writer.current_image().unwrap();
+    block_on(writer.db().unwrap().flush()).unwrap();
+    let held = block_on(image.held_ranges()).unwrap();
+    let object = checkpoint::encode_checkpoint(
+        image.head(),
+        STORE_FORMAT,
+        held.as_ref(),
+        image.checkpoint_sections(),
+        crate::compression::DEFAULT,
+    );
+    let batch = image.head().batch_count;
+    let path = object_store::path::Path::from(checkpoint::object_path(batch));
+    block_on(async {
+        use object_store::ObjectStoreExt;
+        mem.put(&path, object.into()).await.unwrap()
+    });
+    let pointer = raw(&writer, &keys::image_checkpoint());
+    assert!(checkpoint::decode_pointer(&pointer[0].1).unwrap().0 < batch);
+
+    let reader = Store::open_on(mem.clone(), true, "memory://unnamed").unwrap();
+    assert_eq!(reader.current_image().unwrap().checkpoint_batch(), Some(batch));
+    assert_eq!(table_names(&reader), names(&["t3"]));
+    assert_eq!(reader_state_read_at(&reader), None, "SlateDB not opened");
+    assert_eq!(
+        rows_of(&reader, "ducklake_table", true),
+        rows_of(&writer, "ducklake_table", true)
+    );
+    assert!(reader_state_read_at(&reader).is_some(), "SlateDB opened");
+}
