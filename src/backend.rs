@@ -209,7 +209,11 @@ impl Reader {
         let opened = match Self::open_one(&self.source).instrument(span).await {
             Ok(opened) => opened,
             // (what the attach's open would have said of a location SlateDB cannot open)
-            Err(e) if first && matches!(e.kind(), ErrorKind::Invalid | ErrorKind::Data) => {
+            Err(e)
+                if first
+                    && !object_gone(&e)
+                    && matches!(e.kind(), ErrorKind::Invalid | ErrorKind::Data) =>
+            {
                 return Err(Error::NotAStore {
                     location: self.source.location.clone(),
                     reason: format!("SlateDB cannot open it ({e})"),
@@ -229,6 +233,14 @@ impl Reader {
                     ),
                 });
             }
+        }
+        if self.closed.load(std::sync::atomic::Ordering::SeqCst) {
+            // a close that gave up waiting for this open: the reader it made goes (its drop
+            // closes it)
+            return Err(Error::Storage(format!(
+                "the reader of {} is closed (the lake was detached)",
+                self.source.location
+            )));
         }
         *self.current.write().unwrap_or_else(|p| p.into_inner()) = Some(Arc::new(opened));
         Ok(())

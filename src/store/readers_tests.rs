@@ -395,7 +395,10 @@ fn a_read_only_attach_starts_from_a_checkpoint_its_pointer_does_not_name_yet() {
     assert!(checkpoint::decode_pointer(&pointer[0].1).unwrap().0 < batch);
 
     let reader = Store::open_on(mem.clone(), true, "memory://unnamed").unwrap();
-    assert_eq!(reader.current_image().unwrap().checkpoint_batch(), Some(batch));
+    assert_eq!(
+        reader.current_image().unwrap().checkpoint_batch(),
+        Some(batch)
+    );
     assert_eq!(table_names(&reader), names(&["t3"]));
     assert_eq!(reader_state_read_at(&reader), None, "SlateDB not opened");
     assert_eq!(
