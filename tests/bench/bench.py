@@ -904,6 +904,13 @@ def files_lake(args, out, slug, commit_reps):
             out.value("catalog on storage, after DETACH", catalog_bytes(lake.catalog, lake.root) / 2**20, "MB")
         res = probe_figures(args, out, f"count(*) of one table (t{q}), attach + query (fresh process)",
                             lake.attach_sql(), query, rows)
+        # a process that only reads attaches READ_ONLY (moraine then starts from its checkpoint)
+        ro = probe_figures(args, out,
+                           f"count(*) of one table (t{q}), READ_ONLY attach + query (fresh process)",
+                           lake.attach_sql(read_only=True), query, rows)
+        if ro:
+            out.value("fresh READ_ONLY process: peak RSS (attach + query)",
+                      median([r["hwm_kb"] for r in ro]) / 1024.0, "MB")
         if slug == "files":
             keep_lake(args, "files", f"files: count(*) of one table (t{q})", lake, query, rows)
         if lake.catalog == "moraine" and not S3_ENDPOINT:
