@@ -161,13 +161,18 @@ impl Image {
         Ok(self.history_held.get_or_init(|| Arc::new(held)).clone())
     }
 
-    /// Which history ranges hold ended versions at this image, for its checkpoint: through a
-    /// writer's snapshot (found now if not known yet), else as far as known, with the ranges
-    /// of the ended versions it keeps from the lake's tail (which the state holds once a
-    /// reader of the checkpoint reads it).
+    /// Which history ranges hold ended versions at this image, for its checkpoint: found afresh
+    /// through a writer's snapshot (the set an image carries only grows, and an expiry may
+    /// have emptied ranges since it was found), else as far as known, with the ranges of the
+    /// ended versions it keeps from the lake's tail (which the state holds once a reader of
+    /// the checkpoint reads it).
     pub(crate) async fn held_ranges(&self) -> Result<Option<crate::checkpoint::HeldRanges>> {
         let held = match self.history.snapshot() {
-            Some(snap) => Some(self.history_held(&snap).await?),
+            Some(snap) => {
+                let catalog = self.catalog()?;
+                let lakes = catalog.schemas.iter().map(String::as_str);
+                Some(Arc::new(HistoryHeld::find(&snap, lakes).await?))
+            }
             None => self.held_once_folded(&[])?.get().cloned(),
         };
         Ok(held.map(|h| crate::checkpoint::HeldRanges {

@@ -407,3 +407,32 @@ fn a_read_only_attach_starts_from_a_checkpoint_its_pointer_does_not_name_yet() {
     );
     assert!(reader_state_read_at(&reader).is_some(), "SlateDB opened");
 }
+
+/// A checkpoint's history ranges are found afresh through its writer's snapshot: a range an
+/// expiry emptied since is not named, so a reader of the checkpoint does not open SlateDB for
+/// it.
+#[test]
+fn a_checkpoint_names_the_history_ranges_that_hold_records_at_its_head() {
+    let mem = Arc::new(InMemory::new());
+    let (_, writer) = faulty_lake(&mem);
+    end_table(&writer, 2, 0, (1, 1, "kept"));
+    let table = keys::history_prefix(M, "ducklake_table");
+    let named = |writer: &Arc<Store>| {
+        writer.write_checkpoint_for_test();
+        let batch = writer.head().unwrap().batch_count;
+        let path = checkpoint::object_path(batch);
+        let bytes = block_on(writer.read_object(&path)).unwrap();
+        let cp = checkpoint::decode_checkpoint(bytes, &path).unwrap();
+        cp.history_held.unwrap().tables.contains(&table)
+    };
+    assert!(named(&writer), "the ended version's range");
+    // an expiry deletes the ended version
+    let mut t = writer.begin();
+    let m = t.rows(M, "ducklake_table", true).unwrap();
+    assert_eq!(m.rows.len(), 1);
+    t.stage_delete(M, "ducklake_table", vec![crate::txn::rowid(m.id, 0)])
+        .unwrap();
+    t.commit().unwrap();
+    assert!(rows_of(&writer, "ducklake_table", true).is_empty());
+    assert!(!named(&writer), "emptied since");
+}

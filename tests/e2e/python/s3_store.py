@@ -169,8 +169,16 @@ def scenario(moto):
           rows(db, "SELECT count(*) FROM lake.t") == [(1204,)])
     db.execute("DELETE FROM lake.t WHERE i = 6000")
     db.execute("DETACH lake")
+    before = len(moto.requests())
     got = in_fresh_process(moto, "READ_ONLY", ["SELECT count(*) FROM lake.t"])
     check("a fresh process reads the lake after cleanup", got == [[(1203,)]], got)
+    # (the writer's DETACH wrote a checkpoint of the head: the attach starts from it, RFC 0009)
+    catalog = [r for r in moto.requests()[before:] if "lake-meta" in r[1]]
+    check("... its READ_ONLY attach and query read the newest checkpoint and list the commits "
+          "after it, and open no SlateDB",
+          len(catalog) <= 6 and any("/moraine/image/" in r[1] for r in catalog)
+          and not any(k in r[1] for r in catalog for k in ("manifest", "/wal/", "/compacted/")),
+          catalog)
     check("still nothing on the local disk", local_files() == [], local_files())
 
     # ---- ATTACH OR REPLACE of another s3:// lake under an attached lake's name ------------------
