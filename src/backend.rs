@@ -198,12 +198,7 @@ impl Reader {
                 return Ok(());
             }
         }
-        if self.closed.load(std::sync::atomic::Ordering::SeqCst) {
-            return Err(Error::Storage(format!(
-                "the reader of {} is closed (the lake was detached)",
-                self.source.location
-            )));
-        }
+        self.refuse_if_closed()?;
         let first = self.read_at().is_none();
         let span = tracing::debug_span!("moraine.reader.refresh", store = %self.source.location);
         let opened = match Self::open_one(&self.source).instrument(span).await {
@@ -234,15 +229,21 @@ impl Reader {
                 });
             }
         }
+        // a close that gave up waiting for this open: the reader it made goes (its drop closes
+        // it)
+        self.refuse_if_closed()?;
+        *self.current.write().unwrap_or_else(|p| p.into_inner()) = Some(Arc::new(opened));
+        Ok(())
+    }
+
+    /// Nothing is opened once [`Reader::close`] has begun.
+    fn refuse_if_closed(&self) -> Result<()> {
         if self.closed.load(std::sync::atomic::Ordering::SeqCst) {
-            // a close that gave up waiting for this open: the reader it made goes (its drop
-            // closes it)
             return Err(Error::Storage(format!(
                 "the reader of {} is closed (the lake was detached)",
                 self.source.location
             )));
         }
-        *self.current.write().unwrap_or_else(|p| p.into_inner()) = Some(Arc::new(opened));
         Ok(())
     }
 

@@ -182,7 +182,7 @@ pub struct Store {
     /// The head of the checkpoint a `READ_ONLY` attach started from without opening SlateDB
     /// (`open.rs`, `start_without_slatedb`): the folded head it stands on until its reader
     /// opens SlateDB, whose state holds at least that head.
-    started_from: Mutex<Option<Head>>,
+    started_from: Option<Head>,
     /// How many times `sys/head` was read from storage (tests).
     #[cfg(test)]
     pub(crate) head_reads: std::sync::atomic::AtomicU64,
@@ -227,8 +227,7 @@ impl Store {
     pub(crate) async fn read_head(&self) -> Result<Head> {
         let backend = self.backend();
         if let Backend::Reader(reader) = &*backend {
-            let started_from = *self.started_from.lock().unwrap_or_else(|p| p.into_inner());
-            if let (Some(head), false) = (started_from, reader.is_open()) {
+            if let (Some(head), false) = (self.started_from, reader.is_open()) {
                 return Ok(head);
             }
         }

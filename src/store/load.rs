@@ -147,20 +147,34 @@ async fn from_checkpoint(store: &Store, snap: Option<&Arc<DbSnapshot>>) -> Resul
         return Ok(None);
     };
     let (batch, path) = checkpoint::decode_pointer(&pointer)?;
-    let cp = checkpoint::decode_checkpoint(store.read_checkpoint_object(&path).await?, &path)?;
-    if cp.head.batch_count != batch {
-        return Err(Error::Corrupt(format!(
-            "image checkpoint {path} holds batch {}, image/checkpoint says {batch}",
-            cp.head.batch_count
-        )));
-    }
-    let image = Image::from_sections(cp.head, cp.sections, batch, snap.cloned())
-        .with_history_held(cp.history_held);
+    let object = store.read_checkpoint_object(&path).await?;
+    let (image, _) = checkpoint_image(object, &path, batch, "image/checkpoint", snap)?;
     let log = read_log(store, snap, batch + 1)
         .instrument(tracing::trace_span!("moraine.image.log"))
         .await?;
     let _span = tracing::trace_span!("moraine.image.follow", commits = log.len()).entered();
     Ok(Some(image.follow(log, snap.cloned())?))
+}
+
+/// The image of the checkpoint `object` at `path`, which `named_by` says holds `batch`, read
+/// through `snap` (a writer's) or a reader's state; and the store format it names.
+fn checkpoint_image(
+    object: Bytes,
+    path: &str,
+    batch: u64,
+    named_by: &str,
+    snap: Option<&Arc<DbSnapshot>>,
+) -> Result<(Image, Option<String>)> {
+    let cp = checkpoint::decode_checkpoint(object, path)?;
+    if cp.head.batch_count != batch {
+        return Err(Error::Corrupt(format!(
+            "image checkpoint {path} holds batch {}, {named_by} says {batch}",
+            cp.head.batch_count
+        )));
+    }
+    let image = Image::from_sections(cp.head, cp.sections, batch, snap.cloned())
+        .with_history_held(cp.history_held);
+    Ok((image, cp.store_format))
 }
 
 /// The image a `READ_ONLY` attach starts from without opening SlateDB (RFC 0009, "An attach
@@ -172,21 +186,21 @@ async fn from_checkpoint(store: &Store, snap: Option<&Arc<DbSnapshot>>) -> Resul
 /// once opened, is at least at its head.
 pub(super) fn image_to_start_from(path: &str, object: Bytes) -> Option<Image> {
     let batch = checkpoint::batch_of_object(path)?;
-    let cp = match checkpoint::decode_checkpoint(object, path) {
-        Ok(cp) => cp,
+    match checkpoint_image(object, path, batch, "its name", None) {
+        Ok((image, format)) if format.as_deref() == Some(STORE_FORMAT) => Some(image),
+        Ok((_, format)) => {
+            tracing::debug!(
+                target: "moraine::store",
+                path,
+                format,
+                "moraine: the newest checkpoint is not of this build's store format; opening \
+                 SlateDB"
+            );
+            None
+        }
         Err(e) => {
             tracing::debug!(target: "moraine::store", "moraine: {e}; opening SlateDB");
-            return None;
+            None
         }
-    };
-    if cp.store_format.as_deref() != Some(STORE_FORMAT) || cp.head.batch_count != batch {
-        tracing::debug!(
-            target: "moraine::store",
-            path,
-            format = cp.store_format.as_deref(),
-            "moraine: the newest checkpoint is not of this build's store format; opening SlateDB"
-        );
-        return None;
     }
-    Some(Image::from_sections(cp.head, cp.sections, batch, None).with_history_held(cp.history_held))
 }

@@ -352,7 +352,7 @@ impl Store {
             metrics,
             commits: Default::default(),
             last_commit_micros: Default::default(),
-            started_from: Mutex::new(start.as_ref().map(|(image, _)| image.head())),
+            started_from: start.as_ref().map(|(image, _)| image.head()),
             #[cfg(test)]
             head_reads: Default::default(),
         });
