@@ -763,20 +763,9 @@ fn a_table_with_only_ended_versions_reads_its_history_once_per_image() {
     let store = new_lake(&mem_url("history-only"));
     commit_table(&store, 1, 1, "t1");
     commit_table(&store, 2, 2, "t2");
-    // a hand edit ends t1's version at the head snapshot
-    let end = |id: i64, name: &str, at: usize| {
-        let mut t = store.begin();
-        let m = t.rows(M, "ducklake_table", false).unwrap();
-        t.stage_update(
-            M,
-            "ducklake_table",
-            vec![(rowid(m.id, at), table_row(id, id, Some(2), name))],
-        )
-        .unwrap();
-        t.commit().unwrap();
-    };
-    end(1, "t1", 0);
-    end(2, "t2", 0);
+    // hand edits end t1's and t2's versions at the head snapshot
+    end_table(&store, 0, (1, 1, "t1"), 2);
+    end_table(&store, 0, (2, 2, "t2"), 2);
     // no live ducklake_table record is left: the space is gone, the history is in the store
     let mut a = store.begin();
     let mut b = store.begin();
@@ -791,15 +780,7 @@ fn a_table_with_only_ended_versions_reads_its_history_once_per_image() {
     drop((a, b));
     // the next image holds a third ended version, read afresh
     commit_table(&store, 3, 3, "t3");
-    let mut t = store.begin();
-    let m = t.rows(M, "ducklake_table", false).unwrap();
-    t.stage_update(
-        M,
-        "ducklake_table",
-        vec![(rowid(m.id, 0), table_row(3, 3, Some(3), "t3"))],
-    )
-    .unwrap();
-    t.commit().unwrap();
+    end_table(&store, 0, (3, 3, "t3"), 3);
     let mut c = store.begin();
     let rc = c.rows(M, "ducklake_table", true).unwrap();
     assert_eq!(

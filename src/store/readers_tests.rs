@@ -174,25 +174,23 @@ fn a_read_that_finds_its_state_collected_reads_it_afresh() {
     );
 }
 
-/// End the version of table `id` (`name`, begun at `begin`), the live table at `at`, as of
-/// snapshot `end` (a commit of its own).
-fn end_table(store: &Arc<Store>, end: i64, at: usize, (id, begin, name): (i64, i64, &str)) {
-    use crate::testing::{snap, table_row};
+/// Commit snapshot `end`, which ends the version of table `id` (`name`, begun at `begin`), the
+/// live table at `at`.
+fn commit_table_end(store: &Arc<Store>, end: i64, at: usize, table: (i64, i64, &str)) {
     let mut t = store.begin();
-    let m = t.rows(M, "ducklake_table", false).unwrap();
-    assert_eq!(m.rows[at], table_row(id, begin, None, name));
-    t.stage_insert(M, "ducklake_snapshot", vec![snap(end)])
+    t.stage_insert(M, "ducklake_snapshot", vec![crate::testing::snap(end)])
         .unwrap();
-    t.stage_update(
-        M,
-        "ducklake_table",
-        vec![(
-            crate::txn::rowid(m.id, at),
-            table_row(id, begin, Some(end), name),
-        )],
-    )
-    .unwrap();
+    stage_table_end(&mut t, at, table, end);
     t.commit().unwrap();
+}
+
+/// A lake on `mem` (its writer returned) whose table `kept` ended in snapshot 2, with a
+/// checkpoint of that head.
+fn checkpointed_lake_with_history(mem: &Arc<InMemory>) -> Arc<Store> {
+    let (_, writer) = faulty_lake(mem);
+    commit_table_end(&writer, 2, 0, (1, 1, "kept"));
+    writer.write_checkpoint_for_test();
+    writer
 }
 
 /// A `READ_ONLY` attach of a lake whose newest checkpoint names this build's store format
@@ -210,12 +208,12 @@ fn a_read_only_attach_opens_slatedb_only_when_a_query_reads_history() {
     t.create_table(crate::testing::def("ducklake_column"))
         .unwrap();
     t.commit().unwrap();
-    end_table(&writer, 2, 0, (1, 1, "kept"));
+    commit_table_end(&writer, 2, 0, (1, 1, "kept"));
     commit_table(&writer, 3, 3, "in_checkpoint");
     writer.write_checkpoint_for_test();
     // the tail: commits after the checkpoint, one ending a version
     commit_table(&writer, 4, 4, "after");
-    end_table(&writer, 5, 0, (3, 3, "in_checkpoint"));
+    commit_table_end(&writer, 5, 0, (3, 3, "in_checkpoint"));
     commit_table(&writer, 6, 6, "last");
     let seen = FaultyStore::new(mem.clone());
     seen.record_requests();
@@ -291,9 +289,7 @@ fn a_read_only_attach_opens_slatedb_only_when_a_query_reads_history() {
 #[test]
 fn a_transaction_whose_read_gave_up_on_the_store_fails_its_next_reads_at_once() {
     let mem = Arc::new(InMemory::new());
-    let (_, writer) = faulty_lake(&mem);
-    end_table(&writer, 2, 0, (1, 1, "kept"));
-    writer.write_checkpoint_for_test();
+    let _writer = checkpointed_lake_with_history(&mem);
     let seen = FaultyStore::new(mem.clone());
     let limit = Duration::from_millis(300);
     let reader = Store::open_on_limited(seen.clone(), true, "faulty://slow", limit).unwrap();
@@ -343,9 +339,7 @@ fn a_read_only_attach_of_a_lake_at_its_checkpoint_makes_three_requests() {
 #[test]
 fn a_read_only_attach_checks_the_store_format_when_it_opens_slatedb() {
     let mem = Arc::new(InMemory::new());
-    let (_, writer) = faulty_lake(&mem);
-    end_table(&writer, 2, 0, (1, 1, "kept"));
-    writer.write_checkpoint_for_test();
+    let writer = checkpointed_lake_with_history(&mem);
     let reader = Store::open_on(mem.clone(), true, "memory://format").unwrap();
     assert!(table_names(&reader).is_empty());
     assert_eq!(reader_state_read_at(&reader), None, "SlateDB not opened");
@@ -372,7 +366,7 @@ fn a_read_only_attach_starts_from_a_checkpoint_its_pointer_does_not_name_yet() {
     let mem = Arc::new(InMemory::new());
     let (_, writer) = faulty_lake(&mem);
     writer.write_checkpoint_for_test();
-    end_table(&writer, 2, 0, (1, 1, "kept"));
+    commit_table_end(&writer, 2, 0, (1, 1, "kept"));
     commit_table(&writer, 3, 3, "t3");
     // the checkpointer's work up to the object, and not the pointer
     let image = writer.current_image().unwrap();
@@ -415,7 +409,7 @@ fn a_read_only_attach_starts_from_a_checkpoint_its_pointer_does_not_name_yet() {
 fn a_checkpoint_names_the_history_ranges_that_hold_records_at_its_head() {
     let mem = Arc::new(InMemory::new());
     let (_, writer) = faulty_lake(&mem);
-    end_table(&writer, 2, 0, (1, 1, "kept"));
+    commit_table_end(&writer, 2, 0, (1, 1, "kept"));
     let table = keys::history_prefix(M, "ducklake_table");
     let named = |writer: &Arc<Store>| {
         writer.write_checkpoint_for_test();

@@ -392,18 +392,7 @@ fn a_fenced_folder_s_open_transaction_reads_its_history_to_the_end() {
     commit_table(&a, 1, 1, "t1");
     // an ended version: the history read below has a record to read through the fenced writer
     commit_table(&a, 2, 2, "t0");
-    let mut t = a.begin();
-    let m = t.rows(M, "ducklake_table", false).unwrap();
-    t.stage_update(
-        M,
-        "ducklake_table",
-        vec![(
-            crate::txn::rowid(m.id, 1),
-            crate::testing::table_row(2, 2, Some(2), "t0"),
-        )],
-    )
-    .unwrap();
-    t.commit().unwrap();
+    end_table(&a, 1, (2, 2, "t0"), 2);
     let mut t = a.begin();
     assert_eq!(t.head_snapshot(M).unwrap(), Some(2));
     let b = second_writer(dir.path());

@@ -33,6 +33,34 @@ pub(crate) fn commit_table_result(
     t.commit()
 }
 
+/// Stage in `t` the end, as of snapshot `end`, of the version of table `id` (`name`, begun at
+/// `begin`), which `t` reads as its live table at `at`.
+pub(crate) fn stage_table_end(
+    t: &mut Transaction,
+    at: usize,
+    (id, begin, name): (i64, i64, &str),
+    end: i64,
+) {
+    let m = t.rows(M, "ducklake_table", false).unwrap();
+    assert_eq!(m.rows[at], table_row(id, begin, None, name));
+    t.stage_update(
+        M,
+        "ducklake_table",
+        vec![(
+            crate::txn::rowid(m.id, at),
+            table_row(id, begin, Some(end), name),
+        )],
+    )
+    .unwrap();
+}
+
+/// Commit [`stage_table_end`] alone: a hand edit, in no snapshot of its own.
+pub(crate) fn end_table(store: &Arc<Store>, at: usize, table: (i64, i64, &str), end: i64) {
+    let mut t = store.begin();
+    stage_table_end(&mut t, at, table, end);
+    t.commit().unwrap();
+}
+
 /// What the store itself holds under `prefix` (history included), read past the image.
 pub(crate) fn raw(store: &Arc<Store>, prefix: &[u8]) -> Vec<(Vec<u8>, Vec<u8>)> {
     block_on(store.backend().scan(prefix))

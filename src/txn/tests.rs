@@ -871,15 +871,7 @@ fn loading_at_head_does_not_read_history() {
     commit_table(&store, 2, 2, "t2");
     // t1's version ends: ducklake_table's history holds a record (an image that knows which
     // history ranges hold none reads nothing of those)
-    let mut t = store.begin();
-    let m = t.rows(M, "ducklake_table", false).unwrap();
-    t.stage_update(
-        M,
-        "ducklake_table",
-        vec![(rowid(m.id, 0), table_row(1, 1, Some(2), "t1"))],
-    )
-    .unwrap();
-    t.commit().unwrap();
+    end_table(&store, 0, (1, 1, "t1"), 2);
     // a record under history/ that fails to decode: reading it is an error
     let planted = keys::history(M, "ducklake_table", &[Int(99)], &Int(5), &Int(1));
     store.put_raw(&planted, b"not a row").unwrap();
