@@ -179,10 +179,13 @@ pub struct Store {
     /// since the Unix epoch; 0 before the first).
     commits: std::sync::atomic::AtomicU64,
     last_commit_micros: std::sync::atomic::AtomicI64,
-    /// The head of the checkpoint a `READ_ONLY` attach started from without opening SlateDB
-    /// (`open.rs`, `start_without_slatedb`): the folded head it stands on until its reader
-    /// opens SlateDB, whose state holds at least that head.
+    /// The head of the checkpoint an attach started from without opening SlateDB (`open.rs`,
+    /// `start_without_slatedb`): the folded head it stands on until its reader opens SlateDB,
+    /// whose state holds at least that head.
     started_from: Option<Head>,
+    /// Set for a read-write attach that started without SlateDB: it takes the folder role at
+    /// its first commit (`commit.rs`), not at the attach. Cleared once it took the role.
+    role_at_first_commit: std::sync::atomic::AtomicBool,
     /// How many times `sys/head` was read from storage (tests).
     #[cfg(test)]
     pub(crate) head_reads: std::sync::atomic::AtomicU64,

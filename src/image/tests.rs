@@ -701,33 +701,32 @@ fn a_reader_never_serves_a_version_twice_when_the_writer_ends_it_after_the_pin()
     );
 }
 
-/// The checkpoint an attach that opens SlateDB (a read-write one) reads ahead (the newest
-/// object, read while SlateDB opens) is used only when it is the one `image/checkpoint` names:
-/// an object newer than the pointer (a writer that died between writing a checkpoint and
-/// recording it) is not.
+/// An attach starts from the newest checkpoint object, read ahead, without SlateDB; when that
+/// object is not a checkpoint of this build (here, not a checkpoint at all) it opens SlateDB
+/// and uses the object read ahead only when it is the one `image/checkpoint` names: an object
+/// newer than the pointer is not.
 #[test]
 fn a_checkpoint_read_ahead_is_used_only_if_the_pointer_names_it() {
     let (_dir, url, store) = checkpointed_lake();
     let os = store.object_store_for_test();
     drop(store);
-    // the pointed-at checkpoint is read ahead and used: the load does not read it again (gone
-    // by then, it would fall back to the records)
+    // the pointed-at checkpoint, the newest, is read ahead and started from: the attach does
+    // not read it again (gone by then, it would fall back to the records)
     let store = Store::open(&url, false).unwrap();
-    let read_ahead = store.prefetched_path_for_test();
-    let pointer = raw(&store, &keys::image_checkpoint());
-    let (batch, path) = crate::checkpoint::decode_pointer(&pointer[0].1).unwrap();
-    assert_eq!(read_ahead.as_deref(), Some(path.as_str()));
-    let object = object_store::path::Path::from(path.as_str());
+    let image = store.pin_image().unwrap();
+    let batch = image.checkpoint_batch().expect("started from a checkpoint");
+    let object = object_store::path::Path::from(crate::checkpoint::object_path(batch));
     let kept = block_on(async {
         use object_store::ObjectStoreExt;
         let bytes = os.get(&object).await.unwrap().bytes().await.unwrap();
         os.delete(&object).await.unwrap();
         bytes
     });
-    let head = store.head().unwrap();
-    let image = store.pin_image().unwrap();
-    assert_eq!(image.head(), head);
-    assert_eq!(image.checkpoint_batch(), Some(batch));
+    assert!(!store.is_folder(), "no writer before a commit");
+    let pointer = raw(&store, &keys::image_checkpoint());
+    let (pointed, _) = crate::checkpoint::decode_pointer(&pointer[0].1).unwrap();
+    assert_eq!(pointed, batch);
+    assert_eq!(image.head(), store.head().unwrap());
     drop((image, store));
     block_on(async {
         use object_store::ObjectStoreExt;

@@ -73,6 +73,19 @@ impl Store {
             }
             self.confirm_tail(started);
         }
+        if self.role_at_first_commit.load(Ordering::SeqCst) {
+            // a read-write attach that started without SlateDB takes the folder role now, as
+            // its open once did (RFC 0009, "An attach that reads what its first query needs")
+            match self.promote_locked() {
+                Ok(()) => {}
+                // another attach opened the writer while this one did: it holds the role
+                Err(Error::Fenced(_)) => {
+                    self.role_at_first_commit.store(false, Ordering::SeqCst);
+                    self.demote_fenced_locked()?;
+                }
+                Err(e) => return Err(e),
+            }
+        }
         if matches!(self.close_reason(), Some(slatedb::CloseReason::Fenced)) {
             // another attach took the folder role: this one commits without it
             self.demote_locked()?;

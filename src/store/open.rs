@@ -187,7 +187,7 @@ impl Store {
                         store: store.clone(),
                         local: None,
                     },
-                    read_only,
+                    true,
                 ));
                 block_on(crate::s3::probe(
                     &store,
@@ -280,7 +280,7 @@ impl Store {
         let metrics = Arc::new(slatedb_common::metrics::DefaultMetricsRecorder::new());
         // the attach's image load needs the newest checkpoint: read it while SlateDB opens
         let prefetched = prefetched
-            .unwrap_or_else(|| runtime().spawn(prefetch_checkpoint(objects.clone(), read_only)));
+            .unwrap_or_else(|| runtime().spawn(prefetch_checkpoint(objects.clone(), true)));
         let source = Source {
             object_store: objects.store.clone(),
             location: location.clone(),
@@ -288,14 +288,13 @@ impl Store {
             metrics: metrics.clone(),
             compression: access.compression,
         };
-        // a READ_ONLY attach starts from that checkpoint alone when it can (RFC 0009, "An
-        // attach that reads what its first query needs"): SlateDB opens at its first read of
-        // history
-        let (start, prefetched) = match read_only {
-            true => start_without_slatedb(prefetched, &location, access.io_timeout)
-                .inspect_err(|_| crate::sst_cache::shared().drop_scope(cache_scope))?,
-            false => (None, prefetched),
-        };
+        // an attach starts from that checkpoint alone when it can (RFC 0009, "An attach that
+        // reads what its first query needs"): SlateDB's reader opens at its first read of
+        // history, and a read-write attach opens SlateDB's writer (the folder role) at its
+        // first commit
+        let (start, prefetched) =
+            start_without_slatedb(prefetched, &location, access.io_timeout)
+                .inspect_err(|_| crate::sst_cache::shared().drop_scope(cache_scope))?;
         let backend = match &start {
             Some(_) => Ok(Backend::Reader(Box::new(Reader::unopened(
                 source,
@@ -353,6 +352,7 @@ impl Store {
             commits: Default::default(),
             last_commit_micros: Default::default(),
             started_from: start.as_ref().map(|(image, _)| image.head()),
+            role_at_first_commit: (start.is_some() && !read_only).into(),
             #[cfg(test)]
             head_reads: Default::default(),
         });
@@ -416,7 +416,15 @@ fn start_without_slatedb(
         async { Ok(prefetched.await.ok().flatten()) },
     ))?;
     let start = got.as_ref().and_then(|newest| {
+        let span = tracing::debug_span!(
+            target: "moraine::store",
+            "moraine.image.start",
+            store = location,
+            to = tracing::field::Empty
+        );
+        let _enter = span.enter();
         let image = load::image_to_start_from(&newest.path, newest.bytes.clone())?;
+        span.record("to", image.head().batch_count);
         Some((image, newest.no_tail_since))
     });
     let handed_back = match start {

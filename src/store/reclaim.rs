@@ -317,8 +317,7 @@ impl Store {
         let _enter = span.enter();
         if !self.read_only && !self.is_folder() {
             // a reclaim runs in the folder (RFC 0004 v3): a plain writer takes the role
-            let _commit = self.commit_lock.lock().unwrap_or_else(|p| p.into_inner());
-            self.promote_locked()?;
+            self.take_folder_role()?;
         }
         let Backend::Writer(db, _) = &*self.backend() else {
             return Err(Error::ReadOnly(format!(

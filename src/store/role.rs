@@ -1,8 +1,9 @@
 //! The folder role (RFC 0004 v3): the one attach that holds SlateDB's writer, folds the commit
 //! objects every process creates into it, and runs the store's maintenance (checkpoints,
 //! compaction, collection, reclaim). Any read-write attach commits without it. A read-write
-//! attach takes the role when it opens, and again when the tail nobody folded grows long; one
-//! whose role another attach took (SlateDB fenced its writer) goes on with a reader.
+//! attach takes the role at its first commit (at its open when the lake has no checkpoint to
+//! start from), for a reclaim, and again when the tail nobody folded grows long; one whose role
+//! another attach took (SlateDB fenced its writer) goes on with a reader.
 
 use super::*;
 
@@ -95,6 +96,14 @@ impl Store {
         }
     }
 
+    /// Take the folder role now, as a read-write attach's first commit does (and
+    /// `moraine_reclaim`, which runs in the folder). Nothing for a `READ_ONLY` attach or one that
+    /// holds the role.
+    pub(crate) fn take_folder_role(&self) -> Result<()> {
+        let _commit = self.commit_lock.lock().unwrap_or_else(|p| p.into_inner());
+        self.promote_locked()
+    }
+
     /// Take the folder role: open SlateDB's writer (fencing the attach that held it, if any)
     /// and fold the tail. The caller holds the commit lock; a read-only attach never takes it.
     pub(super) fn promote_locked(&self) -> Result<()> {
@@ -131,17 +140,40 @@ impl Store {
             }
         })?;
         // (the installed image stays: it reads ended versions through whichever handle the
-        // store has, with the commits it took from the tail beside it)
+        // store has, with the commits it took from the tail beside it; an image behind what is
+        // folded now, an attach's that had not read the tail yet, is advanced at the next pin)
+        let folded = self.bounded("reading the head", self.read_head())?;
+        match self.current_image() {
+            Some(image) if image.head() == folded => {
+                // the folder's images read ended versions through its snapshots, which a
+                // reclaim knows to wait for (a reader's read the latest state)
+                let snap = self.take_snapshot(&db)?;
+                self.install_image(Some(Arc::new(image.follow(Vec::new(), Some(snap))?)));
+            }
+            Some(image) if image.head().batch_count < folded.batch_count => {
+                self.image_unsure.store(true, Ordering::SeqCst)
+            }
+            _ => {}
+        }
         *self.tail_checked.lock().unwrap_or_else(|p| p.into_inner()) = None;
         if let Some(me) = self.me.upgrade() {
             *self.collector.lock().unwrap_or_else(|p| p.into_inner()) = Some(start_collector(&me));
             self.compactor.start_later(&me);
         }
-        tracing::info!(
-            target: "moraine::store",
-            "moraine: this attach of {} took the folder role",
-            self.url
-        );
+        // (routine at an attach's first commit; news when taken over from another attach)
+        if self.role_at_first_commit.swap(false, Ordering::SeqCst) {
+            tracing::debug!(
+                target: "moraine::store",
+                "moraine: this attach of {} took the folder role at its first commit",
+                self.url
+            );
+        } else {
+            tracing::info!(
+                target: "moraine::store",
+                "moraine: this attach of {} took the folder role",
+                self.url
+            );
+        }
         Ok(())
     }
 }

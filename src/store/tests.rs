@@ -7,7 +7,8 @@ use super::*;
 use crate::catalog::fixed_table_def;
 use crate::cell::Cell::{Int, Null, Text};
 use crate::testing::faulty::{
-    self, commit_snapshot_2, commit_snapshot_2_in_background, faulty_lake, reopen, AFTER_COMMIT_1,
+    self, commit_snapshot_2, commit_snapshot_2_in_background, faulty_lake, reopen, reopen_folder,
+    AFTER_COMMIT_1,
 };
 use crate::testing::lakes::*;
 use crate::testing::*;
@@ -50,11 +51,12 @@ fn memory_stores_are_shared_by_name_across_attaches() {
     assert_eq!(rows_of(&reopened, "ducklake_snapshot", true), vec![snap(0)]);
 }
 
-/// A writer runs SlateDB's compactor from its first commit, or a moment after the open if it
-/// has not committed by then; an attach that reads and leaves sooner never starts one, so it
-/// does not resume a compaction it would abandon (`store/compactor.rs`). Closing stops it.
+/// A writer runs SlateDB's compactor from its first commit, or a moment after it took the
+/// folder role if it has not committed by then; an attach that only reads takes no role and
+/// starts none, so it does not resume a compaction it would abandon (`store/compactor.rs`).
+/// Closing stops it.
 #[test]
-fn a_writer_starts_its_compactor_at_its_first_commit_or_a_moment_after_the_open() {
+fn a_writer_starts_its_compactor_at_its_first_commit_or_a_moment_after_taking_the_role() {
     let dir = tempfile::tempdir().unwrap();
     let url = dir.path().join("lake").to_str().unwrap().to_string();
     let store = Store::open(&url, false).unwrap();
@@ -65,21 +67,32 @@ fn a_writer_starts_its_compactor_at_its_first_commit_or_a_moment_after_the_open(
     assert!(!store.compactor_running(), "stopped at close");
     drop(store);
 
-    let opened = std::time::Instant::now();
+    // a read-write attach that only reads opens no writer: no role, no compactor, however long
     let store = Store::open(&url, false).unwrap();
+    assert_eq!(rows_of(&store, "ducklake_snapshot", false), vec![snap(0)]);
+    std::thread::sleep(crate::store::COMPACTOR_START_AFTER * 2);
+    assert!(
+        !store.is_folder() && !store.compactor_running(),
+        "reading starts nothing"
+    );
+    store.close().unwrap();
+    drop(store);
+
+    let opened = std::time::Instant::now();
+    let store = open_folder(&url);
     assert_eq!(rows_of(&store, "ducklake_snapshot", false), vec![snap(0)]);
     let running = store.compactor_running();
     // (only if this machine did all that within the delay)
     if opened.elapsed() < crate::store::COMPACTOR_START_AFTER {
-        assert!(!running, "reading starts nothing");
+        assert!(!running, "taking the role starts nothing at once");
     }
-    // START_AFTER after the open it runs (waited for with a generous margin: this asserts
-    // that it starts, not how soon)
+    // START_AFTER after taking the role it runs (waited for with a generous margin: this
+    // asserts that it starts, not how soon)
     let deadline = std::time::Instant::now() + crate::store::COMPACTOR_START_AFTER * 10;
     while !store.compactor_running() && std::time::Instant::now() < deadline {
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
-    assert!(store.compactor_running(), "a moment after the open");
+    assert!(store.compactor_running(), "a moment after taking the role");
     store.close().unwrap();
     assert!(!store.compactor_running());
 
@@ -116,7 +129,9 @@ fn attaches_that_only_read_start_no_compactor_even_with_l0_full() {
     let mut started = Vec::new();
     for _ in 0..bound {
         let opened = std::time::Instant::now();
-        let store = Store::open(&url, false).unwrap();
+        // (an attach that only reads opens no writer now; one that takes the role and commits
+        // nothing, as a reclaim's or a take-over's, still closes a writer)
+        let store = open_folder(&url);
         let l0 = store
             .status()
             .unwrap()
@@ -306,8 +321,24 @@ fn writers_that_commit_nothing_leave_a_bounded_wal_to_replay() {
     drop(store);
     let limit = crate::store::REPLAY_BACKLOG_LIMIT;
     let mut most = 0;
+    // a read-write attach that commits nothing opens no writer: no fence, no manifest
+    let wal_before = std::fs::read_dir(path.join("wal")).unwrap().count();
+    let manifests_before = std::fs::read_dir(path.join("manifest")).unwrap().count();
+    let store = Store::open(&url, false).unwrap();
+    assert_eq!(store.head().unwrap(), head);
+    store.close().unwrap();
+    drop(store);
+    assert_eq!(
+        std::fs::read_dir(path.join("wal")).unwrap().count(),
+        wal_before
+    );
+    assert_eq!(
+        std::fs::read_dir(path.join("manifest")).unwrap().count(),
+        manifests_before
+    );
+    // attaches that take the folder role and commit nothing (a reclaim's, a take-over's)
     for _ in 0..3 * limit {
-        let store = Store::open(&url, false).unwrap();
+        let store = open_folder(&url);
         let crate::store::Backend::Writer(db, _) = &*store.backend() else {
             panic!("a writer")
         };
@@ -338,13 +369,14 @@ fn a_close_collects_the_manifests_older_than_an_hour_on_a_local_store() {
     let store = new_lake(&url);
     commit_table(&store, 1, 1, "t1");
     drop(store);
+    // (attaches that take the folder role: one that only reads opens no writer)
     for _ in 0..5 {
-        drop(Store::open(&url, false).unwrap());
+        drop(open_folder(&url));
     }
     let written = manifests();
     assert!(written >= 5, "{written} manifests");
     // the young ones stay
-    drop(Store::open(&url, false).unwrap());
+    drop(open_folder(&url));
     assert!(manifests() > written, "young manifests are kept");
     // make them all two hours old
     let old = std::time::SystemTime::now() - std::time::Duration::from_secs(7200);
@@ -355,7 +387,7 @@ fn a_close_collects_the_manifests_older_than_an_hour_on_a_local_store() {
             .unwrap();
         f.set_modified(old).unwrap();
     }
-    let store = Store::open(&url, false).unwrap();
+    let store = open_folder(&url);
     let head = store.head().unwrap();
     drop(store);
     // what is left: the manifests this session wrote (SlateDB keeps the latest whatever its age)
@@ -553,8 +585,7 @@ fn a_writer_pins_without_reading_storage_and_goes_on_when_fenced() {
         "{reads} reads of the head in {polls} poll intervals"
     );
 
-    let other = reopen(&mem); // fences `store`
-    assert!(other.is_folder());
+    let other = reopen_folder(&mem); // fences `store`, as its first commit would
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
     while store.is_folder() {
         // the fenced writer learns of it at a manifest poll; no pin fails meanwhile
@@ -586,9 +617,11 @@ fn a_fenced_writer_s_commit_is_stored_exactly_when_acknowledged() {
         let url = dir.path().display().to_string();
         let store = new_lake(&url);
         commit_table(&store, 1, 1, "kept");
-        // another writer (as another process would) opens the same directory, fencing `store`
+        // another writer (as another process would) opens the same directory and takes the
+        // folder role (as its first commit would), fencing `store`
         let fs = object_store::local::LocalFileSystem::new_with_prefix(dir.path()).unwrap();
         let other = Store::open_on(Arc::new(fs), false, "local://other").unwrap();
+        other.take_folder_role().unwrap();
         let result = commit_snapshot_2(&store);
         let names = table_names(&other);
         match result {
@@ -616,6 +649,14 @@ fn a_previous_format_store_opens_only_when_its_layout_is_this_one() {
     commit_table(&store, 1, 1, "t1");
     // store-2, the format before the image's own records, is this layout without them, and
     // store-3 this layout uncompressed
+    // (a build of an earlier format wrote no checkpoint naming this build's format, which an
+    // attach would start from without reading the marker)
+    let no_checkpoints = || {
+        let dir = std::path::Path::new(&url).join("moraine/image");
+        for entry in std::fs::read_dir(dir).into_iter().flatten() {
+            std::fs::remove_file(entry.unwrap().path()).unwrap();
+        }
+    };
     for older in [
         &b"moraine-store-1"[..],
         b"moraine-store-2",
@@ -623,6 +664,7 @@ fn a_previous_format_store_opens_only_when_its_layout_is_this_one() {
     ] {
         store.put_raw(&keys::sys_format(), older).unwrap();
         drop(store);
+        no_checkpoints();
         store = Store::open(&url, false).unwrap();
         assert_eq!(
             rows_of(&store, "ducklake_table", false),
@@ -644,16 +686,12 @@ fn a_previous_format_store_opens_only_when_its_layout_is_this_one() {
         .put_raw(&keys::sys_format(), b"moraine-store-1")
         .unwrap();
     drop(store);
+    no_checkpoints();
     let e = Store::open(&url, false).err().expect("refused").to_string();
     assert!(
         e.contains("not a moraine store") && e.contains("schema lakemeta"),
         "{e}"
     );
-    // (a build of that format wrote no checkpoint naming this build's format, which a
-    // READ_ONLY attach would start from without reading the marker)
-    for entry in std::fs::read_dir(std::path::Path::new(&url).join("moraine/image")).unwrap() {
-        std::fs::remove_file(entry.unwrap().path()).unwrap();
-    }
     let e = Store::open(&url, true).err().expect("refused").to_string();
     assert!(e.contains("schema lakemeta"), "{e}");
 }
@@ -666,7 +704,8 @@ fn a_fenced_writer_goes_on_and_is_shared_with_a_new_attach() {
     let url = dir.path().display().to_string();
     let store = new_lake(&url);
     assert!(Arc::ptr_eq(&store, &Store::open(&url, false).unwrap()));
-    // another writer (as another process would) opens the same directory, fencing `store`
+    // another writer (as another process would) opens the same directory; its first commit
+    // takes the folder role, fencing `store`
     let fs = object_store::local::LocalFileSystem::new_with_prefix(dir.path()).unwrap();
     let other = Store::open_on(Arc::new(fs), false, "local://other").unwrap();
     commit_table(&other, 1, 1, "by_other");
@@ -847,6 +886,8 @@ fn a_commit_outliving_the_time_limit_is_unknown_until_the_store_answers_then_set
     // retries (a network failure): the commit gives up after the limit
     let store = reopen_limited(&faulty);
     assert_eq!(store.head().unwrap(), AFTER_COMMIT_1);
+    // (the folder role is taken at an attach's first commit: here before the outage)
+    store.take_folder_role().unwrap();
     faulty.fail_writes(true, true);
     let rx = commit_snapshot_2_in_background(&store);
     let e = rx
@@ -891,9 +932,10 @@ fn a_commit_outliving_the_time_limit_is_unknown_until_the_store_answers_then_set
 
 /// A commit is durable once its object exists (RFC 0004 v3): with SlateDB unable to write its
 /// WAL, a commit is still acknowledged, a reader reads it from the lake's tail, and a writer
-/// killed before SlateDB stored it leaves the object, which the next open folds.
+/// killed before SlateDB stored it leaves the object, which the next attach to take the folder
+/// role folds.
 #[test]
-fn a_commit_slatedb_never_stored_is_read_from_its_object_and_folded_at_the_next_open() {
+fn a_commit_slatedb_never_stored_is_read_from_its_object_and_folded_by_the_next_folder() {
     let mem = Arc::new(object_store::memory::InMemory::new());
     let (faulty, store) = faulty_lake(&mem);
     let reader = Store::open_on(mem.clone(), true, "memory://reader").unwrap();
@@ -914,7 +956,9 @@ fn a_commit_slatedb_never_stored_is_read_from_its_object_and_folded_at_the_next_
     // the writer is killed: never closed (its WAL writes keep failing)
     std::mem::forget(store);
     let store = reopen(&mem);
-    assert_eq!(table_names(&store), both);
+    assert_eq!(table_names(&store), both, "read from the tail");
+    // the next folder (an attach's first commit takes the role) folds it
+    store.take_folder_role().unwrap();
     assert_eq!(
         block_on(store.backend().get(&keys::sys_head()))
             .unwrap()
@@ -1019,7 +1063,7 @@ fn a_commit_during_a_retryable_object_store_outage_waits_and_is_stored_iff_ackno
     let rx = commit_snapshot_2_in_background(&store);
     assert!(rx.recv_timeout(Duration::from_millis(1500)).is_err());
     faulty.fail_writes(false, true);
-    let other = reopen(&mem); // fences `store`
+    let other = reopen_folder(&mem); // fences `store`
     let result = rx
         .recv_timeout(Duration::from_secs(20))
         .expect("the waiting commit returns once writes succeed or it is fenced");

@@ -7,10 +7,13 @@ use crate::cell::Cell::{Int, Text};
 use crate::testing::lakes::*;
 use crate::testing::*;
 
-/// A second writer on the same directory, as another process would open it.
+/// A second writer on the same directory, as another process would open it, holding the
+/// folder role (taken at once, as its first commit would).
 fn second_writer(dir: &std::path::Path) -> Arc<Store> {
     let fs = object_store::local::LocalFileSystem::new_with_prefix(dir).unwrap();
-    Store::open_on(Arc::new(fs), false, "local://second").unwrap()
+    let store = Store::open_on(Arc::new(fs), false, "local://second").unwrap();
+    store.take_folder_role().unwrap();
+    store
 }
 
 /// Waits until `store`, whose folder role another attach took, reads `tables` and goes on
@@ -442,4 +445,89 @@ fn a_folder_committing_alone_reads_no_tail_and_writes_its_wal_out_in_batches() {
     assert_eq!(count("get", "moraine/log/"), 0, "{recorded:?}");
     assert!(count("put", "wal/") <= 2, "{recorded:?}");
     assert_eq!(table_names(&store).len(), 11);
+}
+
+/// A read-write attach of a lake with a checkpoint starts from it as a `READ_ONLY` one does
+/// (RFC 0009): the same three requests, no SlateDB, no fence of the folder. Its first commit
+/// takes the folder role (opening SlateDB's writer, fencing the holder, which goes on without
+/// it) and lands; the two read each other's commits.
+#[test]
+fn a_read_write_attach_opens_slatedb_s_writer_only_at_its_first_commit() {
+    use crate::testing::faulty::{faulty_lake, FaultyStore};
+    let mem = Arc::new(object_store::memory::InMemory::new());
+    let (_, folder) = faulty_lake(&mem);
+    folder.write_checkpoint_for_test();
+    let seen = FaultyStore::new(mem.clone());
+    seen.record_requests();
+    let writer = Store::open_on(seen.clone(), false, "faulty://deferred").unwrap();
+    assert_eq!(table_names(&writer), vec![Text("kept".into())]);
+    assert_eq!(writer.head().unwrap(), folder.head().unwrap());
+    let requests = seen.recorded();
+    assert_eq!(requests.len(), 3, "{requests:?}");
+    assert!(
+        requests.iter().all(|r| r.contains("moraine/")),
+        "nothing of SlateDB: {requests:?}"
+    );
+    assert!(!writer.is_folder() && folder.is_folder());
+    assert_eq!(writer.status().unwrap().writer_epoch, None);
+
+    commit_table(&writer, 2, 2, "by_the_writer");
+    assert!(writer.is_folder(), "its first commit took the role");
+    goes_on_without_the_role(&folder, &["kept", "by_the_writer"]);
+    commit_table(&folder, 3, 3, "by_the_old_folder");
+    let all = vec![
+        Text("kept".into()),
+        Text("by_the_writer".into()),
+        Text("by_the_old_folder".into()),
+    ];
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while table_names(&writer) != all {
+        assert!(std::time::Instant::now() < deadline, "never read it");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+
+    // an attach that takes the role before any commit (a reclaim does) reads ended versions
+    // through the folder's snapshot from then on, which a reclaim waits for
+    writer.write_checkpoint_for_test();
+    let third = Store::open_on(mem.clone(), false, "memory://third").unwrap();
+    assert_eq!(table_names(&third), all);
+    assert_eq!(third.current_image().unwrap().snapshot_seq(), None);
+    third.take_folder_role().unwrap();
+    let image = third.pin_image().unwrap();
+    assert!(image.snapshot_seq().is_some(), "a folder's image");
+    assert_eq!(third.oldest_open_snapshot(), image.snapshot_seq());
+}
+
+/// A read-write attach whose first commit cannot take the folder role (the store refuses
+/// writes) fails that commit with the store's error, not a conflict, and writes nothing; once
+/// the store takes writes again its next commit takes the role and lands.
+#[test]
+fn a_first_commit_that_cannot_take_the_role_writes_nothing() {
+    use crate::testing::faulty::{faulty_lake, FaultyStore};
+    let mem = Arc::new(object_store::memory::InMemory::new());
+    let (_, folder) = faulty_lake(&mem);
+    folder.write_checkpoint_for_test();
+    let faulty = FaultyStore::new(mem.clone());
+    let writer = Store::open_on_limited(
+        faulty.clone(),
+        false,
+        "faulty://refused",
+        std::time::Duration::from_secs(2),
+    )
+    .unwrap();
+    assert_eq!(table_names(&writer), vec![Text("kept".into())]);
+    let before = everything(&folder);
+    faulty.fail_writes(true, false);
+    let e = commit_table_result(&writer, 2, 2, "refused").unwrap_err();
+    assert!(!e.is_conflict(), "{e:?}");
+    assert!(!writer.is_folder());
+    assert!(folder.is_folder(), "the holder was not fenced");
+    assert_eq!(everything(&folder), before, "nothing written");
+    faulty.fail_writes(false, false);
+    commit_table(&writer, 2, 2, "landed");
+    assert!(writer.is_folder());
+    assert_eq!(
+        table_names(&writer),
+        vec![Text("kept".into()), Text("landed".into())]
+    );
 }

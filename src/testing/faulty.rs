@@ -295,6 +295,14 @@ pub(crate) fn reopen(mem: &Arc<object_store::memory::InMemory>) -> Arc<Store> {
     Store::open_on(mem.clone(), false, "memory://reopened").unwrap()
 }
 
+/// [`reopen`], taking the folder role at once as the attach's first commit would (fencing the
+/// attach that held it).
+pub(crate) fn reopen_folder(mem: &Arc<object_store::memory::InMemory>) -> Arc<Store> {
+    let store = reopen(mem);
+    store.take_folder_role().unwrap();
+    store
+}
+
 pub(crate) const AFTER_COMMIT_1: Head = Head {
     snapshot_id: Some(1),
     batch_count: 2,

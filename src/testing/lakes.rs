@@ -99,3 +99,12 @@ pub(crate) fn first_cells(t: &mut Transaction, table: &str) -> Vec<Cell> {
 pub(crate) fn table_names(store: &Arc<Store>) -> Vec<Cell> {
     column_of(store, "ducklake_table", false, "table_name")
 }
+
+/// A read-write attach of `url` that took the folder role at once, as its first commit would:
+/// an attach opens SlateDB's writer only then (RFC 0009).
+pub(crate) fn open_folder(url: &str) -> Arc<Store> {
+    let store = Store::open(url, false).unwrap();
+    store.take_folder_role().unwrap();
+    assert!(store.is_folder());
+    store
+}
