@@ -30,13 +30,20 @@ pub(super) fn not_a_store(location: impl Into<String>, reason: impl Into<String>
 /// close).
 pub(super) const WAL_FLUSH_INTERVAL: Duration = Duration::from_secs(1);
 
-/// Writer settings: SlateDB flushes its WAL every [`WAL_FLUSH_INTERVAL`]; the manifest is polled
-/// often enough to notice a fencing writer promptly.
+/// How often the folder's SlateDB writer reads the manifest (and, on object storage, its GC
+/// boundary): two requests a poll. It learns there of its compactor's work and of a fence; a
+/// fence needs no prompt notice (RFC 0004 v3: the commit objects decide every commit, and the
+/// folder's next WAL write meets the fence within [`WAL_FLUSH_INTERVAL`] when it folds), so the
+/// poll is slow: at 500 ms it was about a quarter of a request per commit on S3.
+pub(super) const WRITER_MANIFEST_POLL: Duration = Duration::from_secs(5);
+
+/// Writer settings: SlateDB flushes its WAL every [`WAL_FLUSH_INTERVAL`] and reads the manifest
+/// every [`WRITER_MANIFEST_POLL`].
 pub(super) fn writer_settings(codec: Codec) -> Settings {
     Settings {
         compression_codec: codec.slatedb(),
         flush_interval: Some(WAL_FLUSH_INTERVAL),
-        manifest_poll_interval: Duration::from_millis(500),
+        manifest_poll_interval: WRITER_MANIFEST_POLL,
         // moraine runs the collector itself (`start_collector`)
         garbage_collector_options: None,
         // and the compactor (`compactor.rs`)
