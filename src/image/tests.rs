@@ -728,6 +728,34 @@ fn a_checkpoint_read_ahead_is_used_only_if_the_pointer_names_it() {
     assert_eq!(pointed, batch);
     assert_eq!(image.head(), store.head().unwrap());
     drop((image, store));
+    // the same checkpoint rewritten as naming another store format is not started from: the
+    // attach opens SlateDB, and its load uses the object read ahead, which the pointer names
+    // (it does not read it again: gone by then, it would fall back to the records)
+    let old = crate::checkpoint::decode_checkpoint(kept.clone(), object.as_ref()).unwrap();
+    let rewritten = crate::checkpoint::encode_checkpoint(
+        old.head,
+        "moraine-store-0",
+        None,
+        old.sections.into_iter().collect(),
+        crate::compression::DEFAULT,
+    );
+    block_on(async {
+        use object_store::ObjectStoreExt;
+        os.put(&object, rewritten.into()).await.unwrap()
+    });
+    let store = Store::open(&url, false).unwrap();
+    assert_eq!(
+        store.prefetched_path_for_test().as_deref(),
+        Some(object.as_ref())
+    );
+    block_on(async {
+        use object_store::ObjectStoreExt;
+        os.delete(&object).await.unwrap()
+    });
+    let image = store.pin_image().unwrap();
+    assert_eq!(image.checkpoint_batch(), Some(batch));
+    assert_eq!(image.head(), store.head().unwrap());
+    drop((image, store));
     block_on(async {
         use object_store::ObjectStoreExt;
         os.put(&object, kept.into()).await.unwrap()

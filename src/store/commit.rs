@@ -76,12 +76,15 @@ impl Store {
         if self.role_at_first_commit.load(Ordering::SeqCst) {
             // a read-write attach that started without SlateDB takes the folder role now, as
             // its open once did (RFC 0009, "An attach that reads what its first query needs")
-            match self.promote_locked() {
+            match self.promote_locked(true) {
                 Ok(()) => {}
-                // another attach opened the writer while this one did: it holds the role
+                // another attach opened the writer while this one did: it holds the role, and
+                // this one commits without it
                 Err(Error::Fenced(_)) => {
                     self.role_at_first_commit.store(false, Ordering::SeqCst);
-                    self.demote_fenced_locked()?;
+                    if self.is_folder() {
+                        self.demote_fenced_locked()?;
+                    }
                 }
                 Err(e) => return Err(e),
             }

@@ -276,7 +276,7 @@ impl Store {
             behind,
             "moraine: nobody folds the lake's tail; taking the folder role"
         );
-        if let Err(e) = self.promote_locked() {
+        if let Err(e) = self.promote_locked(false) {
             tracing::warn!(
                 target: "moraine::store",
                 "moraine: taking the folder role of {} failed ({e}); committing without it",

@@ -101,12 +101,17 @@ impl Store {
     /// holds the role.
     pub(crate) fn take_folder_role(&self) -> Result<()> {
         let _commit = self.commit_lock.lock().unwrap_or_else(|p| p.into_inner());
-        self.promote_locked()
+        self.promote_locked(false)
     }
 
-    /// Take the folder role: open SlateDB's writer (fencing the attach that held it, if any)
-    /// and fold the tail. The caller holds the commit lock; a read-only attach never takes it.
-    pub(super) fn promote_locked(&self) -> Result<()> {
+    /// Take the folder role: open SlateDB's writer (fencing the attach that held it, if any),
+    /// check the store's format and fold the tail. The caller holds the commit lock; a
+    /// read-only attach never takes it. `at_first_commit`: the routine taking of a read-write
+    /// attach's first commit, logged at debug (a take-over is news, logged at info). A store of
+    /// a format this build does not write is refused before the writer is installed; once it
+    /// is, the attach is the folder, with its collector and compactor, even if the fold fails
+    /// (its image is then unsure, and the next pin folds and reads afresh).
+    pub(super) fn promote_locked(&self, at_first_commit: bool) -> Result<()> {
         if self.read_only || self.is_folder() {
             return Ok(());
         }
@@ -117,62 +122,76 @@ impl Store {
             "opening the lake's writer",
             open::open_writer(&self.source()),
         )?;
-        let old = std::mem::replace(
-            &mut *self.handle.write().unwrap_or_else(|p| p.into_inner()),
-            Arc::new(Backend::writer(db.clone())),
-        );
-        // (a fence this attach met as a plain writer is not this writer's)
-        self.fenced.store(false, Ordering::SeqCst);
-        let _ = block_on(within(
-            self.access.io_timeout,
-            &self.url,
-            "closing the lake's reader",
-            old.close(),
-        ));
-        self.bounded("folding the commits after the head", self.fold_tail(&db))?;
         // a store opened by a reader of an earlier format is upgraded as a writer's open would
-        // (its marker names what this writer now writes, RFC 0013)
+        // (its marker names what this writer now writes, RFC 0013); another is refused
         let writer = Backend::writer(db.clone());
-        self.bounded("checking the store's format", async {
+        let checked = self.bounded("checking the store's format", async {
             match db.get(keys::sys_format()).await? {
                 Some(v) => check_format(&self.url, &writer, &v).await,
                 None => Ok(()),
             }
-        })?;
-        // (the installed image stays: it reads ended versions through whichever handle the
-        // store has, with the commits it took from the tail beside it; an image behind what is
-        // folded now, an attach's that had not read the tail yet, is advanced at the next pin)
-        let folded = self.bounded("reading the head", self.read_head())?;
-        match self.current_image() {
-            Some(image) if image.head() == folded => {
-                // the folder's images read ended versions through its snapshots, which a
-                // reclaim knows to wait for (a reader's read the latest state)
-                let snap = self.take_snapshot(&db)?;
-                self.install_image(Some(Arc::new(image.follow(Vec::new(), Some(snap))?)));
-            }
-            Some(image) if image.head().batch_count < folded.batch_count => {
-                self.image_unsure.store(true, Ordering::SeqCst)
-            }
-            _ => {}
+        });
+        if let Err(e) = checked {
+            let _ = block_on(within(
+                self.access.io_timeout,
+                &self.url,
+                "closing the lake's writer",
+                async {
+                    db.close_with_options(slatedb::config::CloseOptions { flush_type: None })
+                        .await
+                        .map_err(Error::from)
+                },
+            ));
+            return Err(e);
         }
+        // (held by reads under way on other connections, the old handle closes when they end)
+        drop(std::mem::replace(
+            &mut *self.handle.write().unwrap_or_else(|p| p.into_inner()),
+            Arc::new(writer),
+        ));
+        // (a fence this attach met as a plain writer is not this writer's)
+        self.fenced.store(false, Ordering::SeqCst);
+        // until the fold below has advanced it, the image may be behind what SlateDB holds
+        self.image_unsure.store(true, Ordering::SeqCst);
         *self.tail_checked.lock().unwrap_or_else(|p| p.into_inner()) = None;
         if let Some(me) = self.me.upgrade() {
             *self.collector.lock().unwrap_or_else(|p| p.into_inner()) = Some(start_collector(&me));
             self.compactor.start_later(&me);
         }
-        // (routine at an attach's first commit; news when taken over from another attach)
-        if self.role_at_first_commit.swap(false, Ordering::SeqCst) {
-            tracing::debug!(
+        self.role_at_first_commit.store(false, Ordering::SeqCst);
+        match at_first_commit {
+            true => tracing::debug!(
                 target: "moraine::store",
                 "moraine: this attach of {} took the folder role at its first commit",
                 self.url
-            );
-        } else {
-            tracing::info!(
+            ),
+            false => tracing::info!(
                 target: "moraine::store",
                 "moraine: this attach of {} took the folder role",
                 self.url
-            );
+            ),
+        }
+        self.bounded("folding the commits after the head", self.fold_tail(&db))?;
+        let folded = self.bounded("reading the head", self.read_head())?;
+        if let Some(image) = self.current_image() {
+            if let Some(batch) = image.checkpoint_batch() {
+                // the checkpoint this attach started from is known: the next is due 64 commits
+                // after it, not at once
+                let _ =
+                    self.checkpointed
+                        .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |known| {
+                            (known == u64::MAX || known < batch).then_some(batch)
+                        });
+            }
+            if image.head() == folded {
+                // the folder's images read ended versions through its snapshots, which a
+                // reclaim knows to wait for (a reader's read the latest state); an image behind
+                // (an attach's that had not read the tail yet) stays unsure, and the next pin
+                // advances it
+                let snap = self.take_snapshot(&db)?;
+                self.install_image(Some(Arc::new(image.follow(Vec::new(), Some(snap))?)));
+                self.image_unsure.store(false, Ordering::SeqCst);
+            }
         }
         Ok(())
     }

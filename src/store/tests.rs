@@ -102,12 +102,14 @@ fn a_writer_starts_its_compactor_at_its_first_commit_or_a_moment_after_taking_th
     assert!(!reader.compactor_running());
 }
 
-/// A close often leaves L0 full (its memtable flush fills it). Attaches that only read after
-/// that start no compactor, however full L0 is, nor do their closes that flush nothing: each
-/// would resume the same compaction and abandon it. The close that must flush into a full L0
-/// starts it, and its flush waits for it: L0 drains, and the store stays readable throughout.
+/// A close often leaves L0 full (its memtable flush fills it). Attaches that take the folder
+/// role and only read after that (an attach that only reads opens no writer at all; these
+/// took the role as a reclaim or a take-over does) start no compactor, however full L0 is, nor
+/// do their closes that flush nothing: each would resume the same compaction and abandon it.
+/// The close that must flush into a full L0 starts it, and its flush waits for it: L0 drains,
+/// and the store stays readable throughout.
 #[test]
-fn attaches_that_only_read_start_no_compactor_even_with_l0_full() {
+fn folders_that_only_read_start_no_compactor_even_with_l0_full() {
     let dir = tempfile::tempdir().unwrap();
     let url = dir.path().join("lake").to_str().unwrap().to_string();
     let store = Store::open(&url, false).unwrap();
@@ -129,8 +131,6 @@ fn attaches_that_only_read_start_no_compactor_even_with_l0_full() {
     let mut started = Vec::new();
     for _ in 0..bound {
         let opened = std::time::Instant::now();
-        // (an attach that only reads opens no writer now; one that takes the role and commits
-        // nothing, as a reclaim's or a take-over's, still closes a writer)
         let store = open_folder(&url);
         let l0 = store
             .status()
@@ -141,7 +141,7 @@ fn attaches_that_only_read_start_no_compactor_even_with_l0_full() {
         if opened.elapsed() < crate::store::COMPACTOR_START_AFTER {
             assert!(
                 !store.compactor_running(),
-                "an attach that reads starts none (L0: {l0})"
+                "a folder that reads starts none (L0: {l0})"
             );
         }
         let before = compactions();
@@ -157,7 +157,7 @@ fn attaches_that_only_read_start_no_compactor_even_with_l0_full() {
     }
     assert!(
         full > 1,
-        "L0 never stayed full in {bound} read-only attaches"
+        "L0 never stayed full in {bound} attaches that only read"
     );
     assert!(drained, "L0 stayed full after {full} attaches");
     // only the close whose flush had to go into the full L0 (the one before it drained)

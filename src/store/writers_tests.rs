@@ -471,8 +471,24 @@ fn a_read_write_attach_opens_slatedb_s_writer_only_at_its_first_commit() {
     assert!(!writer.is_folder() && folder.is_folder());
     assert_eq!(writer.status().unwrap().writer_epoch, None);
 
+    let checkpoints = || {
+        block_on(async {
+            use futures::TryStreamExt;
+            use object_store::ObjectStoreExt;
+            let dir = object_store::path::Path::from(checkpoint::OBJECT_DIR);
+            let listed = mem.list(Some(&dir)).try_collect::<Vec<_>>().await.unwrap();
+            let mut names: Vec<String> =
+                listed.into_iter().map(|m| m.location.to_string()).collect();
+            names.sort();
+            names
+        })
+    };
+    let before = checkpoints();
     commit_table(&writer, 2, 2, "by_the_writer");
     assert!(writer.is_folder(), "its first commit took the role");
+    // the checkpoint it started from counts: the next is due 64 commits after it, not now
+    writer.settle_checkpoint_for_test();
+    assert_eq!(checkpoints(), before, "no checkpoint at the first commit");
     goes_on_without_the_role(&folder, &["kept", "by_the_writer"]);
     commit_table(&folder, 3, 3, "by_the_old_folder");
     let all = vec![
@@ -530,4 +546,35 @@ fn a_first_commit_that_cannot_take_the_role_writes_nothing() {
         table_names(&writer),
         vec![Text("kept".into()), Text("landed".into())]
     );
+}
+
+/// A read-write attach that started from a checkpoint of this build's format, on a store whose
+/// marker another build has since set to a format this one does not write: its first commit
+/// opens SlateDB's writer, finds the marker and refuses, naming it, without becoming the folder
+/// or writing anything; the next commit refuses the same way.
+#[test]
+fn a_first_commit_on_a_store_of_another_format_is_refused_and_writes_nothing() {
+    use crate::testing::faulty::faulty_lake;
+    let mem = Arc::new(object_store::memory::InMemory::new());
+    let (_, folder) = faulty_lake(&mem);
+    folder.write_checkpoint_for_test();
+    folder
+        .put_raw(&keys::sys_format(), b"moraine-store-9")
+        .unwrap();
+    let head = folder.head().unwrap();
+    let writer = Store::open_on(mem.clone(), false, "memory://older-build").unwrap();
+    assert_eq!(table_names(&writer), vec![Text("kept".into())]);
+    for _ in 0..2 {
+        let e = commit_table_result(&writer, 2, 2, "refused").unwrap_err();
+        assert!(
+            e.to_string().contains("moraine-store-9") && !e.is_conflict(),
+            "{e}"
+        );
+        assert!(!writer.is_folder(), "no folder of a store it cannot write");
+    }
+    // the marker and the head are as they were (read by the attach that held the role, which
+    // goes on without it)
+    assert_eq!(folder.head().unwrap(), head);
+    let marker = block_on(folder.backend().get(&keys::sys_format())).unwrap();
+    assert_eq!(marker.as_deref(), Some(&b"moraine-store-9"[..]));
 }
