@@ -62,16 +62,7 @@ impl Store {
         )?;
         *self.handle.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(reader);
         // (a fenced writer's close fails: nothing of it is needed)
-        let _ = block_on(within(
-            self.access.io_timeout,
-            &self.url,
-            "closing",
-            async {
-                db.close_with_options(slatedb::config::CloseOptions { flush_type: None })
-                    .await
-                    .map_err(Error::from)
-            },
-        ));
+        self.drop_writer(db);
         self.fenced.store(false, Ordering::SeqCst);
         self.install_image(None);
         self.image_unsure.store(false, Ordering::SeqCst);
@@ -82,6 +73,21 @@ impl Store {
             self.url
         );
         Ok(())
+    }
+
+    /// Close a SlateDB writer this attach no longer uses, flushing nothing, within the time
+    /// limit; its errors are of no use (a fenced writer's close fails).
+    fn drop_writer(&self, db: &Db) {
+        let _ = block_on(within(
+            self.access.io_timeout,
+            &self.url,
+            "closing the lake's writer",
+            async {
+                db.close_with_options(slatedb::config::CloseOptions { flush_type: None })
+                    .await
+                    .map_err(Error::from)
+            },
+        ));
     }
 
     /// Stop the folder's collector, if it runs.
@@ -132,16 +138,7 @@ impl Store {
             }
         });
         if let Err(e) = checked {
-            let _ = block_on(within(
-                self.access.io_timeout,
-                &self.url,
-                "closing the lake's writer",
-                async {
-                    db.close_with_options(slatedb::config::CloseOptions { flush_type: None })
-                        .await
-                        .map_err(Error::from)
-                },
-            ));
+            self.drop_writer(&db);
             return Err(e);
         }
         // (held by reads under way on other connections, the old handle closes when they end)

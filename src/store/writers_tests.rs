@@ -447,16 +447,23 @@ fn a_folder_committing_alone_reads_no_tail_and_writes_its_wal_out_in_batches() {
     assert_eq!(table_names(&store).len(), 11);
 }
 
+/// A lake in memory whose folder just wrote a checkpoint of its head (table `kept`): the lake
+/// a read-write attach starts from without SlateDB.
+fn folder_at_a_checkpoint(mem: &Arc<object_store::memory::InMemory>) -> Arc<Store> {
+    let (_, folder) = crate::testing::faulty::faulty_lake(mem);
+    folder.write_checkpoint_for_test();
+    folder
+}
+
 /// A read-write attach of a lake with a checkpoint starts from it as a `READ_ONLY` one does
 /// (RFC 0009): the same three requests, no SlateDB, no fence of the folder. Its first commit
 /// takes the folder role (opening SlateDB's writer, fencing the holder, which goes on without
 /// it) and lands; the two read each other's commits.
 #[test]
 fn a_read_write_attach_opens_slatedb_s_writer_only_at_its_first_commit() {
-    use crate::testing::faulty::{faulty_lake, FaultyStore};
+    use crate::testing::faulty::FaultyStore;
     let mem = Arc::new(object_store::memory::InMemory::new());
-    let (_, folder) = faulty_lake(&mem);
-    folder.write_checkpoint_for_test();
+    let folder = folder_at_a_checkpoint(&mem);
     let seen = FaultyStore::new(mem.clone());
     seen.record_requests();
     let writer = Store::open_on(seen.clone(), false, "faulty://deferred").unwrap();
@@ -519,10 +526,9 @@ fn a_read_write_attach_opens_slatedb_s_writer_only_at_its_first_commit() {
 /// the store takes writes again its next commit takes the role and lands.
 #[test]
 fn a_first_commit_that_cannot_take_the_role_writes_nothing() {
-    use crate::testing::faulty::{faulty_lake, FaultyStore};
+    use crate::testing::faulty::FaultyStore;
     let mem = Arc::new(object_store::memory::InMemory::new());
-    let (_, folder) = faulty_lake(&mem);
-    folder.write_checkpoint_for_test();
+    let folder = folder_at_a_checkpoint(&mem);
     let faulty = FaultyStore::new(mem.clone());
     let writer = Store::open_on_limited(
         faulty.clone(),
@@ -554,10 +560,8 @@ fn a_first_commit_that_cannot_take_the_role_writes_nothing() {
 /// or writing anything; the next commit refuses the same way.
 #[test]
 fn a_first_commit_on_a_store_of_another_format_is_refused_and_writes_nothing() {
-    use crate::testing::faulty::faulty_lake;
     let mem = Arc::new(object_store::memory::InMemory::new());
-    let (_, folder) = faulty_lake(&mem);
-    folder.write_checkpoint_for_test();
+    let folder = folder_at_a_checkpoint(&mem);
     folder
         .put_raw(&keys::sys_format(), b"moraine-store-9")
         .unwrap();
