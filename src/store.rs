@@ -186,6 +186,9 @@ pub struct Store {
     /// Set for a read-write attach that started without SlateDB: it takes the folder role at
     /// its first commit (`commit.rs`), not at the attach. Cleared once it took the role.
     role_at_first_commit: std::sync::atomic::AtomicBool,
+    /// Why taking the folder role found a store this build does not write (its format marker
+    /// names another format): every commit is refused with it.
+    format_refused: Mutex<Option<String>>,
     /// How many times `sys/head` was read from storage (tests).
     #[cfg(test)]
     pub(crate) head_reads: std::sync::atomic::AtomicU64,

@@ -14,6 +14,12 @@ impl Store {
         block_on(self.checkpointer().expect("a writer").write(&image)).unwrap();
     }
 
+    /// Test hook: the newest checkpoint this attach counts as written (`u64::MAX`: none known).
+    #[cfg(test)]
+    pub(crate) fn checkpointed_for_test(&self) -> u64 {
+        self.checkpointed.load(Ordering::SeqCst)
+    }
+
     /// Test hook: wait until no background checkpoint is being written.
     #[cfg(test)]
     pub(crate) fn settle_checkpoint_for_test(&self) {

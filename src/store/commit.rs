@@ -73,6 +73,13 @@ impl Store {
             }
             self.confirm_tail(started);
         }
+        if let Some(reason) = &*self
+            .format_refused
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+        {
+            return Err(open::not_a_store(self.url.clone(), reason.clone()));
+        }
         if self.role_at_first_commit.load(Ordering::SeqCst) {
             // a read-write attach that started without SlateDB takes the folder role now, as
             // its open once did (RFC 0009, "An attach that reads what its first query needs")

@@ -360,6 +360,7 @@ impl Store {
             last_commit_micros: Default::default(),
             started_from: start.as_ref().map(|(image, _)| image.head()),
             role_at_first_commit: (start.is_some() && !read_only).into(),
+            format_refused: Default::default(),
             #[cfg(test)]
             head_reads: Default::default(),
         });

@@ -368,23 +368,7 @@ fn a_read_only_attach_starts_from_a_checkpoint_its_pointer_does_not_name_yet() {
     writer.write_checkpoint_for_test();
     commit_table_end(&writer, 2, 0, (1, 1, "kept"));
     commit_table(&writer, 3, 3, "t3");
-    // the checkpointer's work up to the object, and not the pointer
-    let image = writer.current_image().unwrap();
-    block_on(writer.db().unwrap().flush()).unwrap();
-    let held = block_on(image.held_ranges()).unwrap();
-    let object = checkpoint::encode_checkpoint(
-        image.head(),
-        STORE_FORMAT,
-        held.as_ref(),
-        image.checkpoint_sections(),
-        crate::compression::DEFAULT,
-    );
-    let batch = image.head().batch_count;
-    let path = object_store::path::Path::from(checkpoint::object_path(batch));
-    block_on(async {
-        use object_store::ObjectStoreExt;
-        mem.put(&path, object.into()).await.unwrap()
-    });
+    let batch = write_checkpoint_object_only(&writer, &mem);
     let pointer = raw(&writer, &keys::image_checkpoint());
     assert!(checkpoint::decode_pointer(&pointer[0].1).unwrap().0 < batch);
 

@@ -139,6 +139,13 @@ impl Store {
         });
         if let Err(e) = checked {
             self.drop_writer(&db);
+            if let Error::NotAStore { reason, .. } = &e {
+                // remembered: the next commit is refused without opening (and fencing) again
+                *self
+                    .format_refused
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner()) = Some(reason.clone());
+            }
             return Err(e);
         }
         // (held by reads under way on other connections, the old handle closes when they end)
@@ -169,17 +176,22 @@ impl Store {
             ),
         }
         self.bounded("folding the commits after the head", self.fold_tail(&db))?;
+        // the checkpoint `image/checkpoint` names is the newest one known: the next is due 64
+        // commits after it, not at once, and it bounds what the next one deletes (the object
+        // an attach started from may be newer, written by a folder that died before naming it)
+        let pointer = self.bounded("reading the checkpoint pointer", async {
+            Ok(db.get(keys::image_checkpoint()).await?)
+        })?;
+        if let Some(pointer) = pointer {
+            let (batch, _) = checkpoint::decode_pointer(&pointer)?;
+            let _ = self
+                .checkpointed
+                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |known| {
+                    (known == u64::MAX || known < batch).then_some(batch)
+                });
+        }
         let folded = self.bounded("reading the head", self.read_head())?;
         if let Some(image) = self.current_image() {
-            if let Some(batch) = image.checkpoint_batch() {
-                // the checkpoint this attach started from is known: the next is due 64 commits
-                // after it, not at once
-                let _ =
-                    self.checkpointed
-                        .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |known| {
-                            (known == u64::MAX || known < batch).then_some(batch)
-                        });
-            }
             if image.head() == folded {
                 // the folder's images read ended versions through its snapshots, which a
                 // reclaim knows to wait for (a reader's read the latest state); an image behind

@@ -566,19 +566,53 @@ fn a_first_commit_on_a_store_of_another_format_is_refused_and_writes_nothing() {
         .put_raw(&keys::sys_format(), b"moraine-store-9")
         .unwrap();
     let head = folder.head().unwrap();
-    let writer = Store::open_on(mem.clone(), false, "memory://older-build").unwrap();
+    let seen = crate::testing::faulty::FaultyStore::new(mem.clone());
+    let writer = Store::open_on(seen.clone(), false, "faulty://older-build").unwrap();
     assert_eq!(table_names(&writer), vec![Text("kept".into())]);
-    for _ in 0..2 {
-        let e = commit_table_result(&writer, 2, 2, "refused").unwrap_err();
-        assert!(
-            e.to_string().contains("moraine-store-9") && !e.is_conflict(),
-            "{e}"
-        );
-        assert!(!writer.is_folder(), "no folder of a store it cannot write");
-    }
-    // the marker and the head are as they were (read by the attach that held the role, which
-    // goes on without it)
+    let e = commit_table_result(&writer, 2, 2, "refused").unwrap_err();
+    assert!(
+        e.to_string().contains("moraine-store-9") && !e.is_conflict(),
+        "{e}"
+    );
+    assert!(!writer.is_folder(), "no folder of a store it cannot write");
+    // it opened SlateDB's writer to find out (the holder was fenced, and goes on without the
+    // role); the next commit is refused without opening it again
+    goes_on_without_the_role(&folder, &["kept"]);
+    seen.record_requests();
+    let again = commit_table_result(&writer, 2, 2, "refused").unwrap_err();
+    assert_eq!(again.to_string(), e.to_string());
+    assert!(!writer.is_folder());
+    let requests = seen.recorded();
+    assert!(
+        !requests.iter().any(|r| r.contains("manifest/")),
+        "SlateDB opened again: {requests:?}"
+    );
+    // the head and the marker are as they were (a fresh READ_ONLY attach starts from the
+    // checkpoint and refuses the marker when it opens SlateDB)
     assert_eq!(folder.head().unwrap(), head);
-    let marker = block_on(folder.backend().get(&keys::sys_format())).unwrap();
-    assert_eq!(marker.as_deref(), Some(&b"moraine-store-9"[..]));
+    let reader = Store::open_on(mem.clone(), true, "memory://after").unwrap();
+    let marker = block_on(reader.backend().get(&keys::sys_format())).unwrap_err();
+    assert!(marker.to_string().contains("moraine-store-9"), "{marker}");
+}
+
+/// A read-write attach may start from a checkpoint object `image/checkpoint` does not name yet
+/// (its folder died between writing the one and the other). Taking the folder role, it counts
+/// the checkpoint the pointer names as the newest, which bounds what its next checkpoint
+/// deletes: a reader that just read the pointer still finds that object.
+#[test]
+fn taking_the_role_counts_the_checkpoint_the_pointer_names() {
+    let mem = Arc::new(object_store::memory::InMemory::new());
+    let folder = folder_at_a_checkpoint(&mem);
+    commit_table(&folder, 2, 2, "t2");
+    let newest = write_checkpoint_object_only(&folder, &mem);
+    let pointer = raw(&folder, &keys::image_checkpoint());
+    let (pointed, _) = checkpoint::decode_pointer(&pointer[0].1).unwrap();
+    assert!(pointed < newest);
+    let writer = Store::open_on(mem.clone(), false, "memory://unnamed").unwrap();
+    assert_eq!(
+        writer.current_image().unwrap().checkpoint_batch(),
+        Some(newest)
+    );
+    writer.take_folder_role().unwrap();
+    assert_eq!(writer.checkpointed_for_test(), pointed);
 }

@@ -108,3 +108,30 @@ pub(crate) fn open_folder(url: &str) -> Arc<Store> {
     assert!(store.is_folder());
     store
 }
+
+/// The checkpointer's work up to the object of a checkpoint of `folder`'s head in `mem`, and
+/// not the pointer (`image/checkpoint`), as a folder that died between the two leaves it; the
+/// object's batch.
+pub(crate) fn write_checkpoint_object_only(
+    folder: &Arc<Store>,
+    mem: &Arc<object_store::memory::InMemory>,
+) -> u64 {
+    use crate::checkpoint;
+    let image = folder.current_image().unwrap();
+    block_on(folder.db().unwrap().flush()).unwrap();
+    let held = block_on(image.held_ranges()).unwrap();
+    let object = checkpoint::encode_checkpoint(
+        image.head(),
+        crate::store::STORE_FORMAT,
+        held.as_ref(),
+        image.checkpoint_sections(),
+        crate::compression::DEFAULT,
+    );
+    let batch = image.head().batch_count;
+    let path = object_store::path::Path::from(checkpoint::object_path(batch));
+    block_on(async {
+        use object_store::ObjectStoreExt;
+        mem.put(&path, object.into()).await.unwrap()
+    });
+    batch
+}
