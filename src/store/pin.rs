@@ -126,7 +126,7 @@ impl Store {
                 Ok(_) => {
                     *self.tail_checked.lock().unwrap_or_else(|p| p.into_inner()) = Some(started)
                 }
-                Err(e) => self.tail_unread(&e),
+                Err(e) => self.fold_unread(e)?,
             }
         }
         // Under the commit lock no commit of this process is in flight, so the head read now is
@@ -293,16 +293,18 @@ impl Store {
         };
         let _commit = self.commit_lock.lock().unwrap_or_else(|p| p.into_inner());
         let started = std::time::Instant::now();
-        let folded = block_on(within(
+        let folded = match block_on(within(
             self.tail_timeout(),
             &self.url,
             "folding the commits after the head",
             self.fold_tail(db),
-        ))
-        .unwrap_or_else(|e| {
-            self.tail_unread(&e);
-            Vec::new()
-        });
+        )) {
+            Ok(folded) => folded,
+            Err(e) => {
+                self.fold_unread(e)?;
+                Vec::new()
+            }
+        };
         *self.tail_checked.lock().unwrap_or_else(|p| p.into_inner()) = Some(started);
         let image = self.current_image();
         match image {
@@ -331,6 +333,19 @@ impl Store {
     /// after the poll interval tries again.
     fn tail_timeout(&self) -> Duration {
         self.access.io_timeout.min(Duration::from_secs(2))
+    }
+
+    /// A folder's fold of the tail failed: fenced (another attach took the role, and SlateDB
+    /// refused the fold before its status said so), the pin fails with it, and the caller goes
+    /// on without the role and pins again, rather than serve the image as it was; otherwise as
+    /// [`Store::tail_unread`].
+    fn fold_unread(&self, e: Error) -> Result<()> {
+        if let Error::Fenced(_) = e {
+            self.fenced.store(true, Ordering::SeqCst);
+            return Err(e);
+        }
+        self.tail_unread(&e);
+        Ok(())
     }
 
     fn tail_unread(&self, e: &Error) {
