@@ -1555,8 +1555,8 @@ def main():
         ap.error("--workload is required")
     os.makedirs(args.dir, exist_ok=True)
     if args.store == "s3":
-        if args.workload not in ("commit", "history", "writers"):
-            ap.error(f"--store s3 runs the commit, history and writers workloads, not "
+        if args.workload not in ("commit", "history", "readers", "writers"):
+            ap.error(f"--store s3 runs the commit, history, readers and writers workloads, not "
                      f"{args.workload}")
         S3_ENDPOINT = start_moto(args).endpoint
         if args.rtt > 0:

@@ -30,7 +30,7 @@ Runs tests/bench/bench.py on moraine, DuckLake's DuckDB-file catalog and its SQL
 moraine's ratio to the DuckDB-file catalog. Nothing about timing is asserted.
 
   --quick             small sizes (about 2 minutes for all catalogs on 2 cores)
-  --store s3          the commit, history and writers workloads with every lake's data
+  --store s3          the commit, history, readers and writers workloads with every lake's data
                       files, and moraine's catalog, on a moto_server (the pinned S3 test
                       server) on 127.0.0.1, started for each run; DuckLake's own catalogs stay
                       local files. Adds the requests the server answered per commit, per warm
@@ -205,9 +205,8 @@ fn parse_args(args: &[String]) -> Result<Options, String> {
     Ok(o)
 }
 
-/// The workloads `--store s3` runs (expiry's lake copies, the 20,000-file lake and the reader
-/// processes' workload stay local).
-const S3_WORKLOADS: &[&str] = &["commit", "history", "writers"];
+/// The workloads `--store s3` runs (expiry's lake copies and the 20,000-file lake stay local).
+const S3_WORKLOADS: &[&str] = &["commit", "history", "readers", "writers"];
 
 /// The sizes handed to bench.py for a workload: quick or full.
 fn sizes(workload: &str, quick: bool, s3: bool) -> Vec<String> {
@@ -1130,10 +1129,11 @@ mod tests {
         assert!(parse_args(&v(&["--only", "nope"])).is_err());
         assert!(parse_args(&v(&["--out"])).is_err());
         assert!(parse_args(&v(&["extra"])).is_err());
-        // --store s3 runs the commit, history and writers workloads only
+        // --store s3 runs the commit, history, readers and writers workloads only
         let o = parse_args(&v(&["--store", "s3"])).unwrap();
         assert!(o.s3);
-        assert_eq!(o.only, vec!["commit", "history", "writers"]);
+        assert_eq!(o.only, vec!["commit", "history", "readers", "writers"]);
+        assert!(parse_args(&v(&["--store", "s3", "--only", "files"])).is_err());
         // --rtt delays the S3 server: it needs one
         let o = parse_args(&v(&["--store", "s3", "--rtt", "20", "--only", "writers"])).unwrap();
         assert_eq!(o.rtt, Some(20));
