@@ -29,6 +29,17 @@ impl Store {
         }
     }
 
+    /// This attach learned that the newest checkpoint is at `batch` (or later): the next is due
+    /// [`checkpoint::COMMITS_PER_CHECKPOINT`] commits after it, and it bounds what the next
+    /// checkpoint deletes.
+    pub(super) fn count_checkpoint(&self, batch: u64) {
+        let _ = self
+            .checkpointed
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |known| {
+                (known == u64::MAX || known < batch).then_some(batch)
+            });
+    }
+
     /// After a commit installed `image`: start writing a checkpoint of it in the background
     /// when the newest one is [`checkpoint::COMMITS_PER_CHECKPOINT`] commits behind and none is
     /// being written.

@@ -11,18 +11,18 @@ pub(super) type Prefetch = tokio::task::JoinHandle<Option<Newest>>;
 pub(super) struct Newest {
     pub(super) path: String,
     pub(super) bytes: Bytes,
-    /// When a listing that began then found no commit object after it (asked for by a
-    /// `READ_ONLY` attach, which then has read the lake's tail to its end).
+    /// When a listing that began then found no commit object after it (an attach that starts
+    /// from this checkpoint has then read the lake's tail to its end).
     pub(super) no_tail_since: Option<std::time::Instant>,
 }
 
 /// The newest image checkpoint object under `moraine/image/`, if any can be read: the one the
 /// store's `image/checkpoint` names, unless a writer moved it meanwhile (the load checks).
-/// With `tail`, also whether any commit object follows it, listed beside its read. Best
-/// effort: any failure leaves the load to read what the pointer names.
-pub(super) async fn prefetch_checkpoint(objects: Objects, tail: bool) -> Option<Newest> {
+/// Also whether any commit object follows it, listed beside its read. Best effort: any failure
+/// leaves the load to read what the pointer names.
+pub(super) async fn prefetch_checkpoint(objects: Objects) -> Option<Newest> {
     let span = tracing::debug_span!(target: "moraine::store", "moraine.checkpoint.prefetch");
-    read_newest_checkpoint(objects, tail).instrument(span).await
+    read_newest_checkpoint(objects).instrument(span).await
 }
 
 /// The object store a lake is on, and the same store when it is a local directory.
@@ -44,7 +44,7 @@ impl Objects {
     }
 }
 
-async fn read_newest_checkpoint(objects: Objects, tail: bool) -> Option<Newest> {
+async fn read_newest_checkpoint(objects: Objects) -> Option<Newest> {
     let object_store = &objects.store;
     let dir = object_store::path::Path::from(checkpoint::OBJECT_DIR);
     let listed = object_store.list_with_delimiter(Some(&dir)).await.ok()?;
@@ -60,12 +60,7 @@ async fn read_newest_checkpoint(objects: Objects, tail: bool) -> Option<Newest> 
         .max_by_key(|(batch, _)| *batch)?;
     let listed_tail = async {
         let started = std::time::Instant::now();
-        match tail {
-            true => {
-                matches!(objects.first_commit_after(newest.0).await, Ok(None)).then_some(started)
-            }
-            false => None,
-        }
+        matches!(objects.first_commit_after(newest.0).await, Ok(None)).then_some(started)
     };
     let (bytes, no_tail_since) = futures::join!(objects.read(&newest.1), listed_tail);
     Some(Newest {

@@ -189,13 +189,10 @@ impl Store {
                 })?;
                 let store =
                     crate::s3::object_store(url, bucket, prefix, secret, access.io_timeout)?;
-                let prefetch = runtime().spawn(prefetch_checkpoint(
-                    Objects {
-                        store: store.clone(),
-                        local: None,
-                    },
-                    true,
-                ));
+                let prefetch = runtime().spawn(prefetch_checkpoint(Objects {
+                    store: store.clone(),
+                    local: None,
+                }));
                 block_on(crate::s3::probe(
                     &store,
                     &canonical,
@@ -286,8 +283,8 @@ impl Store {
         let cache_scope = crate::sst_cache::new_scope();
         let metrics = Arc::new(slatedb_common::metrics::DefaultMetricsRecorder::new());
         // the attach's image load needs the newest checkpoint: read it while SlateDB opens
-        let prefetched = prefetched
-            .unwrap_or_else(|| runtime().spawn(prefetch_checkpoint(objects.clone(), true)));
+        let prefetched =
+            prefetched.unwrap_or_else(|| runtime().spawn(prefetch_checkpoint(objects.clone())));
         let source = Source {
             object_store: objects.store.clone(),
             location: location.clone(),

@@ -167,12 +167,7 @@ impl Store {
         let (image, now) = self.load_image_at(previous.as_deref(), now)?;
         let image = Arc::new(image);
         if let (Some(batch), Backend::Writer(..)) = (image.checkpoint_batch(), &*self.backend()) {
-            // the newest checkpoint is known: the next one is due 64 commits after it
-            let _ = self
-                .checkpointed
-                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |known| {
-                    (known == u64::MAX || known < batch).then_some(batch)
-                });
+            self.count_checkpoint(batch);
         }
         tracing::debug!(
             target: "moraine::store",

@@ -176,19 +176,14 @@ impl Store {
             ),
         }
         self.bounded("folding the commits after the head", self.fold_tail(&db))?;
-        // the checkpoint `image/checkpoint` names is the newest one known: the next is due 64
-        // commits after it, not at once, and it bounds what the next one deletes (the object
-        // an attach started from may be newer, written by a folder that died before naming it)
+        // the checkpoint `image/checkpoint` names is the newest one known, not the object an
+        // attach started from (which may be newer, written by a folder that died before naming
+        // it): the first commit writes none, and a reader that just read the pointer keeps it
         let pointer = self.bounded("reading the checkpoint pointer", async {
             Ok(db.get(keys::image_checkpoint()).await?)
         })?;
         if let Some(pointer) = pointer {
-            let (batch, _) = checkpoint::decode_pointer(&pointer)?;
-            let _ = self
-                .checkpointed
-                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |known| {
-                    (known == u64::MAX || known < batch).then_some(batch)
-                });
+            self.count_checkpoint(checkpoint::decode_pointer(&pointer)?.0);
         }
         let folded = self.bounded("reading the head", self.read_head())?;
         if let Some(image) = self.current_image() {

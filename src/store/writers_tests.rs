@@ -481,7 +481,6 @@ fn a_read_write_attach_opens_slatedb_s_writer_only_at_its_first_commit() {
     let checkpoints = || {
         block_on(async {
             use futures::TryStreamExt;
-            use object_store::ObjectStoreExt;
             let dir = object_store::path::Path::from(checkpoint::OBJECT_DIR);
             let listed = mem.list(Some(&dir)).try_collect::<Vec<_>>().await.unwrap();
             let mut names: Vec<String> =
