@@ -192,8 +192,42 @@ pub fn is_inlined_table_name(name: &str) -> bool {
     false
 }
 
-/// Check a CREATE TABLE against what moraine serves.
-pub fn validate_new_table(def: &TableDef) -> Result<()> {
+/// The DuckLake catalog version moraine serves: the one DuckLake 1.5.5 writes as
+/// `ducklake_metadata`'s `version`.
+pub const CATALOG_VERSION: &str = "1.0";
+
+/// What a fixed table that does not match tells about where it came from.
+const OTHER_VERSION_HINT: &str = "moraine serves the catalog of DuckLake 1.5.5 (catalog version 1.0); a catalog of another version must first be attached once by DuckLake 1.5.5, which upgrades it";
+
+/// Whether `declared` is how another DuckLake catalog database stores a column moraine serves
+/// as `served`, holding the same values: SQLite's catalog holds DuckLake's booleans as integers
+/// and its timestamps with time zone and UUIDs as text (DuckDB's sqlite extension reads them
+/// back as BIGINT and VARCHAR). A table created with such a column is served with DuckLake's
+/// type, and DuckDB casts the values inserted into it (`COPY FROM DATABASE` from a SQLite
+/// catalog; RFC 0014).
+fn stored_form_of(served: &str, declared: &str) -> bool {
+    matches!(
+        (served, declared),
+        ("BOOLEAN", "BIGINT") | ("TIMESTAMP WITH TIME ZONE" | "UUID", "VARCHAR")
+    )
+}
+
+/// DuckDB's serialized `LogicalType` of a served type a stored form stands for: field 100
+/// (the type id, one LEB128 byte), then the end marker; the type has no extra info.
+fn served_type_blob(served: &str) -> Option<Vec<u8>> {
+    let id = match served {
+        "BOOLEAN" => crate::duckdb_types::BOOLEAN,
+        "TIMESTAMP WITH TIME ZONE" => crate::duckdb_types::TIMESTAMP_TZ,
+        "UUID" => crate::duckdb_types::UUID,
+        _ => return None,
+    };
+    Some(vec![100, 0, id, 0xFF, 0xFF])
+}
+
+/// Check a CREATE TABLE against what moraine serves, and return the definition moraine keeps:
+/// a fixed table's columns declared in another catalog's stored form ([`stored_form_of`]) take
+/// DuckLake's own type.
+pub fn validate_new_table(def: &TableDef) -> Result<TableDef> {
     let mut seen = std::collections::HashSet::new();
     for c in &def.columns {
         if !seen.insert(c.name.as_str()) {
@@ -205,12 +239,17 @@ pub fn validate_new_table(def: &TableDef) -> Result<()> {
     }
     if let Some(fixed) = tables::fixed_table(&def.name) {
         let expected: Vec<(&str, &str)> = fixed_columns(fixed);
+        let mut kept = def.clone();
         for (i, (name, ty)) in expected.iter().enumerate() {
-            match def.columns.get(i) {
+            match kept.columns.get_mut(i) {
                 Some(c) if c.name == *name && c.type_name == *ty => {}
+                Some(c) if c.name == *name && stored_form_of(ty, &c.type_name) => {
+                    c.type_name = ty.to_string();
+                    c.type_blob = served_type_blob(ty).expect("every stored form has a blob");
+                }
                 Some(c) => {
                     return Err(Error::Schema(format!(
-                        "table {} does not match DuckLake's definition: column {} is {} {} but moraine serves {} {}",
+                        "table {} does not match DuckLake's definition: column {} is {} {} but moraine serves {} {} ({OTHER_VERSION_HINT})",
                         def.name,
                         i + 1,
                         c.name,
@@ -221,7 +260,7 @@ pub fn validate_new_table(def: &TableDef) -> Result<()> {
                 }
                 None => {
                     return Err(Error::Schema(format!(
-                        "table {} does not match DuckLake's definition: column {name} {ty} is missing",
+                        "table {} does not match DuckLake's definition: column {name} {ty} is missing ({OTHER_VERSION_HINT})",
                         def.name
                     )))
                 }
@@ -230,22 +269,69 @@ pub fn validate_new_table(def: &TableDef) -> Result<()> {
         if def.columns.len() > expected.len() {
             let extra = &def.columns[expected.len()];
             return Err(Error::Schema(format!(
-                "table {} does not match DuckLake's definition: unexpected column {} {}",
+                "table {} does not match DuckLake's definition: unexpected column {} {} ({OTHER_VERSION_HINT})",
                 def.name, extra.name, extra.type_name
             )));
         }
-        return Ok(());
+        return Ok(kept);
     }
     if is_inlined_table_name(&def.name) {
         if def.columns.is_empty() {
             return Err(Error::Schema(format!("table {} has no columns", def.name)));
         }
-        return Ok(());
+        return Ok(def.clone());
     }
     Err(Error::Catalog(format!(
         "moraine serves only DuckLake's tables; cannot create {}",
         def.name
     )))
+}
+
+/// Refuse a `ducklake_metadata` row that says the lake is a catalog version moraine does not
+/// serve (`key = 'version'`, no scope): a catalog copied from another DuckLake release, whose
+/// rows DuckLake 1.5.5 would read as the wrong things.
+pub fn check_catalog_version(def: &TableDef, row: &[Cell]) -> Result<()> {
+    if def.name != "ducklake_metadata" {
+        return Ok(());
+    }
+    let cell = |name: &str| def.column_index(name).and_then(|i| row.get(i));
+    fn text(c: Option<&Cell>) -> Option<&str> {
+        match c {
+            Some(Cell::Text(t)) => Some(t.as_str()),
+            _ => None,
+        }
+    }
+    let global = matches!(cell("scope"), None | Some(Cell::Null));
+    match (text(cell("key")), text(cell("value"))) {
+        (Some("version"), Some(v)) if global && v != CATALOG_VERSION => Err(Error::Schema(format!(
+            "this is a catalog of DuckLake catalog version {v}, which moraine does not serve ({OTHER_VERSION_HINT})"
+        ))),
+        _ => Ok(()),
+    }
+}
+
+/// What a CREATE TABLE does when the table exists (DuckDB's `OnCreateConflict`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OnConflict {
+    /// Fail: plain `CREATE TABLE`.
+    Error,
+    /// Keep the table there: `CREATE TABLE IF NOT EXISTS`.
+    Ignore,
+    /// `CREATE OR REPLACE TABLE`, which moraine refuses.
+    Replace,
+}
+
+/// The error of a CREATE TABLE of a table that exists. One of DuckLake's fixed tables exists
+/// only in a store that holds a lake, which a copy of another catalog (`COPY FROM DATABASE`)
+/// cannot go into.
+pub fn already_exists(schema: &str, name: &str) -> String {
+    if tables::fixed_table(name).is_some() {
+        format!(
+            "table {schema}.{name} already exists: this store already holds a DuckLake catalog, and a catalog can be copied only into a new, empty store"
+        )
+    } else {
+        format!("table {schema}.{name} already exists")
+    }
 }
 
 /// DuckLake's definition of a fixed table, as a [`TableDef`] in `schema` (empty type blobs).
@@ -690,6 +776,98 @@ mod tests {
         extra.columns.push(col("bonus", "BIGINT"));
         let e = validate_new_table(&extra).unwrap_err().to_string();
         assert!(e.contains("bonus"), "{e}");
+    }
+
+    #[test]
+    fn another_catalog_s_stored_forms_are_served_as_ducklake_s_types() {
+        // a SQLite catalog as DuckDB's sqlite extension reads it: booleans as BIGINT,
+        // timestamps with time zone and UUIDs as VARCHAR
+        let mut sqlite = fixed_def("ducklake_table");
+        let served = sqlite.clone();
+        for c in &mut sqlite.columns {
+            match c.type_name.as_str() {
+                "BOOLEAN" => c.type_name = "BIGINT".into(),
+                "UUID" | "TIMESTAMP WITH TIME ZONE" => c.type_name = "VARCHAR".into(),
+                _ => {}
+            }
+        }
+        assert_ne!(sqlite, served);
+        let kept = validate_new_table(&sqlite).unwrap();
+        for (k, s) in kept.columns.iter().zip(&served.columns) {
+            assert_eq!(k.type_name, s.type_name, "{}", k.name);
+        }
+        let uuid = kept.column_index("table_uuid").unwrap();
+        assert_eq!(kept.columns[uuid].type_blob, vec![100, 0, 54, 0xFF, 0xFF]);
+        let relative = kept.column_index("path_is_relative").unwrap();
+        assert_eq!(
+            kept.columns[relative].type_blob,
+            vec![100, 0, 10, 0xFF, 0xFF]
+        );
+        let mut snap = fixed_def("ducklake_snapshot");
+        snap.columns[1].type_name = "VARCHAR".into();
+        let kept = validate_new_table(&snap).unwrap();
+        assert_eq!(kept.columns[1].type_name, "TIMESTAMP WITH TIME ZONE");
+        assert_eq!(kept.columns[1].type_blob, vec![100, 0, 32, 0xFF, 0xFF]);
+        // a column DuckLake declares as served keeps the blob DuckDB serialized
+        assert_eq!(kept.columns[0].type_blob, vec![1, 2, 3]);
+        // only those stored forms: text for a BIGINT, or a BIGINT for a timestamp, is refused,
+        // and a mismatch names the catalog version moraine serves
+        let mut text_id = fixed_def("ducklake_snapshot");
+        text_id.columns[0].type_name = "VARCHAR".into();
+        let e = validate_new_table(&text_id).unwrap_err().to_string();
+        assert!(
+            e.contains("snapshot_id VARCHAR") && e.contains("catalog version 1.0"),
+            "{e}"
+        );
+        let mut int_time = fixed_def("ducklake_snapshot");
+        int_time.columns[1].type_name = "BIGINT".into();
+        assert!(validate_new_table(&int_time).is_err());
+        // inlined tables keep what they declare (DuckLake casts what it reads from them)
+        let inl = TableDef {
+            schema: "main".into(),
+            name: "ducklake_inlined_data_1_1".into(),
+            columns: vec![col("row_id", "BIGINT"), col("x", "VARCHAR")],
+        };
+        assert_eq!(validate_new_table(&inl).unwrap(), inl);
+    }
+
+    #[test]
+    fn only_the_catalog_version_moraine_serves_is_written() {
+        let meta = fixed_def("ducklake_metadata");
+        let row = |k: &str, v: &str, scope: Cell| {
+            vec![
+                Cell::Text(k.into()),
+                Cell::Text(v.into()),
+                scope,
+                Cell::Null,
+            ]
+        };
+        check_catalog_version(&meta, &row("version", "1.0", Cell::Null)).unwrap();
+        let e = check_catalog_version(&meta, &row("version", "0.3", Cell::Null))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("catalog version 0.3") && e.contains("DuckLake 1.5.5"),
+            "{e}"
+        );
+        // any other key, a scoped option, and other tables are not versions
+        check_catalog_version(&meta, &row("data_path", "0.3", Cell::Null)).unwrap();
+        check_catalog_version(&meta, &row("version", "0.3", Cell::Text("table".into()))).unwrap();
+        let snap = fixed_def("ducklake_snapshot");
+        check_catalog_version(
+            &snap,
+            &[Cell::Text("version".into()), Cell::Text("0.3".into())],
+        )
+        .unwrap();
+    }
+
+    #[test]
+    fn a_duck_lake_table_that_exists_means_the_store_holds_a_lake() {
+        let e = already_exists("main", "ducklake_snapshot");
+        assert!(e.contains("already holds a DuckLake catalog"), "{e}");
+        assert!(e.contains("new, empty store"), "{e}");
+        let e = already_exists("main", "ducklake_inlined_data_1_1");
+        assert_eq!(e, "table main.ducklake_inlined_data_1_1 already exists");
     }
 
     #[test]

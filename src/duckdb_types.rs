@@ -27,6 +27,8 @@ pub const VARCHAR: u8 = 25;
 pub const UTINYINT: u8 = 28;
 pub const USMALLINT: u8 = 29;
 pub const UINTEGER: u8 = 30;
+pub const TIMESTAMP_TZ: u8 = 32;
+pub const UUID: u8 = 54;
 
 /// How values of the type `type_id` (with an alias, `has_alias`) are held.
 pub fn held(type_id: u8, has_alias: bool) -> Held {

@@ -5,7 +5,7 @@
 //! transaction (committed rows + overlay), and commits by translating the staged operations into
 //! one SlateDB write.
 
-use crate::catalog::{self, CommittedCatalog, Kind, TableDef};
+use crate::catalog::{self, CommittedCatalog, Kind, OnConflict, TableDef};
 use crate::cell::Row;
 use crate::error::{Error, Result};
 use crate::floor;
@@ -370,25 +370,46 @@ impl Transaction {
             .cloned())
     }
 
-    /// Create one of DuckLake's tables (validated against what moraine serves).
+    /// Create one of DuckLake's tables (validated against what moraine serves); an error if it
+    /// exists.
     pub fn create_table(&mut self, def: TableDef) -> Result<()> {
+        self.create_table_on_conflict(def, OnConflict::Error)
+            .map(|_| ())
+    }
+
+    /// [`Self::create_table`], doing what `on_conflict` says when the table exists. Returns
+    /// whether it was created: `false` when it exists and the statement said `IF NOT EXISTS`.
+    pub fn create_table_on_conflict(
+        &mut self,
+        def: TableDef,
+        on_conflict: OnConflict,
+    ) -> Result<bool> {
         if !self.schema_set()?.contains(&def.schema) {
             return Err(Error::Catalog(format!(
                 "cannot create table {}.{}: schema {} does not exist",
                 def.schema, def.name, def.schema
             )));
         }
-        catalog::validate_new_table(&def)?;
-        let map = self.table_map()?;
-        if map.contains_key(&(def.schema.clone(), def.name.clone())) {
-            return Err(Error::Catalog(format!(
-                "table {}.{} already exists",
-                def.schema, def.name
-            )));
+        if self
+            .table_map()?
+            .contains_key(&(def.schema.clone(), def.name.clone()))
+        {
+            return match on_conflict {
+                OnConflict::Ignore => Ok(false),
+                OnConflict::Error => Err(Error::Catalog(catalog::already_exists(
+                    &def.schema,
+                    &def.name,
+                ))),
+                OnConflict::Replace => Err(Error::Catalog(format!(
+                    "CREATE OR REPLACE TABLE {}.{} is not supported: moraine replaces none of DuckLake's tables",
+                    def.schema, def.name
+                ))),
+            };
         }
+        let def = catalog::validate_new_table(&def)?;
         self.invalidate(&def.schema, &def.name);
         self.ops.push(Op::CreateTable(Arc::new(def)));
-        Ok(())
+        Ok(true)
     }
 
     pub fn drop_table(&mut self, schema: &str, name: &str) -> Result<()> {

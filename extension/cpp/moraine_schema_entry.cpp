@@ -14,6 +14,12 @@
 
 namespace duckdb {
 
+// the conflict actions Rust names (moraine_ffi.h) are DuckDB's
+static_assert(uint8_t(OnCreateConflict::ERROR_ON_CONFLICT) == MORAINE_ON_CONFLICT_ERROR, "ERROR_ON_CONFLICT");
+static_assert(uint8_t(OnCreateConflict::IGNORE_ON_CONFLICT) == MORAINE_ON_CONFLICT_IGNORE, "IGNORE_ON_CONFLICT");
+static_assert(uint8_t(OnCreateConflict::REPLACE_ON_CONFLICT) == MORAINE_ON_CONFLICT_REPLACE, "REPLACE_ON_CONFLICT");
+
+
 MoraineSchemaEntry::MoraineSchemaEntry(Catalog &catalog, CreateSchemaInfo &info, MoraineEntries &owner)
     : SchemaCatalogEntry(catalog, info), owner(owner) {
 }
@@ -109,16 +115,6 @@ optional_ptr<CatalogEntry> MoraineSchemaEntry::CreateTable(CatalogTransaction ca
 		return current->CreateTable(catalog_transaction, bound_info);
 	}
 	auto &info = bound_info.Base();
-	auto existing = LookupEntry(catalog_transaction, EntryLookupInfo(CatalogType::TABLE_ENTRY, info.table));
-	if (existing) {
-		if (info.on_conflict == OnCreateConflict::IGNORE_ON_CONFLICT) {
-			return existing;
-		}
-		if (info.on_conflict == OnCreateConflict::ERROR_ON_CONFLICT) {
-			throw CatalogException("moraine: table \"%s.%s\" already exists", name, info.table);
-		}
-		throw NotImplementedException("moraine: CREATE OR REPLACE TABLE is not supported");
-	}
 	vector<string> texts; // each column's type name and serialized type
 	for (auto &column : info.columns.Physical()) {
 		texts.push_back(column.Type().ToString());
@@ -131,8 +127,14 @@ optional_ptr<CatalogEntry> MoraineSchemaEntry::CreateTable(CatalogTransaction ca
 		                   const_data_ptr_cast(blob.data()), blob.size()});
 	}
 	MoraineError err {};
+	int32_t made = 0;
 	MoraineCheck(moraine_txn_create_table(transaction.Txn(), name.c_str(), name.size(), info.table.c_str(),
-	                                      info.table.size(), columns.data(), columns.size(), &err), err);
+	                                      info.table.size(), columns.data(), columns.size(),
+	                                      uint8_t(info.on_conflict), &made, &err),
+	             err);
+	if (!made) {
+		return LookupEntry(catalog_transaction, EntryLookupInfo(CatalogType::TABLE_ENTRY, info.table));
+	}
 	transaction.InvalidateEntries();
 	auto schema = transaction.GetSchema(name);
 	auto created = schema ? schema->LookupEntry(catalog_transaction, EntryLookupInfo(CatalogType::TABLE_ENTRY, info.table))

@@ -32,6 +32,14 @@
 // `ConnectionException` (a commit of unknown outcome).
 #define MORAINE_EXCEPTION_CONNECTION 7
 
+// DuckDB's `OnCreateConflict` values, which the C++ layer hands over as they are and checks
+// against DuckDB's own enum at compile time (`moraine_schema_entry.cpp`).
+#define MORAINE_ON_CONFLICT_ERROR 0
+
+#define MORAINE_ON_CONFLICT_IGNORE 1
+
+#define MORAINE_ON_CONFLICT_REPLACE 2
+
 // A cell's tag (`MoraineCell::tag`): NULL.
 #define MORAINE_NULL 0
 
@@ -103,6 +111,10 @@
 #define MORAINE_TYPE_USMALLINT 29
 
 #define MORAINE_TYPE_UINTEGER 30
+
+#define MORAINE_TYPE_TIMESTAMP_TZ 32
+
+#define MORAINE_TYPE_UUID 54
 
 // The rows one scan emits ([`Emitted`]).
 typedef struct MoraineMat MoraineMat;
@@ -362,6 +374,8 @@ int32_t moraine_txn_create_table(MoraineTxn *txn,
                                  size_t name_len,
                                  const MoraineColumnIn *columns,
                                  size_t ncolumns,
+                                 uint8_t conflict,
+                                 int32_t *created,
                                  MoraineError *err);
 
 int32_t moraine_txn_drop_table(MoraineTxn *txn,

@@ -15,7 +15,7 @@ use std::ffi::{c_char, c_void};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{Arc, Mutex, OnceLock};
 
-use moraine::catalog::{ColumnDef, TableDef};
+use moraine::catalog::{ColumnDef, OnConflict, TableDef};
 use moraine::cell::{Cell, Row};
 use moraine::error::{Error, Kind, Result};
 use moraine::scan::{Emitted, IntsOut, Op, Predicate, Scan};
@@ -152,6 +152,26 @@ pub mod type_ids {
     pub const MORAINE_TYPE_UTINYINT: u8 = 28;
     pub const MORAINE_TYPE_USMALLINT: u8 = 29;
     pub const MORAINE_TYPE_UINTEGER: u8 = 30;
+    pub const MORAINE_TYPE_TIMESTAMP_TZ: u8 = 32;
+    pub const MORAINE_TYPE_UUID: u8 = 54;
+}
+
+/// DuckDB's `OnCreateConflict` values, which the C++ layer hands over as they are and checks
+/// against DuckDB's own enum at compile time (`moraine_schema_entry.cpp`).
+pub const MORAINE_ON_CONFLICT_ERROR: u8 = 0;
+pub const MORAINE_ON_CONFLICT_IGNORE: u8 = 1;
+pub const MORAINE_ON_CONFLICT_REPLACE: u8 = 2;
+
+/// The [`OnConflict`] of DuckDB's `OnCreateConflict` value `v`.
+fn on_conflict(v: u8) -> Result<OnConflict> {
+    match v {
+        MORAINE_ON_CONFLICT_ERROR => Ok(OnConflict::Error),
+        MORAINE_ON_CONFLICT_IGNORE => Ok(OnConflict::Ignore),
+        MORAINE_ON_CONFLICT_REPLACE => Ok(OnConflict::Replace),
+        other => Err(Error::InvalidInput(format!(
+            "CREATE TABLE with conflict action {other} (DuckDB's OnCreateConflict) is not supported"
+        ))),
+    }
 }
 
 /// One column of a table being created.
@@ -868,9 +888,12 @@ pub unsafe extern "C" fn moraine_txn_create_table(
     name_len: usize,
     columns: *const MoraineColumnIn,
     ncolumns: usize,
+    conflict: u8,
+    created: *mut i32,
     err: *mut MoraineError,
 ) -> i32 {
     status(guard(err, || {
+        let conflict = on_conflict(conflict)?;
         let columns = slice(columns, ncolumns);
         let columns = columns
             .iter()
@@ -887,7 +910,9 @@ pub unsafe extern "C" fn moraine_txn_create_table(
             name: text(name, name_len)?.to_string(),
             columns,
         };
-        lock(&*txn)?.create_table(def)
+        let made = lock(&*txn)?.create_table_on_conflict(def, conflict)?;
+        *created = i32::from(made);
+        Ok(())
     }))
 }
 
@@ -1460,6 +1485,8 @@ mod tests {
             (MORAINE_TYPE_UTINYINT, t::UTINYINT),
             (MORAINE_TYPE_USMALLINT, t::USMALLINT),
             (MORAINE_TYPE_UINTEGER, t::UINTEGER),
+            (MORAINE_TYPE_TIMESTAMP_TZ, t::TIMESTAMP_TZ),
+            (MORAINE_TYPE_UUID, t::UUID),
         ];
         for (header, core) in pairs {
             assert_eq!(header, core);

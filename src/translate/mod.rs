@@ -242,6 +242,7 @@ impl Walk {
         let (def, kind) = self.def_and_kind(schema, table)?;
         if !matches!(op, Op::Delete { .. }) {
             catalog::check_not_null(&def, row)?;
+            catalog::check_catalog_version(&def, row)?;
         }
         if row.len() != def.columns.len() {
             return Err(Error::InvalidInput(format!(

@@ -3,7 +3,7 @@
 //! back through a new transaction or the raw keyspace.
 
 use super::*;
-use crate::catalog::{fixed_table_def, ColumnDef, SnapshotRecord};
+use crate::catalog::{fixed_table_def, ColumnDef, OnConflict, SnapshotRecord};
 use crate::cell::Cell::{self, Int, Null, Text};
 use crate::testing::lakes::*;
 use crate::testing::*;
@@ -1057,6 +1057,22 @@ fn only_ducklake_tables_and_empty_schemas() {
         .unwrap_err()
         .to_string();
     assert!(e.contains("cannot create users"), "{e}");
+    // a table that exists: IF NOT EXISTS keeps it, CREATE names the lake the store holds, and
+    // CREATE OR REPLACE is refused; none of them stages anything
+    let snap = || fixed_table_def("meta", "ducklake_snapshot").unwrap();
+    assert!(!t
+        .create_table_on_conflict(snap(), OnConflict::Ignore)
+        .unwrap());
+    let e = t.create_table(snap()).unwrap_err().to_string();
+    assert!(e.contains("already holds a DuckLake catalog"), "{e}");
+    let e = t
+        .create_table_on_conflict(snap(), OnConflict::Replace)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("CREATE OR REPLACE TABLE meta.ducklake_snapshot"),
+        "{e}"
+    );
     assert!(t
         .drop_schema("meta", false)
         .unwrap_err()

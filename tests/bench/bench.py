@@ -25,6 +25,8 @@ Progress goes to stderr. Nothing here asserts anything about timing. Workloads:
            table warm and in a fresh process, peak RSS, live catalog rows
   scale    files at a million data files (1,000 tables x 1,000 files; cargo xtask bench sets
            the sizes), and a one-file commit's time
+  move     files's lake moved onto moraine and back with COPY FROM DATABASE, each in a fresh
+           process: time and peak RSS, beside a fresh attach of the imported lake (RFC 0014)
   readers  READ_ONLY reader processes beside one writer process committing R times a second
   turns    the warm queries of history and files again, every catalog at once: copies of the
            lakes those workloads kept (--keep) attached in P processes per catalog, which sit
@@ -711,9 +713,9 @@ def warm_query(db, query, reps, expect=None):
     return median(times)
 
 
-def probe_figures(args, out, label, attach_sql, query, expect):
+def probe_figures(args, out, label, attach_sql, query, expect, catalog=None):
     try:
-        res = run_probes(args, [(None, attach_sql, query)] * args.probe_reps)
+        res = run_probes(args, [(catalog, attach_sql, query)] * args.probe_reps)
         for r in res:
             if not r.get("ok"):
                 raise RuntimeError(r.get("error"))
@@ -857,28 +859,39 @@ def one_file_commits(db, table, reps):
     return median(times)
 
 
+def files_lake_shape(args):
+    """(files per table, rows per table, the table counted) of a files lake."""
+    per = args.files // args.tables
+    return per, per * 10, min(17, args.tables - 1)  # ten rows per file
+
+
+def build_files(args, out, db):
+    """Fills the lake attached as `lake` with --tables partitioned tables of --files data files
+    in all, one INSERT per table, and reports the build time."""
+    per, rows, _ = files_lake_shape(args)
+    t_build = time.perf_counter()
+    for k in range(args.tables):
+        db.execute(f"CREATE TABLE lake.t{k} (p INTEGER, i BIGINT)")
+        db.execute(f"ALTER TABLE lake.t{k} SET PARTITIONED BY (p)")
+        db.execute(f"INSERT INTO lake.t{k} SELECT i % {per} AS p, i FROM range({rows}) r(i)").fetchall()
+        if (k + 1) % 10 == 0 or k + 1 == args.tables:
+            log(f"{args.workload}: {args.catalog}: {k + 1}/{args.tables} tables "
+                f"({(k + 1) * per} files, {time.perf_counter() - t_build:.1f} s)")
+    out.value(f"build: {args.tables} tables x {per} files (create, partition, insert)",
+              time.perf_counter() - t_build, "s")
+
+
 def files_lake(args, out, slug, commit_reps):
     """files and scale: a lake of F data files over T partitioned tables; scale also times a
     one-file commit (into another table than the one counted)."""
-    per = args.files // args.tables
-    rows = per * 10  # ten rows per file
     lake = new_lake(args, "lake")
     db = connect(args.catalog, os.path.join(args.dir, "ext"))
-    q = min(17, args.tables - 1)
+    per, rows, q = files_lake_shape(args)
     query = f"SELECT count(*) FROM lake.t{q}"
     try:
         prepare_lake(db, lake)
         db.execute(lake.attach_sql(options=["DATA_INLINING_ROW_LIMIT 0"]))
-        t_build = time.perf_counter()
-        for k in range(args.tables):
-            db.execute(f"CREATE TABLE lake.t{k} (p INTEGER, i BIGINT)")
-            db.execute(f"ALTER TABLE lake.t{k} SET PARTITIONED BY (p)")
-            db.execute(f"INSERT INTO lake.t{k} SELECT i % {per} AS p, i FROM range({rows}) r(i)").fetchall()
-            if (k + 1) % 10 == 0 or k + 1 == args.tables:
-                log(f"files: {args.catalog}: {k + 1}/{args.tables} tables "
-                    f"({(k + 1) * per} files, {time.perf_counter() - t_build:.1f} s)")
-        out.value(f"build: {args.tables} tables x {per} files (create, partition, insert)",
-                  time.perf_counter() - t_build, "s")
+        build_files(args, out, db)
         n_files = db.execute(f"SELECT count(*) FROM ducklake_list_files('lake', 't{q}')").fetchall()[0][0]
         if n_files != per:
             out.text("note", f"t{q} has {n_files} data files, want {per}")
@@ -934,6 +947,97 @@ def files_lake(args, out, slug, commit_reps):
     finally:
         lake.remove(db, files=False)
         db.close()
+
+
+# ---- workload: move ---------------------------------------------------------------------------
+
+def catalog_database(catalog, root):
+    """DuckDB's ATTACH URL of the database that holds a local lake's catalog (not DuckLake's)."""
+    return {"moraine": f"moraine:{root}/meta", "duckdb": f"{root}/meta.ducklake",
+            "sqlite": f"sqlite:{root}/meta.sqlite"}[catalog]
+
+
+def move_step(args, label, statements):
+    """Runs `statements` in a fresh process with moraine and sqlite loaded (`--role move`);
+    reports the last one's time and the process's peak RSS. Returns the peak in KB or None."""
+    p = spawn(args, "move", ["--query", json.dumps(statements)], catalog="moraine")
+    try:
+        r = ask(p)
+        if not r.get("ok"):
+            raise RuntimeError(r.get("error"))
+        out_ = r
+    except Exception as e:
+        args.out.error(label, e)
+        return None
+    finally:
+        p.stdin.close()
+        p.wait()
+    args.out.value(label, out_["s"], "s")
+    args.out.value(f"{label}: peak RSS", out_["hwm_kb"] / 1024.0, "MB")
+    return out_["hwm_kb"]
+
+
+def role_move(args):
+    """A fresh process that runs the statements of --query (JSON) and reports the time of the
+    last (COPY FROM DATABASE) and its peak RSS (VmHWM)."""
+    try:
+        db = connect("moraine", os.path.join(args.dir, f"ext-{os.getpid()}"))
+        db.execute(f"LOAD {lit(os.environ['SQLITE_EXT'])}")
+        statements = json.loads(args.query)
+        for sql in statements[:-1]:
+            db.execute(sql)
+        t0 = time.perf_counter()
+        db.execute(statements[-1]).fetchall()
+        out = {"ok": True, "s": time.perf_counter() - t0, "hwm_kb": proc_status_kb("VmHWM")}
+    except Exception as e:
+        out = {"ok": False, "error": err_text(e)}
+    print(json.dumps(out), flush=True)
+    db.close()
+
+
+def w_move(args, out):
+    """A files lake (--files over --tables) on the catalog, moved onto moraine and back with
+    COPY FROM DATABASE (RFC 0014), each move in a fresh process: its time and peak RSS, beside
+    the peak RSS of a fresh process that attaches the imported lake and counts one table. On
+    moraine the lake moves from one moraine store into another, and back into a third."""
+    if args.catalog == "postgres":
+        out.text("note", "not measured: the move workload runs on local catalogs")
+        return
+    args.out = out
+    lake = new_lake(args, "lake")
+    db = connect(args.catalog, os.path.join(args.dir, "ext"))
+    per, rows, q = files_lake_shape(args)
+    try:
+        db.execute(lake.attach_sql(options=["DATA_INLINING_ROW_LIMIT 0"]))
+        build_files(args, out, db)
+        db.execute("DETACH lake")
+    finally:
+        db.close()
+    imported = os.path.join(args.dir, "imported")
+    source = catalog_database(args.catalog, lake.root)
+    into = f"moraine:{imported}/meta"
+    import_kb = move_step(args, "import into moraine (COPY FROM DATABASE, fresh process)", [
+        f"ATTACH {lit(source)} AS src (READ_ONLY)", f"ATTACH {lit(into)} AS m",
+        "COPY FROM DATABASE src TO m"])
+    if import_kb is None:
+        return
+    attach = Lake("moraine", imported)
+    res = probe_figures(args, out, f"imported lake: READ_ONLY attach + count(*) of t{q} (fresh process)",
+                        attach.attach_sql(read_only=True), f"SELECT count(*) FROM lake.t{q}", rows,
+                        catalog="moraine")
+    if res:
+        attach_kb = median([r["hwm_kb"] for r in res])
+        out.value("imported lake: attach + count(*): peak RSS", attach_kb / 1024.0, "MB")
+        out.value("import peak RSS / imported lake's attach peak RSS", import_kb / attach_kb, "x")
+    exported = os.path.join(args.dir, "exported")
+    os.makedirs(exported, exist_ok=True)
+    back = catalog_database(args.catalog, exported)
+    move_step(args, f"export back into a new {args.catalog} catalog (COPY FROM DATABASE, fresh process)", [
+        f"ATTACH {lit(into)} AS m (READ_ONLY)", f"ATTACH {lit(back)} AS dst",
+        "COPY FROM DATABASE m TO dst"])
+    probe_figures(args, out, f"exported lake: READ_ONLY attach + count(*) of t{q} (fresh process)",
+                  Lake(args.catalog, exported).attach_sql(read_only=True),
+                  f"SELECT count(*) FROM lake.t{q}", rows)
 
 
 # ---- workload: readers ------------------------------------------------------------------------
@@ -1474,9 +1578,9 @@ def probe_turns(args, out, label, recs):
 # ---- main -------------------------------------------------------------------------------------
 
 WORKLOADS = {"commit": w_commit, "history": w_history, "files": w_files, "scale": w_scale,
-             "readers": w_readers, "writers": w_writers, "turns": w_turns}
+             "readers": w_readers, "writers": w_writers, "turns": w_turns, "move": w_move}
 ROLES = {"probe": role_probe, "writer": role_writer, "reader": role_reader, "turn": role_turn,
-         "maintenance": role_maintenance}
+         "maintenance": role_maintenance, "move": role_move}
 
 
 def main():

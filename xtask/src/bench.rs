@@ -42,7 +42,8 @@ moraine's ratio to the DuckDB-file catalog. Nothing about timing is asserted.
                       duckdb-extension-postgres-scanner==1.5.5
   --only NAME,...     workloads: commit, history (with expiry), files (with memory), readers,
                       writers, and scale (a million data files, about an hour: only when
-                      named here; moraine and the DuckDB file, Postgres when given);
+                      named here; moraine and the DuckDB file, Postgres when given) and
+                      move (a 100,000-file lake onto moraine and back: only when named);
                       after history or files (local store), turns times their warm queries
                       and their fresh-process attach + first query again on copies of their
                       lakes, every catalog's processes taking turns
@@ -75,6 +76,12 @@ const WORKLOADS: &[(&str, &str)] = &[
          file (and Postgres with --postgres)",
     ),
     (
+        "move",
+        "a lake of 100,000 data files (100 tables x 1,000) moved onto moraine and back with \
+         COPY FROM DATABASE: time and peak memory of each move beside a fresh attach of the \
+         imported lake; only with --only move",
+    ),
+    (
         "readers",
         "5. READ_ONLY reader processes beside a writer committing 15 times a second",
     ),
@@ -93,7 +100,7 @@ const WORKLOADS: &[(&str, &str)] = &[
 ];
 
 /// The workloads a run includes only when `--only` names them (they take long).
-const ON_REQUEST: &[&str] = &["scale"];
+const ON_REQUEST: &[&str] = &["scale", "move"];
 
 /// The catalogs a workload runs on, of the run's: the scale workload skips SQLite (its
 /// million-file build alone takes the better part of an hour here).
@@ -126,10 +133,11 @@ fn workload_name(s: &str) -> Result<&'static str, String> {
         "history" | "expiry" | "2" | "3" => Ok("history"),
         "files" | "memory" | "4" | "6" => Ok("files"),
         "scale" => Ok("scale"),
+        "move" | "import" | "export" => Ok("move"),
         "readers" | "5" => Ok("readers"),
         "writers" | "7" => Ok("writers"),
         other => Err(format!(
-            "bench: unknown workload {other:?} (commit, history, files, scale, readers, writers)"
+            "bench: unknown workload {other:?} (commit, history, files, scale, move, readers, writers)"
         )),
     }
 }
@@ -315,6 +323,8 @@ fn sizes(workload: &str, quick: bool, s3: bool) -> Vec<String> {
             "--commit-reps",
             "20",
         ],
+        ("move", true) => &["--files", "2000", "--tables", "10", "--probe-reps", "3"],
+        ("move", false) => &["--files", "100000", "--tables", "100", "--probe-reps", "5"],
         ("readers", true) => &["--seconds", "10", "--readers", "3", "--rate", "15"],
         ("readers", false) => &["--seconds", "60", "--readers", "3", "--rate", "15"],
         _ => &[],

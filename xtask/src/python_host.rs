@@ -29,6 +29,7 @@ pub fn run_script(path: &Path, env: &Env) -> FileOutcome {
         .env("PYTHONPATH", &env.deps.python_path)
         .env("MORAINE_EXT", moraine)
         .env("DUCKLAKE_EXT", &env.deps.ducklake_ext)
+        .env("SQLITE_EXT", &env.deps.sqlite_ext)
         .env("TEST_DIR", &test_dir);
     // a scenario that says `# needs: moto_server` gets the pinned S3 test server and httpfs
     let source = std::fs::read_to_string(path).unwrap_or_default();
