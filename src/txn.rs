@@ -884,16 +884,22 @@ impl Transaction {
         let catalog = self.committed_catalog()?;
         let store = self.store.clone();
         let tables = &catalog.tables;
-        let ops = &self.ops;
+        let staged = self.ops.len();
+        let ops = std::mem::take(&mut self.ops);
         let committed = store.commit_writes(&image, || {
             let _span = tracing::debug_span!("moraine.translate", ops = ops.len()).entered();
             let t = store.bounded(
                 "translating the commit",
-                translate::translate(&store, &image, tables, ops),
+                translate::translate(&store, &image, tables, &ops),
             )?;
+            // the staged rows are translated: a large commit's (a catalog copied in, RFC 0014)
+            // are freed while its writes go out, not held beside them
+            if ops.len() >= FREE_ASIDE_OPS {
+                crate::runtime::free_aside(ops);
+            }
             Ok((t.writes, t.head, ()))
         });
-        if self.ops.len() >= FREE_ASIDE_OPS {
+        if staged >= FREE_ASIDE_OPS {
             // what a large transaction staged and read (expiry's thousands of rows, and the
             // image it pinned, which may hold the only reference to what the commit replaced)
             // is freed on another thread, not while DuckDB waits for COMMIT; its row locks
@@ -901,7 +907,6 @@ impl Transaction {
             let staged = (
                 self.image.take(),
                 self.catalog.take(),
-                std::mem::take(&mut self.ops),
                 std::mem::take(&mut self.cache),
                 std::mem::take(&mut self.registry),
                 std::mem::take(&mut self.touched),

@@ -134,7 +134,9 @@ impl Store {
         };
         span.record("batch", head.batch_count);
         span.record("keys", writes.len());
-        let made = checkpoint::Commit::new(head, writes);
+        // (shared, not cloned: a commit's writes can be the whole catalog, as a copied-in
+        // lake's are; RFC 0014)
+        let made = Arc::new(checkpoint::Commit::new(head, writes));
         let size = crate::limits::CommitSize::of(made.writes.iter());
         span.record("bytes", size.bytes);
         // the writes go to the store twice: in the commit object and in SlateDB
@@ -152,7 +154,7 @@ impl Store {
                 false => None,
             };
             match over {
-                Some(c) => commit = c,
+                Some(c) => commit = Arc::new(c),
                 None => {
                     if self.current_image().is_some_and(|i| i.head() != head_now) {
                         // the installed image is not the store's head either: the next pin
@@ -222,7 +224,7 @@ impl Store {
                         (_, upto) => self.go_over(&made, base_head, &mut since, upto),
                     };
                     match over {
-                        Some(c) => commit = c,
+                        Some(c) => commit = Arc::new(c),
                         None => {
                             return Err(Error::Conflict(format!(
                                 "write conflict: another process committed batch {} first; \
@@ -235,6 +237,8 @@ impl Store {
                 Ok(Err(e)) => return Err(e),
                 Err(_) => {
                     let prev = since.last().map_or(base_head, |c| c.head);
+                    drop(made);
+                    let commit = Arc::unwrap_or_clone(commit);
                     *self.pending.lock().unwrap_or_else(|p| p.into_inner()) = Some((commit, prev));
                     return Err(self.outcome_unknown(&format!(
                         "its commit object was not created within {} (moraine_io_timeout)",
@@ -243,6 +247,8 @@ impl Store {
                 }
             }
         }
+        drop(made);
+        let commit = Arc::unwrap_or_clone(commit);
         if !since.is_empty() {
             tracing::debug!(
                 target: "moraine::store",
