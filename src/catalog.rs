@@ -197,7 +197,11 @@ pub fn is_inlined_table_name(name: &str) -> bool {
 pub const CATALOG_VERSION: &str = "1.0";
 
 /// What a fixed table that does not match tells about where it came from.
-const OTHER_VERSION_HINT: &str = "moraine serves the catalog of DuckLake 1.5.5 (catalog version 1.0); a catalog of another version must first be attached once by DuckLake 1.5.5, which upgrades it";
+const OTHER_VERSION_HINT: &str = "moraine serves the catalog of DuckLake 1.5.5, catalog version 1.0; a catalog of an older version must first be attached once by DuckLake 1.5.5 with AUTOMATIC_MIGRATION TRUE, which upgrades it";
+
+/// The catalog versions DuckLake 1.5.5 upgrades to [`CATALOG_VERSION`] when attached with
+/// `AUTOMATIC_MIGRATION TRUE` (`ducklake_initializer.cpp`).
+const OLDER_VERSIONS: &[&str] = &["0.1", "0.2", "0.3-dev1", "0.3", "0.4-dev1", "0.4"];
 
 /// Whether `declared` is how another DuckLake catalog database stores a column moraine serves
 /// as `served`, holding the same values: SQLite's catalog holds DuckLake's booleans as integers
@@ -303,9 +307,16 @@ pub fn check_catalog_version(def: &TableDef, row: &[Cell]) -> Result<()> {
     }
     let global = matches!(cell("scope"), None | Some(Cell::Null));
     match (text(cell("key")), text(cell("value"))) {
-        (Some("version"), Some(v)) if global && v != CATALOG_VERSION => Err(Error::Schema(format!(
-            "this is a catalog of DuckLake catalog version {v}, which moraine does not serve ({OTHER_VERSION_HINT})"
-        ))),
+        (Some("version"), Some(v)) if global && v != CATALOG_VERSION => {
+            let how = if OLDER_VERSIONS.contains(&v) {
+                "attach it once with DuckLake 1.5.5 and AUTOMATIC_MIGRATION TRUE, which upgrades it to 1.0, then copy it"
+            } else {
+                "DuckLake 1.5.5 does not read it either"
+            };
+            Err(Error::Schema(format!(
+                "this is a catalog of DuckLake catalog version {v}; moraine serves version {CATALOG_VERSION} (DuckLake 1.5.5): {how}"
+            )))
+        }
         _ => Ok(()),
     }
 }
@@ -847,7 +858,14 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(
-            e.contains("catalog version 0.3") && e.contains("DuckLake 1.5.5"),
+            e.contains("catalog version 0.3") && e.contains("AUTOMATIC_MIGRATION TRUE"),
+            "{e}"
+        );
+        let e = check_catalog_version(&meta, &row("version", "1.1", Cell::Null))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("catalog version 1.1") && e.contains("does not read it"),
             "{e}"
         );
         // any other key, a scoped option, and other tables are not versions

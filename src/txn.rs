@@ -885,18 +885,17 @@ impl Transaction {
         let store = self.store.clone();
         let tables = &catalog.tables;
         let staged = self.ops.len();
-        let ops = std::mem::take(&mut self.ops);
+        let ops = FreedAside(std::mem::take(&mut self.ops));
         let committed = store.commit_writes(&image, || {
-            let _span = tracing::debug_span!("moraine.translate", ops = ops.len()).entered();
+            let _span = tracing::debug_span!("moraine.translate", ops = ops.0.len()).entered();
             let t = store.bounded(
                 "translating the commit",
-                translate::translate(&store, &image, tables, &ops),
-            )?;
+                translate::translate(&store, &image, tables, &ops.0),
+            );
             // the staged rows are translated: a large commit's (a catalog copied in, RFC 0014)
             // are freed while its writes go out, not held beside them
-            if ops.len() >= FREE_ASIDE_OPS {
-                crate::runtime::free_aside(ops);
-            }
+            drop(ops);
+            let t = t?;
             Ok((t.writes, t.head, ()))
         });
         if staged >= FREE_ASIDE_OPS {
@@ -925,6 +924,18 @@ impl Transaction {
     #[cfg(test)]
     pub(crate) fn stage_unchecked_for_test(&mut self, op: Op) {
         self.ops.push(op);
+    }
+}
+
+/// Staged operations that go to the freeing thread when dropped, if there are many: however
+/// a commit ends, DuckDB does not wait while a copied-in catalog's rows are freed.
+struct FreedAside(Vec<Op>);
+
+impl Drop for FreedAside {
+    fn drop(&mut self) {
+        if self.0.len() >= FREE_ASIDE_OPS {
+            crate::runtime::free_aside(std::mem::take(&mut self.0));
+        }
     }
 }
 

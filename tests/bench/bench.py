@@ -980,6 +980,7 @@ def move_step(args, label, statements):
 def role_move(args):
     """A fresh process that runs the statements of --query (JSON) and reports the time of the
     last (COPY FROM DATABASE) and its peak RSS (VmHWM)."""
+    db = None
     try:
         db = connect("moraine", os.path.join(args.dir, f"ext-{os.getpid()}"))
         db.execute(f"LOAD {lit(os.environ['SQLITE_EXT'])}")
@@ -992,7 +993,8 @@ def role_move(args):
     except Exception as e:
         out = {"ok": False, "error": err_text(e)}
     print(json.dumps(out), flush=True)
-    db.close()
+    if db is not None:
+        db.close()
 
 
 def w_move(args, out):
@@ -1016,6 +1018,12 @@ def w_move(args, out):
     imported = os.path.join(args.dir, "imported")
     source = catalog_database(args.catalog, lake.root)
     into = f"moraine:{imported}/meta"
+    # DuckLake's own way to copy a catalog (its backup guide: into another DuckDB file), from
+    # the same source: what a move costs without moraine
+    reference = os.path.join(args.dir, "reference.ducklake")
+    move_step(args, "reference: the same COPY FROM DATABASE into a new DuckDB file (fresh process)", [
+        f"ATTACH {lit(source)} AS src (READ_ONLY)", f"ATTACH {lit(reference)} AS dst",
+        "COPY FROM DATABASE src TO dst"])
     import_kb = move_step(args, "import into moraine (COPY FROM DATABASE, fresh process)", [
         f"ATTACH {lit(source)} AS src (READ_ONLY)", f"ATTACH {lit(into)} AS m",
         "COPY FROM DATABASE src TO m"])
