@@ -118,6 +118,10 @@ pub fn split_rowid(rowid: i64) -> (u32, usize) {
 
 type TableId = (String, String);
 
+/// A statement that stages at least this many rows into one table logs it at info: the
+/// progress of a long copy (`COPY FROM DATABASE`, RFC 0014), one line per table.
+const PROGRESS_ROWS: usize = 1000;
+
 /// A committed transaction that staged at least this many operations frees them aside.
 const FREE_ASIDE_OPS: usize = 1024;
 
@@ -757,11 +761,20 @@ impl Transaction {
                 self.deleted.remove(&Self::identity(schema, table, r));
             }
         }
+        let n = rows.len();
         self.ops.extend(rows.into_iter().map(|row| Op::Insert {
             schema: schema.to_string(),
             table: table.to_string(),
             row,
         }));
+        if n >= PROGRESS_ROWS {
+            // a long copy's progress, a line per table (a catalog copied in, RFC 0014)
+            tracing::info!(
+                target: "moraine::txn",
+                "moraine: staged {n} rows into {schema}.{table} ({} changes staged in all)",
+                self.ops.len()
+            );
+        }
         Ok(())
     }
 
@@ -885,6 +898,10 @@ impl Transaction {
         let store = self.store.clone();
         let tables = &catalog.tables;
         let staged = self.ops.len();
+        let started = std::time::Instant::now();
+        if staged >= PROGRESS_ROWS {
+            tracing::info!(target: "moraine::txn", "moraine: committing {staged} staged changes");
+        }
         let ops = FreedAside(std::mem::take(&mut self.ops));
         let committed = store.commit_writes(&image, || {
             let _span = tracing::debug_span!("moraine.translate", ops = ops.0.len()).entered();
@@ -912,6 +929,13 @@ impl Transaction {
                 std::mem::take(&mut self.deleted),
             );
             crate::runtime::free_aside(staged);
+        }
+        if staged >= PROGRESS_ROWS && committed.is_ok() {
+            tracing::info!(
+                target: "moraine::txn",
+                "moraine: committed {staged} changes in {:.1} s",
+                started.elapsed().as_secs_f64()
+            );
         }
         committed
     }

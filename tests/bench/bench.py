@@ -1586,7 +1586,8 @@ def probe_turns(args, out, label, recs):
 # ---- main -------------------------------------------------------------------------------------
 
 WORKLOADS = {"commit": w_commit, "history": w_history, "files": w_files, "scale": w_scale,
-             "readers": w_readers, "writers": w_writers, "turns": w_turns, "move": w_move}
+             "readers": w_readers, "writers": w_writers, "turns": w_turns, "move": w_move,
+             "move-scale": w_move}
 ROLES = {"probe": role_probe, "writer": role_writer, "reader": role_reader, "turn": role_turn,
          "maintenance": role_maintenance, "move": role_move}
 

@@ -42,8 +42,9 @@ moraine's ratio to the DuckDB-file catalog. Nothing about timing is asserted.
                       duckdb-extension-postgres-scanner==1.5.5
   --only NAME,...     workloads: commit, history (with expiry), files (with memory), readers,
                       writers, and scale (a million data files, about an hour: only when
-                      named here; moraine and the DuckDB file, Postgres when given) and
-                      move (a 100,000-file lake onto moraine and back: only when named);
+                      named here; moraine and the DuckDB file, Postgres when given),
+                      move (a 100,000-file lake onto moraine and back) and move-scale
+                      (the same at a million files, from the DuckDB file): only when named;
                       after history or files (local store), turns times their warm queries
                       and their fresh-process attach + first query again on copies of their
                       lakes, every catalog's processes taking turns
@@ -82,6 +83,11 @@ const WORKLOADS: &[(&str, &str)] = &[
          imported lake; only with --only move",
     ),
     (
+        "move-scale",
+        "move at a million data files (1,000 tables x 1,000), from the DuckDB file only (its \
+         build takes minutes; SQLite's the better part of an hour); only with --only move-scale",
+    ),
+    (
         "readers",
         "5. READ_ONLY reader processes beside a writer committing 15 times a second",
     ),
@@ -100,15 +106,17 @@ const WORKLOADS: &[(&str, &str)] = &[
 ];
 
 /// The workloads a run includes only when `--only` names them (they take long).
-const ON_REQUEST: &[&str] = &["scale", "move"];
+const ON_REQUEST: &[&str] = &["scale", "move", "move-scale"];
 
 /// The catalogs a workload runs on, of the run's: the scale workload skips SQLite (its
-/// million-file build alone takes the better part of an hour here).
+/// million-file build alone takes the better part of an hour here); move-scale moves the
+/// DuckDB file's lake only.
 fn catalogs_for<'a>(workload: &str, catalogs: &'a [&'a str]) -> Vec<&'a str> {
     catalogs
         .iter()
         .copied()
         .filter(|c| workload != "scale" || *c != "sqlite")
+        .filter(|c| workload != "move-scale" || *c == "duckdb")
         .collect()
 }
 
@@ -134,10 +142,11 @@ fn workload_name(s: &str) -> Result<&'static str, String> {
         "files" | "memory" | "4" | "6" => Ok("files"),
         "scale" => Ok("scale"),
         "move" | "import" | "export" => Ok("move"),
+        "move-scale" => Ok("move-scale"),
         "readers" | "5" => Ok("readers"),
         "writers" | "7" => Ok("writers"),
         other => Err(format!(
-            "bench: unknown workload {other:?} (commit, history, files, scale, move, readers, writers)"
+            "bench: unknown workload {other:?} (commit, history, files, scale, move, move-scale, readers, writers)"
         )),
     }
 }
@@ -325,6 +334,15 @@ fn sizes(workload: &str, quick: bool, s3: bool) -> Vec<String> {
         ],
         ("move", true) => &["--files", "2000", "--tables", "10", "--probe-reps", "3"],
         ("move", false) => &["--files", "100000", "--tables", "100", "--probe-reps", "5"],
+        ("move-scale", true) => &["--files", "20000", "--tables", "20", "--probe-reps", "3"],
+        ("move-scale", false) => &[
+            "--files",
+            "1000000",
+            "--tables",
+            "1000",
+            "--probe-reps",
+            "3",
+        ],
         ("readers", true) => &["--seconds", "10", "--readers", "3", "--rate", "15"],
         ("readers", false) => &["--seconds", "60", "--readers", "3", "--rate", "15"],
         _ => &[],

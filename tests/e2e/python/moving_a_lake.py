@@ -287,6 +287,8 @@ con.execute("LOAD '{DUCKLAKE}'")
 con.execute("LOAD '{MORAINE}'")
 con.execute("ATTACH '{big}' AS src (READ_ONLY)")
 con.execute("ATTACH 'moraine:" + sys.argv[1] + "' AS m")
+if len(sys.argv) > 2:
+    con.execute("SET moraine_log_level = '" + sys.argv[2] + "'")
 print("attached", flush=True)
 started = time.monotonic()
 con.execute("COPY FROM DATABASE src TO m")
@@ -294,17 +296,22 @@ print("copied", time.monotonic() - started, flush=True)
 """
 
 
-def run_import(target, kill_after=None):
+def run_import(target, kill_after=None, logs=None):
     """Runs the import in a process; kills it `kill_after` seconds after it attached. Returns
-    how long its COPY took, or None if it was killed first (or failed)."""
-    proc = subprocess.Popen([sys.executable, "-c", IMPORT, target], stdout=subprocess.PIPE, text=True)
+    how long its COPY took, or None if it was killed first (or failed). With `logs` (a list),
+    logs at info and appends what it wrote to stderr."""
+    args = [sys.executable, "-c", IMPORT, target] + (["info"] if logs is not None else [])
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, text=True,
+                            stderr=subprocess.PIPE if logs is not None else None)
     try:
         ready, _, _ = select.select([proc.stdout], [], [], 120)
         line = proc.stdout.readline() if ready else ""
         if kill_after is not None and line.strip() == "attached":
             time.sleep(kill_after)
             proc.kill()
-        out, _ = proc.communicate(timeout=120)
+        out, err = proc.communicate(timeout=120)
+        if logs is not None:
+            logs.append(err)
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.communicate()
@@ -315,8 +322,12 @@ def run_import(target, kill_after=None):
     return None
 
 
-copy_time = run_import(f"{TEST_DIR}/kill-whole")
+logs = []
+copy_time = run_import(f"{TEST_DIR}/kill-whole", logs=logs)
 check("the whole import runs", copy_time is not None)
+# its progress at info: a line per large table, and the commit's
+check("a long copy logs its progress", "moraine: staged 1000 rows into main.ducklake_data_file" in logs[0]
+      and "moraine: committed" in logs[0], logs[0][-2000:])
 copy_time = copy_time or 0.1
 whole_files = files_in(f"{TEST_DIR}/kill-whole")
 emptied, completed = 0, 0
