@@ -108,7 +108,8 @@ impl<'a> CommitSize<'a> {
             "this commit would write {} to the catalog, more than moraine_max_commit_size ({}); \
              its largest record is {} of {}. Nothing was written. Values this large belong in \
              data files: lower DuckLake's data_inlining_row_limit for the table, or write fewer \
-             rows per transaction",
+             rows per transaction. A catalog copied in (COPY FROM DATABASE) is one commit, and \
+             one this large cannot be copied yet (RFC 0014)",
             show_size(total),
             show_size(limit),
             show_size(size),

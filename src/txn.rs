@@ -902,7 +902,9 @@ impl Transaction {
         if staged >= PROGRESS_ROWS {
             tracing::info!(target: "moraine::txn", "moraine: committing {staged} staged changes");
         }
-        let ops = FreedAside(std::mem::take(&mut self.ops));
+        let mut ops = FreedAside(std::mem::take(&mut self.ops));
+        // a catalog copied in: its inlined tables take DuckLake's own types (RFC 0014)
+        translate::copied::retype_inlined(&mut ops.0, &catalog.tables);
         let committed = store.commit_writes(&image, || {
             let _span = tracing::debug_span!("moraine.translate", ops = ops.0.len()).entered();
             let t = store.bounded(

@@ -19,6 +19,7 @@
 //!
 //! Nothing is written unless all of it translates.
 
+pub(crate) mod copied;
 mod embedded;
 #[cfg(test)]
 mod expiry_tests;

@@ -1,0 +1,596 @@
+//! The inlined tables of a catalog copied in from another catalog database (RFC 0014).
+//!
+//! Another database stores DuckLake's inlined values in its own forms: SQLite holds a DOUBLE and
+//! a TIMESTAMP WITH TIME ZONE as text, and DuckDB's sqlite extension reads an INTEGER or a
+//! BOOLEAN back as a BIGINT. `COPY FROM DATABASE` creates the inlined tables with those types.
+//! DuckLake casts what it reads from an inlined table on moraine (and on SQLite and Postgres),
+//! but not on a DuckDB file, so the lake moved on into a DuckDB file would read such rows wrong.
+//!
+//! So an inlined table created in the same commit as the `ducklake_column` rows that describe
+//! it (a copy: DuckLake itself creates its inlined tables with DuckLake's own types) takes, for
+//! each column whose values all convert, the type DuckLake gives it on a DuckDB catalog, with
+//! its values converted. A column of a type not converted here (DECIMAL, UUID, BLOB, INTERVAL,
+//! the nested types, ...) or with a value that does not convert keeps what it was declared
+//! with, which DuckLake still reads right on moraine.
+
+use crate::catalog::{self, TableDef};
+use crate::cell::Cell;
+use crate::duckdb_types as ty;
+use crate::op::Op;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+type Tables = BTreeMap<(String, String), Arc<TableDef>>;
+
+/// The type DuckLake 1.5.5 gives an inlined column of DuckLake type `ducklake` on a DuckDB
+/// catalog (`DuckLakeTypes`, `GetColumnTypeInternal`), among those converted here: DuckDB's
+/// name for it and its `LogicalTypeId`.
+fn target(ducklake: &str) -> Option<(&'static str, u8)> {
+    Some(match ducklake.to_ascii_lowercase().as_str() {
+        "boolean" => ("BOOLEAN", ty::BOOLEAN),
+        "int8" => ("TINYINT", ty::TINYINT),
+        "int16" => ("SMALLINT", ty::SMALLINT),
+        "int32" => ("INTEGER", ty::INTEGER),
+        "int64" => ("BIGINT", ty::BIGINT),
+        "uint8" => ("UTINYINT", ty::UTINYINT),
+        "uint16" => ("USMALLINT", ty::USMALLINT),
+        "uint32" => ("UINTEGER", ty::UINTEGER),
+        "float32" => ("FLOAT", ty::FLOAT),
+        "float64" => ("DOUBLE", ty::DOUBLE),
+        "varchar" => ("VARCHAR", ty::VARCHAR),
+        "date" => ("DATE", ty::DATE),
+        "time" => ("TIME", ty::TIME),
+        "timestamp" | "timestamp_us" => ("TIMESTAMP", ty::TIMESTAMP),
+        "timestamptz" => ("TIMESTAMP WITH TIME ZONE", ty::TIMESTAMP_TZ),
+        _ => return None,
+    })
+}
+
+/// The range of values of an integer type.
+fn int_range(id: u8) -> (i64, i64) {
+    match id {
+        ty::TINYINT => (i8::MIN.into(), i8::MAX.into()),
+        ty::SMALLINT => (i16::MIN.into(), i16::MAX.into()),
+        ty::INTEGER => (i32::MIN.into(), i32::MAX.into()),
+        ty::UTINYINT => (0, u8::MAX.into()),
+        ty::USMALLINT => (0, u16::MAX.into()),
+        ty::UINTEGER => (0, u32::MAX.into()),
+        _ => (i64::MIN, i64::MAX),
+    }
+}
+
+/// `cell` as a value of the type with id `id`, or `None` when it does not convert. Text is
+/// read as DuckDB writes the type as text (its cast to VARCHAR, which is how SQLite's catalog
+/// holds what it does not hold natively).
+fn convert(cell: &Cell, id: u8) -> Option<Cell> {
+    if cell.is_null() {
+        return Some(Cell::Null);
+    }
+    match (id, cell) {
+        (ty::BOOLEAN, Cell::Bool(b)) => Some(Cell::Bool(*b)),
+        (ty::BOOLEAN, Cell::Int(0)) => Some(Cell::Bool(false)),
+        (ty::BOOLEAN, Cell::Int(1)) => Some(Cell::Bool(true)),
+        (ty::BOOLEAN, Cell::Text(t)) => match t.as_str() {
+            "true" => Some(Cell::Bool(true)),
+            "false" => Some(Cell::Bool(false)),
+            _ => None,
+        },
+        (ty::FLOAT | ty::DOUBLE, Cell::Float(f)) => Some(Cell::Float(*f)),
+        (ty::FLOAT | ty::DOUBLE, Cell::Int(i)) => Some(Cell::Float(*i as f64)),
+        (ty::FLOAT | ty::DOUBLE, Cell::Text(t)) => parse_float(t).map(Cell::Float),
+        (ty::VARCHAR, Cell::Text(t)) => Some(Cell::Text(t.clone())),
+        (ty::DATE, Cell::Text(t)) => parse_date(t).map(|d| serialized(id, d)),
+        (ty::TIME, Cell::Text(t)) => parse_time(t).map(|us| serialized(id, us)),
+        (ty::TIMESTAMP, Cell::Text(t)) => parse_timestamp(t, false).map(|us| serialized(id, us)),
+        (ty::TIMESTAMP_TZ, Cell::Text(t)) => parse_timestamp(t, true).map(|us| serialized(id, us)),
+        (id, Cell::Int(i)) if crate::duckdb_types::held(id, false) == ty::Held::Int => {
+            let (lo, hi) = int_range(id);
+            (lo..=hi).contains(i).then_some(Cell::Int(*i))
+        }
+        (id, Cell::Text(t)) if crate::duckdb_types::held(id, false) == ty::Held::Int => {
+            let i: i64 = t.trim().parse().ok()?;
+            let (lo, hi) = int_range(id);
+            (lo..=hi).contains(&i).then_some(Cell::Int(i))
+        }
+        _ => None,
+    }
+}
+
+/// A DOUBLE as DuckDB writes it as text (`1.5`, `-0.0`, `nan`, `inf`, `-inf`).
+fn parse_float(t: &str) -> Option<f64> {
+    t.trim().parse::<f64>().ok()
+}
+
+/// The value DuckDB's `BinarySerializer` writes for a non-NULL value of a type with id `id`
+/// and no extra info that DuckDB holds as an integer (`serialized::integer` reads it back).
+fn serialized(id: u8, v: i64) -> Cell {
+    let mut out = vec![100, 0, 100, 0, id, 0xFF, 0xFF, 101, 0, 0, 102, 0];
+    let mut v = v;
+    loop {
+        let byte = (v & 0x7F) as u8;
+        v >>= 7;
+        let done = (v == 0 && byte & 0x40 == 0) || (v == -1 && byte & 0x40 != 0);
+        out.push(if done { byte } else { byte | 0x80 });
+        if done {
+            break;
+        }
+    }
+    out.extend([0xFF, 0xFF]);
+    Cell::Blob(out)
+}
+
+/// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's `days_from_civil`).
+fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (m + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+fn digits(s: &str, n: usize) -> Option<i64> {
+    (s.len() == n && s.bytes().all(|b| b.is_ascii_digit()))
+        .then(|| s.parse().ok())
+        .flatten()
+}
+
+/// `YYYY-MM-DD` (year 1 to 9999; DuckDB writes other years with a sign or ` (BC)`, which are
+/// not converted).
+fn parse_date(t: &str) -> Option<i64> {
+    let mut parts = t.split('-');
+    let (y, m, d) = (parts.next()?, parts.next()?, parts.next()?);
+    if parts.next().is_some() {
+        return None;
+    }
+    let (y, m, d) = (digits(y, 4)?, digits(m, 2)?, digits(d, 2)?);
+    let days_in = [
+        31,
+        if leap(y) { 29 } else { 28 },
+        31,
+        30,
+        31,
+        30,
+        31,
+        31,
+        30,
+        31,
+        30,
+        31,
+    ];
+    if y < 1 || !(1..=12).contains(&m) || d < 1 || d > days_in[(m - 1) as usize] {
+        return None;
+    }
+    Some(days_from_civil(y, m, d))
+}
+
+fn leap(y: i64) -> bool {
+    (y % 4 == 0 && y % 100 != 0) || y % 400 == 0
+}
+
+/// `HH:MM:SS[.f...]` (up to six fractional digits) as microseconds.
+fn parse_time(t: &str) -> Option<i64> {
+    let (whole, frac) = match t.split_once('.') {
+        Some((w, f)) => (w, f),
+        None => (t, ""),
+    };
+    let mut parts = whole.split(':');
+    let (h, m, s) = (parts.next()?, parts.next()?, parts.next()?);
+    if parts.next().is_some() || frac.len() > 6 || !frac.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let (h, m, s) = (digits(h, 2)?, digits(m, 2)?, digits(s, 2)?);
+    if h > 23 || m > 59 || s > 59 {
+        return None;
+    }
+    let micros = if frac.is_empty() {
+        0
+    } else {
+        frac.parse::<i64>().ok()? * 10i64.pow(6 - frac.len() as u32)
+    };
+    Some(((h * 60 + m) * 60 + s) * 1_000_000 + micros)
+}
+
+/// `YYYY-MM-DD HH:MM:SS[.f...]`, with a `+HH[:MM]` or `-HH[:MM]` offset when `tz`, as
+/// microseconds since 1970-01-01 00:00:00 (UTC when `tz`).
+fn parse_timestamp(t: &str, tz: bool) -> Option<i64> {
+    let (date, rest) = t.split_once(' ')?;
+    let days = parse_date(date)?;
+    let (time, offset) = if tz {
+        let at = rest.rfind(['+', '-'])?;
+        let (time, off) = rest.split_at(at);
+        let sign = if off.starts_with('-') { -1 } else { 1 };
+        let (oh, om) = match off[1..].split_once(':') {
+            Some((h, m)) => (digits(h, 2)?, digits(m, 2)?),
+            None => (digits(&off[1..], 2)?, 0),
+        };
+        (time, sign * (oh * 3600 + om * 60) * 1_000_000)
+    } else {
+        (rest, 0)
+    };
+    Some(days * 86_400_000_000 + parse_time(time)? - offset)
+}
+
+/// The cells of `row` named by DuckLake's column `name` of `def`, if it has it.
+fn cell<'r>(def: &TableDef, row: &'r [Cell], name: &str) -> Option<&'r Cell> {
+    def.column_index(name).and_then(|i| row.get(i))
+}
+
+/// Gives the inlined tables `ops` creates the types DuckLake gives them on a DuckDB catalog,
+/// where the `ducklake_column` rows `ops` inserts describe them and every value converts (the
+/// module's doc). `tables`: the committed catalog's tables.
+pub(crate) fn retype_inlined(ops: &mut [Op], tables: &Tables) {
+    let created: Vec<(usize, i64, i64)> = ops
+        .iter()
+        .enumerate()
+        .filter_map(|(i, op)| match op {
+            Op::CreateTable(def) => inlined_data_name(&def.name).map(|(t, v)| (i, t, v)),
+            _ => None,
+        })
+        .collect();
+    if created.is_empty() {
+        return;
+    }
+    // the definitions of DuckLake's tables, created here (a copy) or committed
+    let mut defs: HashMap<(String, String), Arc<TableDef>> = HashMap::new();
+    for ((s, n), d) in tables {
+        defs.insert((s.clone(), n.clone()), d.clone());
+    }
+    for op in ops.iter() {
+        if let Op::CreateTable(d) = op {
+            defs.insert((d.schema.clone(), d.name.clone()), d.clone());
+        }
+    }
+    for (at, table_id, version) in created {
+        let Op::CreateTable(def) = &ops[at] else {
+            continue;
+        };
+        let schema = def.schema.clone();
+        let (Some(columns), Some(versions)) = (
+            defs.get(&(schema.clone(), "ducklake_column".to_string())),
+            defs.get(&(schema.clone(), "ducklake_schema_versions".to_string())),
+        ) else {
+            continue;
+        };
+        // the snapshot that began the schema version the inlined table is of
+        let Some(began) = inserted_rows(ops, &schema, "ducklake_schema_versions")
+            .filter(|r| {
+                cell(versions, r, "schema_version").and_then(Cell::as_int) == Some(version)
+                    && cell(versions, r, "table_id")
+                        .and_then(Cell::as_int)
+                        .is_none_or(|t| t == table_id)
+            })
+            .filter_map(|r| cell(versions, r, "begin_snapshot").and_then(Cell::as_int))
+            .min()
+        else {
+            continue;
+        };
+        // the table's top-level columns then: name -> DuckLake type
+        let mut types: HashMap<String, String> = HashMap::new();
+        for r in inserted_rows(ops, &schema, "ducklake_column") {
+            let int = |n: &str| cell(columns, r, n).and_then(Cell::as_int);
+            let alive = int("begin_snapshot").is_some_and(|b| b <= began)
+                && int("end_snapshot").is_none_or(|e| e > began);
+            let top = cell(columns, r, "parent_column").is_none_or(Cell::is_null);
+            if int("table_id") == Some(table_id) && alive && top {
+                if let (Some(Cell::Text(n)), Some(Cell::Text(t))) = (
+                    cell(columns, r, "column_name"),
+                    cell(columns, r, "column_type"),
+                ) {
+                    types.insert(n.clone(), t.clone());
+                }
+            }
+        }
+        let mut kept = (**def).clone();
+        let mut changes: Vec<(usize, u8)> = Vec::new();
+        for (i, c) in def.columns.iter().enumerate().skip(3) {
+            let Some((name, id)) = types.get(&c.name).and_then(|t| target(t)) else {
+                continue;
+            };
+            if c.type_name != name {
+                changes.push((i, id));
+                kept.columns[i].type_name = name.to_string();
+                kept.columns[i].type_blob = vec![100, 0, id, 0xFF, 0xFF];
+            }
+        }
+        if changes.is_empty() {
+            continue;
+        }
+        // every value of a changed column must convert, or the column keeps its type
+        let name = def.name.clone();
+        let mut converted: Vec<Vec<Option<Cell>>> = Vec::new();
+        for row in inserted_rows(ops, &schema, &name) {
+            converted.push(
+                changes
+                    .iter()
+                    .map(|&(i, id)| row.get(i).and_then(|c| convert(c, id)))
+                    .collect(),
+            );
+        }
+        let convertible: Vec<bool> = (0..changes.len())
+            .map(|k| converted.iter().all(|cells| cells[k].is_some()))
+            .collect();
+        for (k, &(i, _)) in changes.iter().enumerate() {
+            if !convertible[k] {
+                kept.columns[i] = def.columns[i].clone();
+            }
+        }
+        let mut values = converted.into_iter();
+        for op in ops.iter_mut() {
+            if let Op::Insert {
+                schema: s,
+                table: t,
+                row,
+            } = op
+            {
+                if *s == schema && *t == name {
+                    let cells = values.next().expect("one per insert");
+                    for (k, cell) in cells.into_iter().enumerate() {
+                        if let (true, Some(cell)) = (convertible[k], cell) {
+                            row[changes[k].0] = cell;
+                        }
+                    }
+                }
+            }
+        }
+        ops[at] = Op::CreateTable(Arc::new(kept));
+    }
+}
+
+/// The rows `ops` inserts into `schema.table`, in order.
+fn inserted_rows<'o>(
+    ops: &'o [Op],
+    schema: &'o str,
+    table: &'o str,
+) -> impl Iterator<Item = &'o Vec<Cell>> + 'o {
+    ops.iter().filter_map(move |op| match op {
+        Op::Insert {
+            schema: s,
+            table: t,
+            row,
+        } if s == schema && t == table => Some(row),
+        _ => None,
+    })
+}
+
+/// `(table id, schema version)` of an inlined-data table's name.
+fn inlined_data_name(name: &str) -> Option<(i64, i64)> {
+    if !catalog::is_inlined_table_name(name) {
+        return None;
+    }
+    let (t, v) = name
+        .strip_prefix("ducklake_inlined_data_")?
+        .split_once('_')?;
+    Some((t.parse().ok()?, v.parse().ok()?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::catalog::ColumnDef;
+    use crate::cell::Cell::{Float, Int, Null, Text};
+    use crate::testing::{def, row, M};
+
+    fn col(name: &str, ty: &str) -> ColumnDef {
+        ColumnDef {
+            name: name.into(),
+            type_name: ty.into(),
+            type_blob: vec![9],
+        }
+    }
+
+    fn insert(table: &str, row: Vec<Cell>) -> Op {
+        Op::Insert {
+            schema: M.into(),
+            table: table.into(),
+            row,
+        }
+    }
+
+    fn column(id: i64, begin: i64, end: Option<i64>, name: &str, ty: &str) -> Op {
+        insert(
+            "ducklake_column",
+            row(
+                "ducklake_column",
+                &[
+                    ("column_id", Int(id)),
+                    ("begin_snapshot", Int(begin)),
+                    ("end_snapshot", end.map_or(Null, Int)),
+                    ("table_id", Int(2)),
+                    ("column_order", Int(id)),
+                    ("column_name", Text(name.into())),
+                    ("column_type", Text(ty.into())),
+                    ("nulls_allowed", Cell::Bool(true)),
+                ],
+            ),
+        )
+    }
+
+    /// What a copy of SQLite's catalog stages: DuckLake's tables, the column rows of table 2
+    /// (one renamed at snapshot 6, one added at 8, after the inlined table's version 5 began
+    /// at 7), and its inlined table of version 5 in SQLite's stored forms.
+    fn sqlite_copy(ts: &str, d: &str) -> Vec<Op> {
+        let inlined = TableDef {
+            schema: M.into(),
+            name: "ducklake_inlined_data_2_5".into(),
+            columns: vec![
+                col("row_id", "BIGINT"),
+                col("begin_snapshot", "BIGINT"),
+                col("end_snapshot", "BIGINT"),
+                col("a", "BIGINT"),
+                col("bb", "VARCHAR"),
+                col("ts", "VARCHAR"),
+                col("d", "VARCHAR"),
+                col("ok", "BIGINT"),
+                col("dec", "VARCHAR"),
+            ],
+        };
+        vec![
+            Op::CreateTable(Arc::new(def("ducklake_column"))),
+            Op::CreateTable(Arc::new(def("ducklake_schema_versions"))),
+            Op::CreateTable(Arc::new(inlined)),
+            insert(
+                "ducklake_inlined_data_2_5",
+                vec![
+                    Int(0),
+                    Int(7),
+                    Null,
+                    Int(3),
+                    Text("three".into()),
+                    Text(ts.into()),
+                    Text(d.into()),
+                    Int(1),
+                    Text("1.50".into()),
+                ],
+            ),
+            insert(
+                "ducklake_inlined_data_2_5",
+                vec![Int(1), Int(7), Int(9), Null, Null, Null, Null, Int(0), Null],
+            ),
+            column(1, 2, None, "a", "int32"),
+            column(2, 2, Some(6), "b", "varchar"),
+            column(2, 6, None, "bb", "varchar"),
+            column(3, 2, None, "ts", "timestamptz"),
+            column(4, 2, None, "d", "float64"),
+            column(5, 2, None, "ok", "boolean"),
+            column(6, 2, None, "dec", "decimal(9,2)"),
+            column(7, 8, None, "later", "int64"),
+            insert(
+                "ducklake_schema_versions",
+                row(
+                    "ducklake_schema_versions",
+                    &[
+                        ("begin_snapshot", Int(7)),
+                        ("schema_version", Int(5)),
+                        ("table_id", Int(2)),
+                    ],
+                ),
+            ),
+        ]
+    }
+
+    fn created(ops: &[Op]) -> &TableDef {
+        match &ops[2] {
+            Op::CreateTable(d) => d,
+            _ => panic!(),
+        }
+    }
+
+    fn first_row(ops: &[Op]) -> &Vec<Cell> {
+        match &ops[3] {
+            Op::Insert { row, .. } => row,
+            _ => panic!(),
+        }
+    }
+
+    #[test]
+    fn a_copied_inlined_table_takes_ducklake_s_types_and_its_values_convert() {
+        let mut ops = sqlite_copy("2025-06-07 08:09:10.5+02", "3.0");
+        retype_inlined(&mut ops, &Tables::new());
+        let types: Vec<&str> = created(&ops)
+            .columns
+            .iter()
+            .map(|c| c.type_name.as_str())
+            .collect();
+        assert_eq!(
+            types,
+            [
+                "BIGINT",
+                "BIGINT",
+                "BIGINT",
+                "INTEGER",
+                "VARCHAR",
+                "TIMESTAMP WITH TIME ZONE",
+                "DOUBLE",
+                "BOOLEAN",
+                // a DECIMAL is not converted here: it keeps SQLite's text
+                "VARCHAR",
+            ]
+        );
+        assert_eq!(
+            created(&ops).columns[5].type_blob,
+            vec![100, 0, 32, 0xFF, 0xFF]
+        );
+        // an unchanged column keeps the blob DuckDB serialized
+        assert_eq!(created(&ops).columns[4].type_blob, vec![9]);
+        let r = first_row(&ops);
+        assert_eq!(r[3], Int(3));
+        assert_eq!(r[6], Float(3.0));
+        assert_eq!(r[7], Cell::Bool(true));
+        assert_eq!(r[8], Text("1.50".into()));
+        // 2025-06-07 06:09:10.5 UTC
+        let Cell::Blob(b) = &r[5] else { panic!() };
+        assert_eq!(
+            crate::serialized::integer(b, ty::TIMESTAMP_TZ),
+            Some(1_749_276_550_500_000)
+        );
+        match &ops[4] {
+            Op::Insert { row, .. } => {
+                assert_eq!(row[7], Cell::Bool(false));
+                assert_eq!(row[5], Null);
+            }
+            _ => panic!(),
+        }
+    }
+
+    #[test]
+    fn a_column_with_a_value_that_does_not_convert_keeps_its_type() {
+        let mut ops = sqlite_copy("2025-06-07 08:09:10 (BC)", "not a number");
+        retype_inlined(&mut ops, &Tables::new());
+        let d = created(&ops);
+        assert_eq!(d.columns[5].type_name, "VARCHAR");
+        assert_eq!(d.columns[6].type_name, "VARCHAR");
+        assert_eq!(d.columns[7].type_name, "BOOLEAN");
+        let r = first_row(&ops);
+        assert_eq!(r[5], Text("2025-06-07 08:09:10 (BC)".into()));
+        assert_eq!(r[6], Text("not a number".into()));
+    }
+
+    #[test]
+    fn an_inlined_table_described_by_no_rows_of_this_commit_is_left_alone() {
+        let mut ops = sqlite_copy("2025-06-07 08:09:10+00", "3.0");
+        ops.retain(|op| !matches!(op, Op::Insert { table, .. } if table == "ducklake_column"));
+        let before = format!("{ops:?}");
+        retype_inlined(&mut ops, &Tables::new());
+        assert_eq!(format!("{ops:?}"), before);
+    }
+
+    #[test]
+    fn values_convert_as_duckdb_writes_them_as_text() {
+        let ts = |t: &str| parse_timestamp(t, true);
+        assert_eq!(ts("1970-01-01 00:00:00+00"), Some(0));
+        assert_eq!(ts("1970-01-01 01:00:00+01"), Some(0));
+        assert_eq!(ts("1969-12-31 20:30:00-03:30"), Some(0));
+        assert_eq!(
+            ts("2000-02-29 12:00:00.000001+00"),
+            Some(951_825_600_000_001)
+        );
+        assert_eq!(ts("2001-02-29 12:00:00+00"), None);
+        assert_eq!(ts("infinity"), None);
+        assert_eq!(
+            parse_timestamp("1970-01-02 00:00:00", false),
+            Some(86_400_000_000)
+        );
+        assert_eq!(parse_date("1970-01-01"), Some(0));
+        assert_eq!(parse_date("1969-12-31"), Some(-1));
+        assert_eq!(parse_date("2024-03-01"), Some(19_783));
+        assert_eq!(parse_time("23:59:59.999999"), Some(86_399_999_999));
+        assert_eq!(parse_time("24:00:00"), None);
+        assert_eq!(convert(&Text("-0.0".into()), ty::DOUBLE), Some(Float(-0.0)));
+        assert!(matches!(convert(&Text("nan".into()), ty::DOUBLE), Some(Float(f)) if f.is_nan()));
+        assert_eq!(
+            convert(&Text("-inf".into()), ty::DOUBLE),
+            Some(Float(f64::NEG_INFINITY))
+        );
+        assert_eq!(convert(&Int(300), ty::TINYINT), None);
+        assert_eq!(convert(&Int(-1), ty::UINTEGER), None);
+        assert_eq!(convert(&Text("42".into()), ty::SMALLINT), Some(Int(42)));
+        assert_eq!(convert(&Int(2), ty::BOOLEAN), None);
+        assert_eq!(convert(&Null, ty::DATE), Some(Null));
+        let Some(Cell::Blob(b)) = convert(&Text("2024-03-01".into()), ty::DATE) else {
+            panic!()
+        };
+        assert_eq!(crate::serialized::integer(&b, ty::DATE), Some(19_783));
+    }
+}
