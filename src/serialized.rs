@@ -23,6 +23,25 @@ pub fn integer(bytes: &[u8], type_id: u8) -> Option<i64> {
     (rest[used..] == [0xFF, 0xFF]).then_some(value)
 }
 
+/// The bytes [`integer`] reads: what DuckDB's `BinarySerializer` writes for the non-NULL value
+/// `v` of the type with id `type_id` (below 128) and no extra info that DuckDB holds as an
+/// integer.
+pub fn value(type_id: u8, v: i64) -> Vec<u8> {
+    let mut out = vec![100, 0, 100, 0, type_id, 0xFF, 0xFF, 101, 0, 0, 102, 0];
+    let mut v = v;
+    loop {
+        let byte = (v & 0x7F) as u8;
+        v >>= 7;
+        let done = (v == 0 && byte & 0x40 == 0) || (v == -1 && byte & 0x40 != 0);
+        out.push(if done { byte } else { byte | 0x80 });
+        if done {
+            break;
+        }
+    }
+    out.extend([0xFF, 0xFF]);
+    out
+}
+
 /// A signed LEB128 at the start of `bytes`, and how many bytes it took; `None` when it runs
 /// past the end or past 64 bits.
 fn sleb128(bytes: &[u8]) -> Option<(i64, usize)> {
@@ -48,24 +67,8 @@ fn sleb128(bytes: &[u8]) -> Option<(i64, usize)> {
 mod tests {
     use super::*;
 
-    fn sleb(mut v: i64) -> Vec<u8> {
-        let mut out = Vec::new();
-        loop {
-            let byte = (v & 0x7F) as u8;
-            v >>= 7;
-            let done = (v == 0 && byte & 0x40 == 0) || (v == -1 && byte & 0x40 != 0);
-            out.push(if done { byte } else { byte | 0x80 });
-            if done {
-                return out;
-            }
-        }
-    }
-
     fn serialized(type_id: u8, v: i64) -> Vec<u8> {
-        let mut out = vec![100, 0, 100, 0, type_id, 0xFF, 0xFF, 101, 0, 0, 102, 0];
-        out.extend(sleb(v));
-        out.extend([0xFF, 0xFF]);
-        out
+        value(type_id, v)
     }
 
     #[test]

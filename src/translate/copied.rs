@@ -77,7 +77,10 @@ fn convert(cell: &Cell, id: u8) -> Option<Cell> {
         },
         (ty::FLOAT | ty::DOUBLE, Cell::Float(f)) => Some(Cell::Float(*f)),
         (ty::FLOAT | ty::DOUBLE, Cell::Int(i)) => Some(Cell::Float(*i as f64)),
-        (ty::FLOAT | ty::DOUBLE, Cell::Text(t)) => parse_float(t).map(Cell::Float),
+        (ty::DOUBLE, Cell::Text(t)) => t.trim().parse::<f64>().ok().map(Cell::Float),
+        // (read as a 32-bit float: DuckDB's text of FLOAT's largest value read as a 64-bit one
+        // would lie past what a FLOAT holds)
+        (ty::FLOAT, Cell::Text(t)) => t.trim().parse::<f32>().ok().map(|f| Cell::Float(f.into())),
         (ty::VARCHAR, Cell::Text(t)) => Some(Cell::Text(t.clone())),
         (ty::DATE, Cell::Text(t)) => parse_date(t).map(|d| serialized(id, d)),
         (ty::TIME, Cell::Text(t)) => parse_time(t).map(|us| serialized(id, us)),
@@ -96,27 +99,9 @@ fn convert(cell: &Cell, id: u8) -> Option<Cell> {
     }
 }
 
-/// A DOUBLE as DuckDB writes it as text (`1.5`, `-0.0`, `nan`, `inf`, `-inf`).
-fn parse_float(t: &str) -> Option<f64> {
-    t.trim().parse::<f64>().ok()
-}
-
-/// The value DuckDB's `BinarySerializer` writes for a non-NULL value of a type with id `id`
-/// and no extra info that DuckDB holds as an integer (`serialized::integer` reads it back).
+/// A value DuckDB holds as an integer, serialized as DuckDB does.
 fn serialized(id: u8, v: i64) -> Cell {
-    let mut out = vec![100, 0, 100, 0, id, 0xFF, 0xFF, 101, 0, 0, 102, 0];
-    let mut v = v;
-    loop {
-        let byte = (v & 0x7F) as u8;
-        v >>= 7;
-        let done = (v == 0 && byte & 0x40 == 0) || (v == -1 && byte & 0x40 != 0);
-        out.push(if done { byte } else { byte | 0x80 });
-        if done {
-            break;
-        }
-    }
-    out.extend([0xFF, 0xFF]);
-    Cell::Blob(out)
+    Cell::Blob(crate::serialized::value(id, v))
 }
 
 /// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's `days_from_civil`).
@@ -220,6 +205,10 @@ fn cell<'r>(def: &TableDef, row: &'r [Cell], name: &str) -> Option<&'r Cell> {
 /// Gives the inlined tables `ops` creates the types DuckLake gives them on a DuckDB catalog,
 /// where the `ducklake_column` rows `ops` inserts describe them and every value converts (the
 /// module's doc). `tables`: the committed catalog's tables.
+///
+/// DuckLake's own commits that create an inlined table (a CREATE TABLE or an ALTER with rows
+/// inlined) insert its column rows too, but declare each column as DuckDB names the type,
+/// which is what [`target`] gives: nothing changes for them.
 pub(crate) fn retype_inlined(ops: &mut [Op], tables: &Tables) {
     let created: Vec<(usize, i64, i64)> = ops
         .iter()
@@ -232,57 +221,93 @@ pub(crate) fn retype_inlined(ops: &mut [Op], tables: &Tables) {
     if created.is_empty() {
         return;
     }
-    // the definitions of DuckLake's tables, created here (a copy) or committed
-    let mut defs: HashMap<(String, String), Arc<TableDef>> = HashMap::new();
-    for ((s, n), d) in tables {
-        defs.insert((s.clone(), n.clone()), d.clone());
-    }
-    for op in ops.iter() {
-        if let Op::CreateTable(d) = op {
-            defs.insert((d.schema.clone(), d.name.clone()), d.clone());
+    // where each table's inserted rows are, in one pass
+    let mut inserts: HashMap<(String, String), Vec<usize>> = HashMap::new();
+    for (i, op) in ops.iter().enumerate() {
+        if let Op::Insert { schema, table, .. } = op {
+            match inserts.get_mut(&(schema.clone(), table.clone())) {
+                Some(at) => at.push(i),
+                None => {
+                    inserts.insert((schema.clone(), table.clone()), vec![i]);
+                }
+            }
         }
     }
+    let no_rows: Vec<usize> = Vec::new();
     for (at, table_id, version) in created {
         let Op::CreateTable(def) = &ops[at] else {
             continue;
         };
+        let def = def.clone();
         let schema = def.schema.clone();
-        let (Some(columns), Some(versions)) = (
-            defs.get(&(schema.clone(), "ducklake_column".to_string())),
-            defs.get(&(schema.clone(), "ducklake_schema_versions".to_string())),
-        ) else {
+        let def_of = |name: &str| -> Option<Arc<TableDef>> {
+            ops.iter()
+                .find_map(|op| match op {
+                    Op::CreateTable(d) if d.schema == schema && d.name == name => Some(d.clone()),
+                    _ => None,
+                })
+                .or_else(|| tables.get(&(schema.clone(), name.to_string())).cloned())
+        };
+        let rows_of = |name: &str| -> &Vec<usize> {
+            inserts
+                .get(&(schema.clone(), name.to_string()))
+                .unwrap_or(&no_rows)
+        };
+        let row = |i: usize| -> &Vec<Cell> {
+            match &ops[i] {
+                Op::Insert { row, .. } => row,
+                _ => unreachable!("an insert's position"),
+            }
+        };
+        let Some(columns) = def_of("ducklake_column") else {
             continue;
         };
-        // the snapshot that began the schema version the inlined table is of
-        let Some(began) = inserted_rows(ops, &schema, "ducklake_schema_versions")
-            .filter(|r| {
-                cell(versions, r, "schema_version").and_then(Cell::as_int) == Some(version)
-                    && cell(versions, r, "table_id")
-                        .and_then(Cell::as_int)
-                        .is_none_or(|t| t == table_id)
-            })
-            .filter_map(|r| cell(versions, r, "begin_snapshot").and_then(Cell::as_int))
-            .min()
-        else {
+        // a snapshot of the schema version the inlined table is of: the one it began at for
+        // the table, or any snapshot of it (DuckLake raises the version to create a table's
+        // first inlined table without a row for the table; columns do not change within one)
+        let began = def_of("ducklake_schema_versions").and_then(|versions| {
+            rows_of("ducklake_schema_versions")
+                .iter()
+                .map(|&i| row(i))
+                .filter(|r| {
+                    cell(&versions, r, "schema_version").and_then(Cell::as_int) == Some(version)
+                        && cell(&versions, r, "table_id").and_then(Cell::as_int) == Some(table_id)
+                })
+                .filter_map(|r| cell(&versions, r, "begin_snapshot").and_then(Cell::as_int))
+                .min()
+        });
+        let began = began.or_else(|| {
+            let snapshots = def_of("ducklake_snapshot")?;
+            rows_of("ducklake_snapshot")
+                .iter()
+                .map(|&i| row(i))
+                .filter(|r| {
+                    cell(&snapshots, r, "schema_version").and_then(Cell::as_int) == Some(version)
+                })
+                .filter_map(|r| cell(&snapshots, r, "snapshot_id").and_then(Cell::as_int))
+                .min()
+        });
+        let Some(began) = began else {
             continue;
         };
         // the table's top-level columns then: name -> DuckLake type
         let mut types: HashMap<String, String> = HashMap::new();
-        for r in inserted_rows(ops, &schema, "ducklake_column") {
-            let int = |n: &str| cell(columns, r, n).and_then(Cell::as_int);
+        for &i in rows_of("ducklake_column") {
+            let r = row(i);
+            let int = |n: &str| cell(&columns, r, n).and_then(Cell::as_int);
             let alive = int("begin_snapshot").is_some_and(|b| b <= began)
                 && int("end_snapshot").is_none_or(|e| e > began);
-            let top = cell(columns, r, "parent_column").is_none_or(Cell::is_null);
+            let top = cell(&columns, r, "parent_column").is_none_or(Cell::is_null);
             if int("table_id") == Some(table_id) && alive && top {
                 if let (Some(Cell::Text(n)), Some(Cell::Text(t))) = (
-                    cell(columns, r, "column_name"),
-                    cell(columns, r, "column_type"),
+                    cell(&columns, r, "column_name"),
+                    cell(&columns, r, "column_type"),
                 ) {
                     types.insert(n.clone(), t.clone());
                 }
             }
         }
-        let mut kept = (**def).clone();
+        let mut kept = (*def).clone();
         let mut changes: Vec<(usize, u8)> = Vec::new();
         for (i, c) in def.columns.iter().enumerate().skip(3) {
             let Some((name, id)) = types.get(&c.name).and_then(|t| target(t)) else {
@@ -298,60 +323,37 @@ pub(crate) fn retype_inlined(ops: &mut [Op], tables: &Tables) {
             continue;
         }
         // every value of a changed column must convert, or the column keeps its type
-        let name = def.name.clone();
-        let mut converted: Vec<Vec<Option<Cell>>> = Vec::new();
-        for row in inserted_rows(ops, &schema, &name) {
-            converted.push(
+        let mine = rows_of(&def.name).clone();
+        let converted: Vec<Vec<Option<Cell>>> = mine
+            .iter()
+            .map(|&i| {
+                let r = row(i);
                 changes
                     .iter()
-                    .map(|&(i, id)| row.get(i).and_then(|c| convert(c, id)))
-                    .collect(),
-            );
-        }
+                    .map(|&(c, id)| r.get(c).and_then(|cell| convert(cell, id)))
+                    .collect()
+            })
+            .collect();
         let convertible: Vec<bool> = (0..changes.len())
             .map(|k| converted.iter().all(|cells| cells[k].is_some()))
             .collect();
-        for (k, &(i, _)) in changes.iter().enumerate() {
+        for (k, &(c, _)) in changes.iter().enumerate() {
             if !convertible[k] {
-                kept.columns[i] = def.columns[i].clone();
+                kept.columns[c] = def.columns[c].clone();
             }
         }
-        let mut values = converted.into_iter();
-        for op in ops.iter_mut() {
-            if let Op::Insert {
-                schema: s,
-                table: t,
-                row,
-            } = op
-            {
-                if *s == schema && *t == name {
-                    let cells = values.next().expect("one per insert");
-                    for (k, cell) in cells.into_iter().enumerate() {
-                        if let (true, Some(cell)) = (convertible[k], cell) {
-                            row[changes[k].0] = cell;
-                        }
-                    }
+        for (&i, cells) in mine.iter().zip(converted) {
+            let Op::Insert { row, .. } = &mut ops[i] else {
+                continue;
+            };
+            for (k, cell) in cells.into_iter().enumerate() {
+                if let (true, Some(cell)) = (convertible[k], cell) {
+                    row[changes[k].0] = cell;
                 }
             }
         }
         ops[at] = Op::CreateTable(Arc::new(kept));
     }
-}
-
-/// The rows `ops` inserts into `schema.table`, in order.
-fn inserted_rows<'o>(
-    ops: &'o [Op],
-    schema: &'o str,
-    table: &'o str,
-) -> impl Iterator<Item = &'o Vec<Cell>> + 'o {
-    ops.iter().filter_map(move |op| match op {
-        Op::Insert {
-            schema: s,
-            table: t,
-            row,
-        } if s == schema && t == table => Some(row),
-        _ => None,
-    })
 }
 
 /// `(table id, schema version)` of an inlined-data table's name.
@@ -557,6 +559,70 @@ mod tests {
     }
 
     #[test]
+    fn ducklake_s_own_inlined_tables_are_left_as_declared() {
+        // a DuckLake commit on moraine: the column rows, and the inlined table declared with
+        // DuckDB's names for the types, its values already of them
+        let mut ops = sqlite_copy("2025-06-07 08:09:10+00", "3.0");
+        let Op::CreateTable(d) = &ops[2] else {
+            panic!()
+        };
+        let mut native = (**d).clone();
+        for (c, t) in native.columns.iter_mut().skip(3).zip([
+            "INTEGER",
+            "VARCHAR",
+            "TIMESTAMP WITH TIME ZONE",
+            "DOUBLE",
+            "BOOLEAN",
+            "DECIMAL(9,2)",
+        ]) {
+            c.type_name = t.into();
+        }
+        ops[2] = Op::CreateTable(Arc::new(native));
+        if let Op::Insert { row, .. } = &mut ops[3] {
+            row[5] = serialized(ty::TIMESTAMP_TZ, 1_749_276_550_000_000);
+            row[6] = Float(3.0);
+            row[7] = Cell::Bool(true);
+            row[8] = Cell::Blob(vec![1, 2, 3]);
+        }
+        let before = format!("{ops:?}");
+        retype_inlined(&mut ops, &Tables::new());
+        assert_eq!(format!("{ops:?}"), before);
+    }
+
+    #[test]
+    fn a_version_begun_without_a_row_for_the_table_is_found_by_its_snapshots() {
+        // DuckLake raises the schema version to create a table's first inlined table without a
+        // ducklake_schema_versions row for the table: a snapshot of the version says when
+        let mut ops = sqlite_copy("2025-06-07 08:09:10+00", "3.0");
+        ops.retain(
+            |op| !matches!(op, Op::Insert { table, .. } if table == "ducklake_schema_versions"),
+        );
+        ops.push(Op::CreateTable(Arc::new(def("ducklake_snapshot"))));
+        for (id, version) in [(6, 4), (7, 5), (8, 5)] {
+            ops.push(insert(
+                "ducklake_snapshot",
+                row(
+                    "ducklake_snapshot",
+                    &[("snapshot_id", Int(id)), ("schema_version", Int(version))],
+                ),
+            ));
+        }
+        retype_inlined(&mut ops, &Tables::new());
+        let d = created(&ops);
+        // at snapshot 7, b was renamed bb and "later" was not yet there
+        assert_eq!(d.columns[4].type_name, "VARCHAR");
+        assert_eq!(d.columns[6].type_name, "DOUBLE");
+        assert_eq!(first_row(&ops)[6], Float(3.0));
+        // with neither, nothing says when the version began: left alone
+        let mut ops = sqlite_copy("2025-06-07 08:09:10+00", "3.0");
+        ops.retain(
+            |op| !matches!(op, Op::Insert { table, .. } if table == "ducklake_schema_versions"),
+        );
+        retype_inlined(&mut ops, &Tables::new());
+        assert_eq!(created(&ops).columns[6].type_name, "VARCHAR");
+    }
+
+    #[test]
     fn values_convert_as_duckdb_writes_them_as_text() {
         let ts = |t: &str| parse_timestamp(t, true);
         assert_eq!(ts("1970-01-01 00:00:00+00"), Some(0));
@@ -582,6 +648,11 @@ mod tests {
         assert_eq!(
             convert(&Text("-inf".into()), ty::DOUBLE),
             Some(Float(f64::NEG_INFINITY))
+        );
+        // FLOAT's largest value, as DuckDB writes it, is a FLOAT again
+        assert_eq!(
+            convert(&Text("3.4028235e+38".into()), ty::FLOAT),
+            Some(Float(f32::MAX.into()))
         );
         assert_eq!(convert(&Int(300), ty::TINYINT), None);
         assert_eq!(convert(&Int(-1), ty::UINTEGER), None);

@@ -122,20 +122,21 @@ def served_types():
     return out
 
 
-def tables_in(url):
+def count_in(url, query):
+    """The count `query` gives on the moraine store at `url`, attached READ_ONLY as m."""
     con = db()
     con.execute(f"ATTACH 'moraine:{url}' AS m (READ_ONLY)")
-    n = con.execute("SELECT count(*) FROM information_schema.tables WHERE table_catalog = 'm'").fetchone()[0]
+    n = con.execute(query).fetchone()[0]
     con.close()
     return n
+
+
+def tables_in(url):
+    return count_in(url, "SELECT count(*) FROM information_schema.tables WHERE table_catalog = 'm'")
 
 
 def files_in(url):
-    con = db()
-    con.execute(f"ATTACH 'moraine:{url}' AS m (READ_ONLY)")
-    n = con.execute("SELECT count(*) FROM m.ducklake_data_file").fetchone()[0]
-    con.close()
-    return n
+    return count_in(url, "SELECT count(*) FROM m.ducklake_data_file")
 
 
 def digest(path):
