@@ -30,6 +30,7 @@ pub const VARCHAR: u8 = 25;
 pub const UTINYINT: u8 = 28;
 pub const USMALLINT: u8 = 29;
 pub const UINTEGER: u8 = 30;
+pub const BLOB: u8 = 26;
 pub const TIMESTAMP_TZ: u8 = 32;
 pub const UUID: u8 = 54;
 

@@ -23,6 +23,51 @@ pub fn integer(bytes: &[u8], type_id: u8) -> Option<i64> {
     (rest[used..] == [0xFF, 0xFF]).then_some(value)
 }
 
+/// DuckDB's `LogicalTypeId::BLOB`: the id `duckdb_types` names too, which the extension checks
+/// against DuckDB's enum.
+const BLOB: u8 = 26;
+
+/// The bytes of a non-NULL BLOB value DuckDB's `BinarySerializer` wrote (`bytes`): field 100
+/// (the type, id 26, no extra info), field 101 (not NULL), field 102 (the value as
+/// `Blob::ToString` writes it: a length, then text in which every byte but printable ASCII
+/// other than `\`, `'` and `"` is `\xHH`), the end. `None` for any other bytes.
+pub fn blob(bytes: &[u8]) -> Option<Vec<u8>> {
+    let rest = bytes.strip_prefix(&[100, 0, 100, 0, BLOB, 0xFF, 0xFF, 101, 0, 0, 102, 0])?;
+    let (len, used) = uleb128(rest)?;
+    let text = rest.get(used..used.checked_add(usize::try_from(len).ok()?)?)?;
+    if rest[used + text.len()..] != [0xFF, 0xFF] {
+        return None;
+    }
+    let mut out = Vec::with_capacity(text.len());
+    let mut i = 0;
+    while i < text.len() {
+        if text[i] == b'\\' {
+            let hex = std::str::from_utf8(text.get(i + 2..i + 4)?).ok()?;
+            if text.get(i + 1) != Some(&b'x') {
+                return None;
+            }
+            out.push(u8::from_str_radix(hex, 16).ok()?);
+            i += 4;
+        } else {
+            out.push(text[i]);
+            i += 1;
+        }
+    }
+    Some(out)
+}
+
+/// An unsigned LEB128 at the start of `bytes`, and how many bytes it took.
+fn uleb128(bytes: &[u8]) -> Option<(u64, usize)> {
+    let mut v = 0u64;
+    for (i, &byte) in bytes.iter().enumerate().take(10) {
+        v |= u64::from(byte & 0x7F) << (7 * i);
+        if byte & 0x80 == 0 {
+            return Some((v, i + 1));
+        }
+    }
+    None
+}
+
 /// The bytes [`integer`] reads: what DuckDB's `BinarySerializer` writes for the non-NULL value
 /// `v` of the type with id `type_id` (below 128) and no extra info that DuckDB holds as an
 /// integer.
@@ -123,5 +168,40 @@ mod tests {
         );
         assert_eq!(integer(&[], 32), None);
         assert_eq!(integer(&good, 200), None);
+    }
+
+    #[test]
+    fn reads_the_bytes_of_a_blob_value() {
+        let value = |text: &[u8]| {
+            let mut out = vec![
+                100,
+                0,
+                100,
+                0,
+                26,
+                0xFF,
+                0xFF,
+                101,
+                0,
+                0,
+                102,
+                0,
+                text.len() as u8,
+            ];
+            out.extend(text);
+            out.extend([0xFF, 0xFF]);
+            out
+        };
+        assert_eq!(blob(&value(b"plain")), Some(b"plain".to_vec()));
+        // "é" (C3 A9) and a backslash, as Blob::ToString escapes them
+        assert_eq!(
+            blob(&value(b"caf\\xC3\\xA9 \\x5C")),
+            Some("café \\".as_bytes().to_vec())
+        );
+        assert_eq!(blob(&value(b"bad \\xZZ")), None);
+        assert_eq!(blob(&value(b"cut \\x4")), None);
+        let mut varchar = value(b"x");
+        varchar[4] = 25;
+        assert_eq!(blob(&varchar), None);
     }
 }

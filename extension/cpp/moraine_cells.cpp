@@ -25,6 +25,7 @@ MORAINE_SAME_TYPE_ID(USMALLINT)
 MORAINE_SAME_TYPE_ID(UINTEGER)
 MORAINE_SAME_TYPE_ID(TIMESTAMP_TZ)
 MORAINE_SAME_TYPE_ID(UUID)
+MORAINE_SAME_TYPE_ID(BLOB)
 
 bool MoraineHeldAsInteger(const LogicalType &type) {
 	return moraine_type_tag(uint8_t(type.id()), type.HasAlias()) == MORAINE_INT;

@@ -116,6 +116,8 @@
 
 #define MORAINE_TYPE_UUID 54
 
+#define MORAINE_TYPE_BLOB 26
+
 // The rows one scan emits ([`Emitted`]).
 typedef struct MoraineMat MoraineMat;
 

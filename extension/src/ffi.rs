@@ -154,6 +154,7 @@ pub mod type_ids {
     pub const MORAINE_TYPE_UINTEGER: u8 = 30;
     pub const MORAINE_TYPE_TIMESTAMP_TZ: u8 = 32;
     pub const MORAINE_TYPE_UUID: u8 = 54;
+    pub const MORAINE_TYPE_BLOB: u8 = 26;
 }
 
 /// DuckDB's `OnCreateConflict` values, which the C++ layer hands over as they are and checks
@@ -1487,6 +1488,7 @@ mod tests {
             (MORAINE_TYPE_UINTEGER, t::UINTEGER),
             (MORAINE_TYPE_TIMESTAMP_TZ, t::TIMESTAMP_TZ),
             (MORAINE_TYPE_UUID, t::UUID),
+            (MORAINE_TYPE_BLOB, t::BLOB),
         ];
         for (header, core) in pairs {
             assert_eq!(header, core);

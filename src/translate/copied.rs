@@ -2,7 +2,8 @@
 //!
 //! Another database stores DuckLake's inlined values in its own forms: SQLite holds a DOUBLE and
 //! a TIMESTAMP WITH TIME ZONE as text, and DuckDB's sqlite extension reads an INTEGER or a
-//! BOOLEAN back as a BIGINT. `COPY FROM DATABASE` creates the inlined tables with those types.
+//! BOOLEAN back as a BIGINT; Postgres holds timestamps as text and text as BYTEA, which DuckDB's
+//! postgres extension reads as a BLOB. `COPY FROM DATABASE` creates the inlined tables with those types.
 //! DuckLake casts what it reads from an inlined table on moraine (and on SQLite and Postgres),
 //! but not on a DuckDB file, so the lake moved on into a DuckDB file would read such rows wrong.
 //!
@@ -82,6 +83,11 @@ fn convert(cell: &Cell, id: u8) -> Option<Cell> {
         // would lie past what a FLOAT holds)
         (ty::FLOAT, Cell::Text(t)) => t.trim().parse::<f32>().ok().map(|f| Cell::Float(f.into())),
         (ty::VARCHAR, Cell::Text(t)) => Some(Cell::Text(t.clone())),
+        // Postgres's catalog holds text as BYTEA (DuckLake's PostgresMetadataManager), which
+        // DuckDB's postgres extension reads as a BLOB
+        (ty::VARCHAR, Cell::Blob(b)) => crate::serialized::blob(b)
+            .and_then(|bytes| String::from_utf8(bytes).ok())
+            .map(Cell::Text),
         (ty::DATE, Cell::Text(t)) => parse_date(t).map(|d| serialized(id, d)),
         (ty::TIME, Cell::Text(t)) => parse_time(t).map(|us| serialized(id, us)),
         (ty::TIMESTAMP, Cell::Text(t)) => parse_timestamp(t, false).map(|us| serialized(id, us)),
@@ -655,6 +661,13 @@ mod tests {
             Some(Float(f32::MAX.into()))
         );
         assert_eq!(convert(&Int(300), ty::TINYINT), None);
+        let mut bytea = vec![100, 0, 100, 0, ty::BLOB, 0xFF, 0xFF, 101, 0, 0, 102, 0, 11];
+        bytea.extend(b"caf\\xC3\\xA9");
+        bytea.extend([0xFF, 0xFF]);
+        assert_eq!(
+            convert(&Cell::Blob(bytea), ty::VARCHAR),
+            Some(Text("café".into()))
+        );
         assert_eq!(convert(&Int(-1), ty::UINTEGER), None);
         assert_eq!(convert(&Text("42".into()), ty::SMALLINT), Some(Int(42)));
         assert_eq!(convert(&Int(2), ty::BOOLEAN), None);
