@@ -30,7 +30,8 @@ const BLOB: u8 = 26;
 /// The bytes of a non-NULL BLOB value DuckDB's `BinarySerializer` wrote (`bytes`): field 100
 /// (the type, id 26, no extra info), field 101 (not NULL), field 102 (the value as
 /// `Blob::ToString` writes it: a length, then text in which every byte but printable ASCII
-/// other than `\`, `'` and `"` is `\xHH`), the end. `None` for any other bytes.
+/// other than `\`, `'` and `"` is `\xHH`), the end. `None` for bytes of another layout or a
+/// broken escape; it does not insist that every byte DuckDB would escape was escaped.
 pub fn blob(bytes: &[u8]) -> Option<Vec<u8>> {
     let rest = bytes.strip_prefix(&[100, 0, 100, 0, BLOB, 0xFF, 0xFF, 101, 0, 0, 102, 0])?;
     let (len, used) = uleb128(rest)?;

@@ -60,7 +60,7 @@ LAKE = [
     "INSERT INTO lake.s2.p SELECT i % 3, 'w' || i FROM range(30) r(i)",
     "CALL ducklake_merge_adjacent_files('lake')",
     "INSERT INTO lake.t2 VALUES (3, 'three', '2025-06-07 08:09:10+00', 3.0, NULL, 9)",
-    # inlined values of more types, written while the session's time zone is not UTC
+    # inlined values of more types
     "CREATE TABLE lake.s2.kinds (dt DATE, tm TIME, f FLOAT, si SMALLINT, tsn TIMESTAMP, tz TIMESTAMPTZ)",
     "INSERT INTO lake.s2.kinds VALUES (DATE '2024-02-29', TIME '23:59:59.999999', 3.4028235e+38::FLOAT, "
     "-32768, TIMESTAMP '1999-12-31 23:59:59.5', TIMESTAMPTZ '2000-01-01 00:00:00+00'), "
@@ -74,7 +74,6 @@ TABLES = ["t", "t2", "s2.p", "s2.kinds", "v"]
 
 def build(ducklake_url, data):
     con = db()
-    con.execute("SET TimeZone = 'Asia/Kolkata'")
     con.execute(f"ATTACH '{ducklake_url}' AS lake (DATA_PATH '{data}', DATA_INLINING_ROW_LIMIT 10)")
     for sql in LAKE:
         con.execute(sql)
