@@ -128,6 +128,11 @@ impl TableDef {
     pub fn column_index(&self, name: &str) -> Option<usize> {
         self.columns.iter().position(|c| c.name == name)
     }
+
+    /// The cell of `row` (a row of this table) in column `name`, if the table has it.
+    pub fn cell<'r>(&self, row: &'r [Cell], name: &str) -> Option<&'r Cell> {
+        self.column_index(name).and_then(|i| row.get(i))
+    }
 }
 
 /// Which half of the merged `snapshot/<id>` record a snapshot table's rows are.
@@ -203,29 +208,20 @@ const OTHER_VERSION_HINT: &str = "moraine serves the catalog of DuckLake 1.5.5, 
 /// `AUTOMATIC_MIGRATION TRUE` (`ducklake_initializer.cpp`).
 const OLDER_VERSIONS: &[&str] = &["0.1", "0.2", "0.3-dev1", "0.3", "0.4-dev1", "0.4"];
 
-/// Whether `declared` is how another DuckLake catalog database stores a column moraine serves
-/// as `served`, holding the same values: SQLite's catalog holds DuckLake's booleans as integers
-/// and its timestamps with time zone and UUIDs as text (DuckDB's sqlite extension reads them
-/// back as BIGINT and VARCHAR). A table created with such a column is served with DuckLake's
-/// type, and DuckDB casts the values inserted into it (`COPY FROM DATABASE` from a SQLite
-/// catalog; RFC 0014).
-fn stored_form_of(served: &str, declared: &str) -> bool {
-    matches!(
-        (served, declared),
-        ("BOOLEAN", "BIGINT") | ("TIMESTAMP WITH TIME ZONE" | "UUID", "VARCHAR")
-    )
-}
-
-/// DuckDB's serialized `LogicalType` of a served type a stored form stands for: field 100
-/// (the type id, one LEB128 byte), then the end marker; the type has no extra info.
-fn served_type_blob(served: &str) -> Option<Vec<u8>> {
-    let id = match served {
-        "BOOLEAN" => crate::duckdb_types::BOOLEAN,
-        "TIMESTAMP WITH TIME ZONE" => crate::duckdb_types::TIMESTAMP_TZ,
-        "UUID" => crate::duckdb_types::UUID,
-        _ => return None,
-    };
-    Some(vec![100, 0, id, 0xFF, 0xFF])
+/// When `declared` is how another DuckLake catalog database stores a column moraine serves as
+/// `served`, holding the same values, the `LogicalTypeId` of `served`: SQLite's catalog holds
+/// DuckLake's booleans as integers and its timestamps with time zone and UUIDs as text (DuckDB's
+/// sqlite extension reads them back as BIGINT and VARCHAR). A table created with such a column
+/// is served with DuckLake's type, and DuckDB casts the values inserted into it (`COPY FROM
+/// DATABASE` from a SQLite catalog; RFC 0014).
+fn stored_form_of(served: &str, declared: &str) -> Option<u8> {
+    use crate::duckdb_types::{BOOLEAN, TIMESTAMP_TZ, UUID};
+    match (served, declared) {
+        ("BOOLEAN", "BIGINT") => Some(BOOLEAN),
+        ("TIMESTAMP WITH TIME ZONE", "VARCHAR") => Some(TIMESTAMP_TZ),
+        ("UUID", "VARCHAR") => Some(UUID),
+        _ => None,
+    }
 }
 
 /// Check a CREATE TABLE against what moraine serves, and return the definition moraine keeps:
@@ -245,13 +241,17 @@ pub fn validate_new_table(def: &TableDef) -> Result<TableDef> {
         let expected: Vec<(&str, &str)> = fixed_columns(fixed);
         let mut kept = def.clone();
         for (i, (name, ty)) in expected.iter().enumerate() {
-            match kept.columns.get_mut(i) {
-                Some(c) if c.name == *name && c.type_name == *ty => {}
-                Some(c) if c.name == *name && stored_form_of(ty, &c.type_name) => {
+            let stored = kept
+                .columns
+                .get(i)
+                .and_then(|c| stored_form_of(ty, &c.type_name));
+            match (kept.columns.get_mut(i), stored) {
+                (Some(c), _) if c.name == *name && c.type_name == *ty => {}
+                (Some(c), Some(id)) if c.name == *name => {
                     c.type_name = ty.to_string();
-                    c.type_blob = served_type_blob(ty).expect("every stored form has a blob");
+                    c.type_blob = crate::serialized::type_blob(id);
                 }
-                Some(c) => {
+                (Some(c), _) => {
                     return Err(Error::Schema(format!(
                         "table {} does not match DuckLake's definition: column {} is {} {} but moraine serves {} {} ({OTHER_VERSION_HINT})",
                         def.name,
@@ -262,7 +262,7 @@ pub fn validate_new_table(def: &TableDef) -> Result<TableDef> {
                         ty
                     )))
                 }
-                None => {
+                (None, _) => {
                     return Err(Error::Schema(format!(
                         "table {} does not match DuckLake's definition: column {name} {ty} is missing ({OTHER_VERSION_HINT})",
                         def.name
@@ -298,15 +298,9 @@ pub fn check_catalog_version(def: &TableDef, row: &[Cell]) -> Result<()> {
     if def.name != "ducklake_metadata" {
         return Ok(());
     }
-    let cell = |name: &str| def.column_index(name).and_then(|i| row.get(i));
-    fn text(c: Option<&Cell>) -> Option<&str> {
-        match c {
-            Some(Cell::Text(t)) => Some(t.as_str()),
-            _ => None,
-        }
-    }
-    let global = matches!(cell("scope"), None | Some(Cell::Null));
-    match (text(cell("key")), text(cell("value"))) {
+    let text = |name: &str| def.cell(row, name).and_then(Cell::as_text);
+    let global = def.cell(row, "scope").is_none_or(Cell::is_null);
+    match (text("key"), text("value")) {
         (Some("version"), Some(v)) if global && v != CATALOG_VERSION => {
             let how = if OLDER_VERSIONS.contains(&v) {
                 "attach it once with DuckLake 1.5.5 and AUTOMATIC_MIGRATION TRUE, which upgrades it to 1.0, then copy it"
@@ -594,9 +588,7 @@ pub fn embedded_children(table: &str) -> impl Iterator<Item = &'static Embedded>
 
 /// The parent id a row of `def` names in column `id`, when it is an integer.
 pub fn parent_id(def: &TableDef, e: &Embedded, row: &[Cell]) -> Option<i64> {
-    def.column_index(e.id)
-        .and_then(|i| row.get(i))
-        .and_then(Cell::as_int)
+    def.cell(row, e.id).and_then(Cell::as_int)
 }
 
 // ---- the merged snapshot record -------------------------------------------------------------

@@ -69,6 +69,12 @@ fn uleb128(bytes: &[u8]) -> Option<(u64, usize)> {
     None
 }
 
+/// DuckDB's serialized `LogicalType` of the type with id `type_id` (below 128) and no extra
+/// info: field 100 (the id, one LEB128 byte), then the end marker.
+pub fn type_blob(type_id: u8) -> Vec<u8> {
+    vec![100, 0, type_id, 0xFF, 0xFF]
+}
+
 /// The bytes [`integer`] reads: what DuckDB's `BinarySerializer` writes for the non-NULL value
 /// `v` of the type with id `type_id` (below 128) and no extra info that DuckDB holds as an
 /// integer.

@@ -904,7 +904,7 @@ impl Transaction {
         }
         let mut ops = FreedAside(std::mem::take(&mut self.ops));
         // a catalog copied in: its inlined tables take DuckLake's own types (RFC 0014)
-        translate::copied::retype_inlined(&mut ops.0, &catalog.tables);
+        translate::copied::retype_inlined(&mut ops.0, tables);
         let committed = store.commit_writes(&image, || {
             let _span = tracing::debug_span!("moraine.translate", ops = ops.0.len()).entered();
             let t = store.bounded(

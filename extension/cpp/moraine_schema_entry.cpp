@@ -19,7 +19,6 @@ static_assert(uint8_t(OnCreateConflict::ERROR_ON_CONFLICT) == MORAINE_ON_CONFLIC
 static_assert(uint8_t(OnCreateConflict::IGNORE_ON_CONFLICT) == MORAINE_ON_CONFLICT_IGNORE, "IGNORE_ON_CONFLICT");
 static_assert(uint8_t(OnCreateConflict::REPLACE_ON_CONFLICT) == MORAINE_ON_CONFLICT_REPLACE, "REPLACE_ON_CONFLICT");
 
-
 MoraineSchemaEntry::MoraineSchemaEntry(Catalog &catalog, CreateSchemaInfo &info, MoraineEntries &owner)
     : SchemaCatalogEntry(catalog, info), owner(owner) {
 }

@@ -118,6 +118,12 @@
 
 #define MORAINE_TYPE_BLOB 26
 
+#define MORAINE_TYPE_DATE 15
+
+#define MORAINE_TYPE_TIME 16
+
+#define MORAINE_TYPE_TIMESTAMP 19
+
 // The rows one scan emits ([`Emitted`]).
 typedef struct MoraineMat MoraineMat;
 

@@ -155,6 +155,9 @@ pub mod type_ids {
     pub const MORAINE_TYPE_TIMESTAMP_TZ: u8 = 32;
     pub const MORAINE_TYPE_UUID: u8 = 54;
     pub const MORAINE_TYPE_BLOB: u8 = 26;
+    pub const MORAINE_TYPE_DATE: u8 = 15;
+    pub const MORAINE_TYPE_TIME: u8 = 16;
+    pub const MORAINE_TYPE_TIMESTAMP: u8 = 19;
 }
 
 /// DuckDB's `OnCreateConflict` values, which the C++ layer hands over as they are and checks
@@ -1489,6 +1492,9 @@ mod tests {
             (MORAINE_TYPE_TIMESTAMP_TZ, t::TIMESTAMP_TZ),
             (MORAINE_TYPE_UUID, t::UUID),
             (MORAINE_TYPE_BLOB, t::BLOB),
+            (MORAINE_TYPE_DATE, t::DATE),
+            (MORAINE_TYPE_TIME, t::TIME),
+            (MORAINE_TYPE_TIMESTAMP, t::TIMESTAMP),
         ];
         for (header, core) in pairs {
             assert_eq!(header, core);

@@ -8,9 +8,9 @@
 //! but not on a DuckDB file, so the lake moved on into a DuckDB file would read such rows wrong.
 //!
 //! So an inlined table created in the same commit as the `ducklake_column` rows that describe
-//! it (a copy: DuckLake itself creates its inlined tables with DuckLake's own types) takes, for
-//! each column whose values all convert, the type DuckLake gives it on a DuckDB catalog, with
-//! its values converted. A column of a type not converted here (DECIMAL, UUID, BLOB, INTERVAL,
+//! it takes, for each column whose values all convert, the type DuckLake gives it on a DuckDB
+//! catalog, with its values converted. (DuckLake's own commits create inlined tables with their
+//! column rows too, already declared with those types: nothing changes for them.) A column of a type not converted here (DECIMAL, UUID, BLOB, INTERVAL,
 //! the nested types, ...) or with a value that does not convert keeps what it was declared
 //! with, which DuckLake still reads right on moraine.
 
@@ -47,19 +47,6 @@ fn target(ducklake: &str) -> Option<(&'static str, u8)> {
     })
 }
 
-/// The range of values of an integer type.
-fn int_range(id: u8) -> (i64, i64) {
-    match id {
-        ty::TINYINT => (i8::MIN.into(), i8::MAX.into()),
-        ty::SMALLINT => (i16::MIN.into(), i16::MAX.into()),
-        ty::INTEGER => (i32::MIN.into(), i32::MAX.into()),
-        ty::UTINYINT => (0, u8::MAX.into()),
-        ty::USMALLINT => (0, u16::MAX.into()),
-        ty::UINTEGER => (0, u32::MAX.into()),
-        _ => (i64::MIN, i64::MAX),
-    }
-}
-
 /// `cell` as a value of the type with id `id`, or `None` when it does not convert. Text is
 /// read as DuckDB writes the type as text (its cast to VARCHAR, which is how SQLite's catalog
 /// holds what it does not hold natively).
@@ -92,14 +79,10 @@ fn convert(cell: &Cell, id: u8) -> Option<Cell> {
         (ty::TIME, Cell::Text(t)) => parse_time(t).map(|us| serialized(id, us)),
         (ty::TIMESTAMP, Cell::Text(t)) => parse_timestamp(t, false).map(|us| serialized(id, us)),
         (ty::TIMESTAMP_TZ, Cell::Text(t)) => parse_timestamp(t, true).map(|us| serialized(id, us)),
-        (id, Cell::Int(i)) if crate::duckdb_types::held(id, false) == ty::Held::Int => {
-            let (lo, hi) = int_range(id);
-            (lo..=hi).contains(i).then_some(Cell::Int(*i))
-        }
-        (id, Cell::Text(t)) if crate::duckdb_types::held(id, false) == ty::Held::Int => {
+        (id, Cell::Int(i)) => ty::fits(id, false, ty::Held::Int, *i, 0.0).then_some(Cell::Int(*i)),
+        (id, Cell::Text(t)) if ty::held(id, false) == ty::Held::Int => {
             let i: i64 = t.trim().parse().ok()?;
-            let (lo, hi) = int_range(id);
-            (lo..=hi).contains(&i).then_some(Cell::Int(i))
+            ty::fits(id, false, ty::Held::Int, i, 0.0).then_some(Cell::Int(i))
         }
         _ => None,
     }
@@ -203,11 +186,6 @@ fn parse_timestamp(t: &str, tz: bool) -> Option<i64> {
     Some(days * 86_400_000_000 + parse_time(time)? - offset)
 }
 
-/// The cells of `row` named by DuckLake's column `name` of `def`, if it has it.
-fn cell<'r>(def: &TableDef, row: &'r [Cell], name: &str) -> Option<&'r Cell> {
-    def.column_index(name).and_then(|i| row.get(i))
-}
-
 /// Gives the inlined tables `ops` creates the types DuckLake gives them on a DuckDB catalog,
 /// where the `ducklake_column` rows `ops` inserts describe them and every value converts (the
 /// module's doc). `tables`: the committed catalog's tables.
@@ -216,29 +194,31 @@ fn cell<'r>(def: &TableDef, row: &'r [Cell], name: &str) -> Option<&'r Cell> {
 /// inlined) insert its column rows too, but declare each column as DuckDB names the type,
 /// which is what [`target`] gives: nothing changes for them.
 pub(crate) fn retype_inlined(ops: &mut [Op], tables: &Tables) {
-    let created: Vec<(usize, i64, i64)> = ops
-        .iter()
-        .enumerate()
-        .filter_map(|(i, op)| match op {
-            Op::CreateTable(def) => inlined_data_name(&def.name).map(|(t, v)| (i, t, v)),
-            _ => None,
-        })
-        .collect();
-    if created.is_empty() {
-        return;
-    }
-    // where each table's inserted rows are, in one pass
-    let mut inserts: HashMap<(String, String), Vec<usize>> = HashMap::new();
-    for (i, op) in ops.iter().enumerate() {
-        if let Op::Insert { schema, table, .. } = op {
-            match inserts.get_mut(&(schema.clone(), table.clone())) {
-                Some(at) => at.push(i),
-                None => {
-                    inserts.insert((schema.clone(), table.clone()), vec![i]);
+    // in one pass: the inlined tables created, the definitions of the tables created, and
+    // where each table's inserted rows are
+    let mut created: Vec<(usize, i64, i64)> = Vec::new();
+    let mut defs: HashMap<(String, String), Arc<TableDef>> = HashMap::new();
+    let inserts: HashMap<(String, String), Vec<usize>> = {
+        let mut at: HashMap<(&str, &str), Vec<usize>> = HashMap::new();
+        for (i, op) in ops.iter().enumerate() {
+            match op {
+                Op::Insert { schema, table, .. } => at.entry((schema, table)).or_default().push(i),
+                Op::CreateTable(def) => {
+                    if let Some((t, v)) = inlined_data_name(&def.name) {
+                        created.push((i, t, v));
+                    }
+                    defs.insert((def.schema.clone(), def.name.clone()), def.clone());
                 }
+                _ => {}
             }
         }
-    }
+        if created.is_empty() {
+            return;
+        }
+        at.into_iter()
+            .map(|((s, t), rows)| ((s.to_string(), t.to_string()), rows))
+            .collect()
+    };
     let no_rows: Vec<usize> = Vec::new();
     for (at, table_id, version) in created {
         let Op::CreateTable(def) = &ops[at] else {
@@ -246,13 +226,10 @@ pub(crate) fn retype_inlined(ops: &mut [Op], tables: &Tables) {
         };
         let def = def.clone();
         let schema = def.schema.clone();
+        // a definition created in this commit (a copy's), else the committed one
         let def_of = |name: &str| -> Option<Arc<TableDef>> {
-            ops.iter()
-                .find_map(|op| match op {
-                    Op::CreateTable(d) if d.schema == schema && d.name == name => Some(d.clone()),
-                    _ => None,
-                })
-                .or_else(|| tables.get(&(schema.clone(), name.to_string())).cloned())
+            let key = (schema.clone(), name.to_string());
+            defs.get(&key).or_else(|| tables.get(&key)).cloned()
         };
         let rows_of = |name: &str| -> &Vec<usize> {
             inserts
@@ -276,10 +253,10 @@ pub(crate) fn retype_inlined(ops: &mut [Op], tables: &Tables) {
                 .iter()
                 .map(|&i| row(i))
                 .filter(|r| {
-                    cell(&versions, r, "schema_version").and_then(Cell::as_int) == Some(version)
-                        && cell(&versions, r, "table_id").and_then(Cell::as_int) == Some(table_id)
+                    versions.cell(r, "schema_version").and_then(Cell::as_int) == Some(version)
+                        && versions.cell(r, "table_id").and_then(Cell::as_int) == Some(table_id)
                 })
-                .filter_map(|r| cell(&versions, r, "begin_snapshot").and_then(Cell::as_int))
+                .filter_map(|r| versions.cell(r, "begin_snapshot").and_then(Cell::as_int))
                 .min()
         });
         let began = began.or_else(|| {
@@ -288,9 +265,9 @@ pub(crate) fn retype_inlined(ops: &mut [Op], tables: &Tables) {
                 .iter()
                 .map(|&i| row(i))
                 .filter(|r| {
-                    cell(&snapshots, r, "schema_version").and_then(Cell::as_int) == Some(version)
+                    snapshots.cell(r, "schema_version").and_then(Cell::as_int) == Some(version)
                 })
-                .filter_map(|r| cell(&snapshots, r, "snapshot_id").and_then(Cell::as_int))
+                .filter_map(|r| snapshots.cell(r, "snapshot_id").and_then(Cell::as_int))
                 .min()
         });
         let Some(began) = began else {
@@ -300,14 +277,14 @@ pub(crate) fn retype_inlined(ops: &mut [Op], tables: &Tables) {
         let mut types: HashMap<String, String> = HashMap::new();
         for &i in rows_of("ducklake_column") {
             let r = row(i);
-            let int = |n: &str| cell(&columns, r, n).and_then(Cell::as_int);
+            let int = |n: &str| columns.cell(r, n).and_then(Cell::as_int);
             let alive = int("begin_snapshot").is_some_and(|b| b <= began)
                 && int("end_snapshot").is_none_or(|e| e > began);
-            let top = cell(&columns, r, "parent_column").is_none_or(Cell::is_null);
+            let top = columns.cell(r, "parent_column").is_none_or(Cell::is_null);
             if int("table_id") == Some(table_id) && alive && top {
                 if let (Some(Cell::Text(n)), Some(Cell::Text(t))) = (
-                    cell(&columns, r, "column_name"),
-                    cell(&columns, r, "column_type"),
+                    columns.cell(r, "column_name"),
+                    columns.cell(r, "column_type"),
                 ) {
                     types.insert(n.clone(), t.clone());
                 }
@@ -322,7 +299,7 @@ pub(crate) fn retype_inlined(ops: &mut [Op], tables: &Tables) {
             if c.type_name != name {
                 changes.push((i, id));
                 kept.columns[i].type_name = name.to_string();
-                kept.columns[i].type_blob = vec![100, 0, id, 0xFF, 0xFF];
+                kept.columns[i].type_blob = crate::serialized::type_blob(id);
             }
         }
         if changes.is_empty() {

@@ -33,8 +33,7 @@ fn role(op: &Op, tables: &BTreeMap<(String, String), Arc<TableDef>>) -> Result<R
     if let (Some(row), true) = (row, table == catalog::FILE_COLUMN_STATS_TABLE) {
         let field = tables
             .get(&(schema.clone(), table.clone()))
-            .and_then(|def| def.column_index("column_id"))
-            .and_then(|i| row.get(i))
+            .and_then(|def| def.cell(row, "column_id"))
             .and_then(Cell::as_int);
         if field == Some(ROW_ID_FIELD_ID) {
             return Ok(Role::Maintenance);

@@ -957,24 +957,23 @@ def catalog_database(catalog, root):
             "sqlite": f"sqlite:{root}/meta.sqlite"}[catalog]
 
 
-def move_step(args, label, statements):
+def move_step(args, out, label, statements):
     """Runs `statements` in a fresh process with moraine and sqlite loaded (`--role move`);
     reports the last one's time and the process's peak RSS. Returns the peak in KB or None."""
     p = spawn(args, "move", ["--query", json.dumps(statements)], catalog="moraine")
     try:
-        r = ask(p)
-        if not r.get("ok"):
-            raise RuntimeError(r.get("error"))
-        out_ = r
+        answer = ask(p)
+        if not answer.get("ok"):
+            raise RuntimeError(answer.get("error"))
     except Exception as e:
-        args.out.error(label, e)
+        out.error(label, e)
         return None
     finally:
         p.stdin.close()
         p.wait()
-    args.out.value(label, out_["s"], "s")
-    args.out.value(f"{label}: peak RSS", out_["hwm_kb"] / 1024.0, "MB")
-    return out_["hwm_kb"]
+    out.value(label, answer["s"], "s")
+    out.value(f"{label}: peak RSS", answer["hwm_kb"] / 1024.0, "MB")
+    return answer["hwm_kb"]
 
 
 def role_move(args):
@@ -1005,7 +1004,6 @@ def w_move(args, out):
     if args.catalog == "postgres":
         out.text("note", "not measured: the move workload runs on local catalogs")
         return
-    args.out = out
     lake = new_lake(args, "lake")
     db = connect(args.catalog, os.path.join(args.dir, "ext"))
     per, rows, q = files_lake_shape(args)
@@ -1021,10 +1019,10 @@ def w_move(args, out):
     # DuckLake's own way to copy a catalog (its backup guide: into another DuckDB file), from
     # the same source: what a move costs without moraine
     reference = os.path.join(args.dir, "reference.ducklake")
-    move_step(args, "reference: the same COPY FROM DATABASE into a new DuckDB file (fresh process)", [
+    move_step(args, out, "reference: the same COPY FROM DATABASE into a new DuckDB file (fresh process)", [
         f"ATTACH {lit(source)} AS src (READ_ONLY)", f"ATTACH {lit(reference)} AS dst",
         "COPY FROM DATABASE src TO dst"])
-    import_kb = move_step(args, "import into moraine (COPY FROM DATABASE, fresh process)", [
+    import_kb = move_step(args, out, "import into moraine (COPY FROM DATABASE, fresh process)", [
         f"ATTACH {lit(source)} AS src (READ_ONLY)", f"ATTACH {lit(into)} AS m",
         "COPY FROM DATABASE src TO m"])
     if import_kb is None:
@@ -1040,7 +1038,7 @@ def w_move(args, out):
     exported = os.path.join(args.dir, "exported")
     os.makedirs(exported, exist_ok=True)
     back = catalog_database(args.catalog, exported)
-    move_step(args, f"export back into a new {args.catalog} catalog (COPY FROM DATABASE, fresh process)", [
+    move_step(args, out, f"export back into a new {args.catalog} catalog (COPY FROM DATABASE, fresh process)", [
         f"ATTACH {lit(into)} AS m (READ_ONLY)", f"ATTACH {lit(back)} AS dst",
         "COPY FROM DATABASE m TO dst"])
     probe_figures(args, out, f"exported lake: READ_ONLY attach + count(*) of t{q} (fresh process)",
